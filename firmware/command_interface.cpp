@@ -1,0 +1,163 @@
+#include "firmware/command_interface.hpp"
+
+#include <cstring>
+
+namespace hcasim::firmware {
+
+void declare_firmware_params(sim::ParamRegistry& r) {
+    r.add({"fw.command_latency_us", sim::ParamSpec::Kind::Real, "us", "10", 0, 1e6, {},
+           "firmware command execution time (create/modify/destroy QP or CQ, register memory)",
+           "estimate: mailbox commands of ConnectX-class firmware take microseconds to tens of microseconds"});
+}
+
+CommandInterface::CommandInterface(const sim::Config& cfg, hca::Hca& hca)
+    : m_hca(hca), m_latency(static_cast<sim::Tick>(cfg.get_real("fw.command_latency_us") * sim::kPsPerUs)) {}
+
+void CommandInterface::execute() {
+    ++m_commands;
+    if (m_latency) sc_core::wait(sim::to_sc(m_latency));
+}
+
+bool CommandInterface::create_cq(std::uint32_t cqn, std::uint64_t ring, std::uint32_t log_size,
+                                 std::uint64_t db_record) {
+    execute();
+    hca::CqContext& cq = m_hca.install_cq(cqn);
+    cq.ring = ring;
+    cq.log_size = log_size;
+    cq.db_record = db_record;
+    return true;
+}
+
+bool CommandInterface::resize_cq(std::uint32_t cqn, std::uint64_t ring, std::uint32_t log_size,
+                                 std::uint32_t consumer, std::uint32_t& moved) {
+    execute();
+    hca::CqContext* cq = m_hca.cq(cqn);
+    if (!cq) return false;
+    const std::uint32_t pending = cq->producer - consumer;
+    if (pending > (1u << log_size)) return false;
+    // Copy unpolled CQEs in order to the start of the new ring.
+    auto* from = reinterpret_cast<hca::Cqe*>(static_cast<std::uintptr_t>(cq->ring));
+    auto* to = reinterpret_cast<hca::Cqe*>(static_cast<std::uintptr_t>(ring));
+    for (std::uint32_t i = 0; i < pending; ++i) {
+        to[i] = from[(consumer + i) & (cq->entries() - 1)];
+        to[i].owner = 0;
+    }
+    cq->ring = ring;
+    cq->log_size = log_size;
+    cq->producer = pending;
+    cq->cached_consumer = 0;
+    cq->overrun = false;
+    moved = pending;
+    return true;
+}
+
+bool CommandInterface::destroy_cq(std::uint32_t cqn) {
+    execute();
+    if (!m_hca.cq(cqn)) return false;
+    m_hca.remove_cq(cqn);
+    return true;
+}
+
+bool CommandInterface::create_qp(std::uint32_t qpn, const QpRings& r) {
+    execute();
+    fill(m_hca.install_qp(qpn), r);
+    return true;
+}
+
+QpRings CommandInterface::rings_of(const hca::QpContext& qp) {
+    QpRings r;
+    r.pdn = qp.pdn;
+    r.send_cqn = qp.send_cqn;
+    r.recv_cqn = qp.recv_cqn;
+    r.sq_sig_all = qp.sq_sig_all;
+    r.sq_base = qp.sq_base;
+    r.sq_log_size = qp.sq_log_size;
+    r.sq_log_stride = qp.sq_log_stride;
+    r.rq_base = qp.rq_base;
+    r.rq_log_size = qp.rq_log_size;
+    r.rq_log_stride = qp.rq_log_stride;
+    r.max_send_sge = qp.max_send_sge;
+    r.max_recv_sge = qp.max_recv_sge;
+    r.max_inline = qp.max_inline;
+    return r;
+}
+
+void CommandInterface::fill(hca::QpContext& qp, const QpRings& r) {
+    qp.pdn = r.pdn;
+    qp.send_cqn = r.send_cqn;
+    qp.recv_cqn = r.recv_cqn;
+    qp.sq_sig_all = r.sq_sig_all;
+    qp.sq_base = r.sq_base;
+    qp.sq_log_size = r.sq_log_size;
+    qp.sq_log_stride = r.sq_log_stride;
+    qp.rq_base = r.rq_base;
+    qp.rq_log_size = r.rq_log_size;
+    qp.rq_log_stride = r.rq_log_stride;
+    qp.max_send_sge = r.max_send_sge;
+    qp.max_recv_sge = r.max_recv_sge;
+    qp.max_inline = r.max_inline;
+}
+
+bool CommandInterface::modify_qp(std::uint32_t qpn, const QpAttributes& a, std::uint32_t mask) {
+    execute();
+    hca::QpContext* qp = m_hca.qp(qpn);
+    if (!qp) return false;
+    if (mask & kAttrAccess) qp->access = a.access;
+    if (mask & kAttrPathMtu) qp->path_mtu = a.path_mtu;
+    if (mask & kAttrAv) {
+        qp->dlid = a.dlid;
+        qp->sl = a.sl;
+    }
+    if (mask & kAttrDestQpn) qp->dest_qpn = a.dest_qpn;
+    if (mask & kAttrRqPsn) {
+        qp->rq_psn = a.rq_psn & hca::kPsnMask;
+        qp->epsn = qp->rq_psn;
+    }
+    if (mask & kAttrSqPsn) {
+        qp->sq_psn = a.sq_psn & hca::kPsnMask;
+        qp->next_psn = qp->sq_psn;
+    }
+    if (mask & kAttrMaxDestRdAtomic) qp->max_dest_rd_atomic = a.max_dest_rd_atomic;
+    if (mask & kAttrMaxRdAtomic) qp->max_rd_atomic = a.max_rd_atomic;
+    if (mask & kAttrMinRnrTimer) qp->min_rnr_timer = a.min_rnr_timer;
+    if (mask & kAttrTimeout) qp->timeout = a.timeout;
+    if (mask & kAttrRetryCnt) qp->retry_cnt = a.retry_cnt;
+    if (mask & kAttrRnrRetry) {
+        qp->rnr_retry = a.rnr_retry;
+        qp->rnr_retries_left = a.rnr_retry;
+    }
+    if (mask & kAttrState) {
+        const hca::QpState old = qp->state;
+        qp->state = a.state;
+        if (a.state == hca::QpState::Reset && old != hca::QpState::Reset) {
+            // Back to reset: the adapter forgets all queue state but the rings.
+            const QpRings keep = rings_of(*qp);
+            m_hca.remove_qp(qpn);
+            fill(m_hca.install_qp(qpn), keep);
+            return true;
+        }
+        m_hca.state_changed(*qp, sim::now_ps());
+    }
+    return true;
+}
+
+bool CommandInterface::destroy_qp(std::uint32_t qpn) {
+    execute();
+    if (!m_hca.qp(qpn)) return false;
+    m_hca.remove_qp(qpn);
+    return true;
+}
+
+std::uint32_t CommandInterface::register_mr(std::uint32_t pdn, std::uint64_t va, std::uint64_t length,
+                                            std::uint32_t access) {
+    execute();
+    return m_hca.mpt().add(pdn, va, length, access);
+}
+
+bool CommandInterface::deregister_mr(std::uint32_t key) {
+    execute();
+    m_hca.translation().invalidate(key);
+    return m_hca.mpt().remove(key);
+}
+
+}  // namespace hcasim::firmware

@@ -1,0 +1,99 @@
+// The adapter firmware's command interface: the driver posts a command
+// (create/modify/destroy a QP or CQ, register memory) to the mailbox and the
+// firmware executes it on the adapter's context tables. Each command takes
+// fw.command_latency_us of simulated time, charged to the host thread that
+// waits for it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/hca/hca.hpp"
+#include "model/sim/config.hpp"
+
+namespace hcasim::firmware {
+
+void declare_firmware_params(sim::ParamRegistry& r);
+
+// QP attributes as the firmware takes them (API-neutral).
+enum QpAttrMask : std::uint32_t {
+    kAttrState = 1 << 0,
+    kAttrAccess = 1 << 1,
+    kAttrPort = 1 << 2,
+    kAttrPkeyIndex = 1 << 3,
+    kAttrPathMtu = 1 << 4,
+    kAttrAv = 1 << 5,
+    kAttrDestQpn = 1 << 6,
+    kAttrRqPsn = 1 << 7,
+    kAttrMaxDestRdAtomic = 1 << 8,
+    kAttrMinRnrTimer = 1 << 9,
+    kAttrSqPsn = 1 << 10,
+    kAttrTimeout = 1 << 11,
+    kAttrRetryCnt = 1 << 12,
+    kAttrRnrRetry = 1 << 13,
+    kAttrMaxRdAtomic = 1 << 14,
+};
+
+struct QpAttributes {
+    hca::QpState state = hca::QpState::Reset;
+    std::uint32_t access = 0;
+    std::uint32_t path_mtu = 4096;
+    std::uint16_t dlid = 0;
+    std::uint8_t sl = 0;
+    std::uint32_t dest_qpn = 0;
+    std::uint32_t rq_psn = 0;
+    std::uint32_t sq_psn = 0;
+    std::uint8_t max_dest_rd_atomic = 1;
+    std::uint8_t max_rd_atomic = 1;
+    std::uint8_t min_rnr_timer = 0;
+    std::uint8_t timeout = 14;
+    std::uint8_t retry_cnt = 7;
+    std::uint8_t rnr_retry = 7;
+};
+
+struct QpRings {
+    std::uint32_t pdn = 0;
+    std::uint32_t send_cqn = 0;
+    std::uint32_t recv_cqn = 0;
+    bool sq_sig_all = false;
+    std::uint64_t sq_base = 0;
+    std::uint32_t sq_log_size = 0;
+    std::uint32_t sq_log_stride = 6;
+    std::uint64_t rq_base = 0;
+    std::uint32_t rq_log_size = 0;
+    std::uint32_t rq_log_stride = 4;
+    std::uint32_t max_send_sge = 1;
+    std::uint32_t max_recv_sge = 1;
+    std::uint32_t max_inline = 0;
+};
+
+class CommandInterface {
+public:
+    CommandInterface(const sim::Config& cfg, hca::Hca& hca);
+
+    // Each call blocks the calling host thread for the command latency, then
+    // applies the command. They return false if the adapter refuses.
+    bool create_cq(std::uint32_t cqn, std::uint64_t ring, std::uint32_t log_size, std::uint64_t db_record);
+    // Moves the unpolled CQEs (consumer .. producer) into the new ring.
+    bool resize_cq(std::uint32_t cqn, std::uint64_t ring, std::uint32_t log_size, std::uint32_t consumer,
+                   std::uint32_t& moved);
+    bool destroy_cq(std::uint32_t cqn);
+    bool create_qp(std::uint32_t qpn, const QpRings& rings);
+    bool modify_qp(std::uint32_t qpn, const QpAttributes& a, std::uint32_t mask);
+    bool destroy_qp(std::uint32_t qpn);
+    std::uint32_t register_mr(std::uint32_t pdn, std::uint64_t va, std::uint64_t length, std::uint32_t access);
+    bool deregister_mr(std::uint32_t key);
+
+    std::uint64_t commands() const { return m_commands; }
+
+private:
+    void execute();
+    static QpRings rings_of(const hca::QpContext& qp);
+    static void fill(hca::QpContext& qp, const QpRings& r);
+
+    hca::Hca& m_hca;
+    sim::Tick m_latency;
+    std::uint64_t m_commands = 0;
+};
+
+}  // namespace hcasim::firmware

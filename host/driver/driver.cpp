@@ -1,0 +1,449 @@
+#include "host/driver/driver.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace hcasim::host {
+
+using hca::Cqe;
+using hca::DataSeg;
+using hca::RecvWqeCtrl;
+using hca::RemoteAddrSeg;
+using hca::SendWqeCtrl;
+
+namespace {
+
+std::uint32_t log2_ceil(std::uint64_t v) {
+    std::uint32_t l = 0;
+    while ((1ull << l) < v) ++l;
+    return l;
+}
+
+}  // namespace
+
+void* alloc_ring(std::size_t bytes) {
+    bytes = (bytes + 4095) & ~static_cast<std::size_t>(4095);
+    void* p = std::aligned_alloc(4096, bytes);
+    if (p) std::memset(p, 0, bytes);
+    return p;
+}
+
+void free_ring(void* p) { std::free(p); }
+
+Driver::Driver(const DeviceInfo& info, hca::Hca& hca, firmware::CommandInterface& fw, const HostCosts& costs)
+    : m_info(info), m_hca(hca), m_fw(fw), m_costs(costs) {
+    m_hca.set_interrupt_sink(this);
+}
+
+Driver::~Driver() {
+    for (auto& [n, qp] : m_qps) {
+        free_ring(qp->sq);
+        free_ring(qp->rq);
+    }
+    for (auto& [n, cq] : m_cqs) {
+        free_ring(cq->ring);
+        free_ring(cq->db);
+    }
+}
+
+int Driver::alloc_pd(std::uint32_t& pdn) {
+    control_call();
+    if (m_pds.size() >= m_hca.params().max_pd) return ENOMEM;
+    pdn = m_next_pdn++;
+    m_pds[pdn] = 0;
+    return 0;
+}
+
+int Driver::dealloc_pd(std::uint32_t pdn) {
+    control_call();
+    auto it = m_pds.find(pdn);
+    if (it == m_pds.end()) return EINVAL;
+    if (it->second > 0) return EBUSY;
+    m_pds.erase(it);
+    return 0;
+}
+
+int Driver::reg_mr(std::uint32_t pdn, std::uint64_t addr, std::uint64_t length, std::uint32_t access,
+                   std::uint32_t& key) {
+    control_call();
+    if (!m_pds.count(pdn)) return EINVAL;
+    if (length == 0 || length > m_hca.params().max_mr_size) return EINVAL;
+    // IBA: remote write (or atomic) access requires local write.
+    if ((access & (hca::kRemoteWrite | hca::kRemoteAtomic)) && !(access & hca::kLocalWrite)) return EINVAL;
+    key = m_fw.register_mr(pdn, addr, length, access);
+    if (key == 0) return ENOMEM;
+    m_mrs[key] = pdn;
+    ++m_pds[pdn];
+    return 0;
+}
+
+int Driver::dereg_mr(std::uint32_t key) {
+    control_call();
+    auto it = m_mrs.find(key);
+    if (it == m_mrs.end()) return EINVAL;
+    m_fw.deregister_mr(key);
+    --m_pds[it->second];
+    m_mrs.erase(it);
+    return 0;
+}
+
+int Driver::create_cq(int entries, EventChannel* channel, DriverCq*& out) {
+    control_call();
+    if (entries < 1 || static_cast<std::uint32_t>(entries) > m_hca.params().max_cqe) return EINVAL;
+    if (m_cqs.size() >= m_hca.params().max_cq) return ENOMEM;
+    auto cq = std::make_unique<DriverCq>();
+    cq->cqn = m_next_cqn++;
+    cq->requested = entries;
+    cq->log_size = log2_ceil(static_cast<std::uint64_t>(entries) + 1);
+    cq->ring = static_cast<Cqe*>(alloc_ring(sizeof(Cqe) << cq->log_size));
+    cq->db = static_cast<hca::CqDoorbellRecord*>(alloc_ring(sizeof(hca::CqDoorbellRecord)));
+    if (!cq->ring || !cq->db) return ENOMEM;
+    // Every entry starts owned by hardware for the first pass.
+    for (std::uint32_t i = 0; i < (1u << cq->log_size); ++i) cq->ring[i].owner = 1;
+    cq->channel = channel;
+    if (channel) ++channel->cq_refs;
+    m_fw.create_cq(cq->cqn, reinterpret_cast<std::uintptr_t>(cq->ring), cq->log_size,
+                   reinterpret_cast<std::uintptr_t>(cq->db));
+    out = cq.get();
+    m_cqs[cq->cqn] = std::move(cq);
+    return 0;
+}
+
+int Driver::resize_cq(DriverCq& cq, int entries) {
+    control_call();
+    if (entries < 1 || static_cast<std::uint32_t>(entries) > m_hca.params().max_cqe) return EINVAL;
+    const std::uint32_t log_size = log2_ceil(static_cast<std::uint64_t>(entries) + 1);
+    auto* ring = static_cast<Cqe*>(alloc_ring(sizeof(Cqe) << log_size));
+    if (!ring) return ENOMEM;
+    for (std::uint32_t i = 0; i < (1u << log_size); ++i) ring[i].owner = 1;
+    std::uint32_t moved = 0;
+    if (!m_fw.resize_cq(cq.cqn, reinterpret_cast<std::uintptr_t>(ring), log_size, cq.consumer, moved)) {
+        free_ring(ring);
+        return EINVAL;  // fewer entries than the CQEs it holds
+    }
+    free_ring(cq.ring);
+    cq.ring = ring;
+    cq.log_size = log_size;
+    cq.consumer = 0;
+    cq.db->consumer_index = 0;
+    cq.requested = entries;
+    return 0;
+}
+
+int Driver::destroy_cq(DriverCq* cq) {
+    control_call();
+    if (cq->qp_refs > 0) return EBUSY;
+    m_fw.destroy_cq(cq->cqn);
+    if (cq->channel) {
+        --cq->channel->cq_refs;
+        auto& ev = cq->channel->events;
+        ev.erase(std::remove_if(ev.begin(), ev.end(), [&](const EventChannel::Event& e) { return e.cq == cq; }),
+                 ev.end());
+    }
+    free_ring(cq->ring);
+    free_ring(cq->db);
+    m_cqs.erase(cq->cqn);
+    return 0;
+}
+
+int Driver::poll_cq(DriverCq& cq, int max, Completion* out) {
+    HostCpu::spend(m_costs.poll_cq);
+    int n = 0;
+    const std::uint32_t mask = (1u << cq.log_size) - 1;
+    while (n < max) {
+        const Cqe& c = cq.ring[cq.consumer & mask];
+        if ((c.owner & 1) != ((cq.consumer >> cq.log_size) & 1)) break;
+        Completion& o = out[n];
+        o = Completion{};
+        o.status = static_cast<hca::CqeStatus>(c.status);
+        o.opcode = static_cast<hca::CqeOpcode>(c.opcode);
+        o.byte_len = c.byte_len;
+        o.imm = c.imm_data;
+        o.has_imm = c.flags & hca::kCqeWithImm;
+        o.is_send = c.flags & hca::kCqeIsSend;
+        o.solicited = c.flags & hca::kCqeSolicited;
+        o.qpn = c.qpn;
+        o.src_qp = c.src_qp;
+        o.slid = c.slid;
+        o.vendor_err = c.status;
+        if (DriverQp* qp = find_qp(c.qpn)) {
+            if (o.is_send) {
+                o.wr_id = qp->sq_wrid[c.wqe_index & ((1u << qp->sq_log_size) - 1)];
+                qp->sq_tail = static_cast<std::uint16_t>(c.wqe_index + 1);
+            } else {
+                o.wr_id = qp->rq_wrid[c.wqe_index & ((1u << qp->rq_log_size) - 1)];
+                qp->rq_tail = static_cast<std::uint16_t>(c.wqe_index + 1);
+            }
+        }
+        ++cq.consumer;
+        ++n;
+    }
+    if (n) {
+        // Publish the consumer index so the adapter can reuse the entries.
+        cq.db->consumer_index = cq.consumer;
+        HostCpu::spend(m_costs.poll_cqe * static_cast<sim::Tick>(n));
+    }
+    return n;
+}
+
+int Driver::req_notify_cq(DriverCq& cq, bool solicited_only) {
+    HostCpu::spend(m_costs.req_notify);
+    hca::DoorbellWrite w;
+    w.offset = hca::kUarCqArm;
+    w.number = cq.cqn;
+    w.index = cq.consumer;
+    w.solicited = solicited_only;
+    m_hca.doorbells().mmio_write(sim::now_ps(), std::move(w));
+    return 0;
+}
+
+int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, const QpCaps& caps, bool sq_sig_all,
+                      DriverQp*& out) {
+    control_call();
+    const hca::HcaParams& p = m_hca.params();
+    if (!m_pds.count(pdn) || !send_cq || !recv_cq) return EINVAL;
+    if (caps.max_send_wr > p.max_qp_wr || caps.max_recv_wr > p.max_qp_wr || caps.max_send_sge > p.max_sge ||
+        caps.max_recv_sge > p.max_sge || caps.max_inline > p.max_inline)
+        return EINVAL;
+    if (m_qps.size() >= p.max_qp) return ENOMEM;
+    auto qp = std::make_unique<DriverQp>();
+    qp->qpn = m_next_qpn++;
+    qp->pdn = pdn;
+    qp->send_cq = send_cq;
+    qp->recv_cq = recv_cq;
+    qp->max_send_sge = std::max<std::uint32_t>(1, caps.max_send_sge);
+    qp->max_recv_sge = std::max<std::uint32_t>(1, caps.max_recv_sge);
+    qp->max_inline = caps.max_inline;
+    qp->sq_sig_all = sq_sig_all;
+    // Send WQE: control + remote address + max(data segments, inline bytes),
+    // padded to a power of two of at least one 64 B basic block.
+    const std::uint32_t body = std::max(qp->max_send_sge * 16u, (qp->max_inline + 15u) & ~15u);
+    qp->sq_log_stride = std::max<std::uint32_t>(6, log2_ceil(32u + body));
+    qp->sq_log_size = log2_ceil(std::max<std::uint32_t>(1, caps.max_send_wr));
+    qp->rq_log_stride = std::max<std::uint32_t>(5, log2_ceil(16u + qp->max_recv_sge * 16u));
+    qp->rq_log_size = log2_ceil(std::max<std::uint32_t>(1, caps.max_recv_wr));
+    // Report what was really allocated, as libibverbs providers do.
+    qp->max_send_wr = 1u << qp->sq_log_size;
+    qp->max_recv_wr = 1u << qp->rq_log_size;
+    qp->max_inline = std::min<std::uint32_t>(p.max_inline, (1u << qp->sq_log_stride) - 32u);
+    qp->max_send_sge = std::min<std::uint32_t>(p.max_sge, ((1u << qp->sq_log_stride) - 32u) / 16u);
+    qp->max_recv_sge = std::min<std::uint32_t>(p.max_sge, ((1u << qp->rq_log_stride) - 16u) / 16u);
+    qp->sq = static_cast<std::uint8_t*>(alloc_ring(static_cast<std::size_t>(1) << (qp->sq_log_size + qp->sq_log_stride)));
+    qp->rq = static_cast<std::uint8_t*>(alloc_ring(static_cast<std::size_t>(1) << (qp->rq_log_size + qp->rq_log_stride)));
+    if (!qp->sq || !qp->rq) return ENOMEM;
+    qp->sq_wrid.assign(qp->max_send_wr, 0);
+    qp->rq_wrid.assign(qp->max_recv_wr, 0);
+    firmware::QpRings r;
+    r.pdn = pdn;
+    r.send_cqn = send_cq->cqn;
+    r.recv_cqn = recv_cq->cqn;
+    r.sq_sig_all = sq_sig_all;
+    r.sq_base = reinterpret_cast<std::uintptr_t>(qp->sq);
+    r.sq_log_size = qp->sq_log_size;
+    r.sq_log_stride = qp->sq_log_stride;
+    r.rq_base = reinterpret_cast<std::uintptr_t>(qp->rq);
+    r.rq_log_size = qp->rq_log_size;
+    r.rq_log_stride = qp->rq_log_stride;
+    r.max_send_sge = qp->max_send_sge;
+    r.max_recv_sge = qp->max_recv_sge;
+    r.max_inline = qp->max_inline;
+    m_fw.create_qp(qp->qpn, r);
+    ++send_cq->qp_refs;
+    ++recv_cq->qp_refs;
+    ++m_pds[pdn];
+    out = qp.get();
+    m_qps[qp->qpn] = std::move(qp);
+    return 0;
+}
+
+int Driver::modify_qp(DriverQp& qp, const firmware::QpAttributes& a, std::uint32_t fw_mask) {
+    control_call();
+    if (!m_fw.modify_qp(qp.qpn, a, fw_mask)) return EINVAL;
+    if (fw_mask & firmware::kAttrState) {
+        qp.state = a.state;
+        if (a.state == hca::QpState::Reset) {
+            qp.sq_pi = qp.sq_tail = qp.rq_pi = qp.rq_tail = 0;
+            qp.sq_unrung = 0;
+        }
+    }
+    // Remember what was set, for query.
+    auto& s = qp.attr;
+    if (fw_mask & firmware::kAttrState) s.state = a.state;
+    if (fw_mask & firmware::kAttrAccess) s.access = a.access;
+    if (fw_mask & firmware::kAttrPathMtu) s.path_mtu = a.path_mtu;
+    if (fw_mask & firmware::kAttrAv) {
+        s.dlid = a.dlid;
+        s.sl = a.sl;
+    }
+    if (fw_mask & firmware::kAttrDestQpn) s.dest_qpn = a.dest_qpn;
+    if (fw_mask & firmware::kAttrRqPsn) s.rq_psn = a.rq_psn;
+    if (fw_mask & firmware::kAttrSqPsn) s.sq_psn = a.sq_psn;
+    if (fw_mask & firmware::kAttrMaxDestRdAtomic) s.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    if (fw_mask & firmware::kAttrMaxRdAtomic) s.max_rd_atomic = a.max_rd_atomic;
+    if (fw_mask & firmware::kAttrMinRnrTimer) s.min_rnr_timer = a.min_rnr_timer;
+    if (fw_mask & firmware::kAttrTimeout) s.timeout = a.timeout;
+    if (fw_mask & firmware::kAttrRetryCnt) s.retry_cnt = a.retry_cnt;
+    if (fw_mask & firmware::kAttrRnrRetry) s.rnr_retry = a.rnr_retry;
+    return 0;
+}
+
+int Driver::destroy_qp(DriverQp* qp) {
+    control_call();
+    m_fw.destroy_qp(qp->qpn);
+    --qp->send_cq->qp_refs;
+    --qp->recv_cq->qp_refs;
+    --m_pds[qp->pdn];
+    free_ring(qp->sq);
+    free_ring(qp->rq);
+    m_qps.erase(qp->qpn);
+    return 0;
+}
+
+DriverQp* Driver::find_qp(std::uint32_t qpn) {
+    auto it = m_qps.find(qpn);
+    return it == m_qps.end() ? nullptr : it->second.get();
+}
+
+int Driver::write_send_wqe(DriverQp& qp, const SendRequest& r) {
+    HostCpu::spend(m_costs.post_send);
+    if (static_cast<std::uint16_t>(qp.sq_pi - qp.sq_tail) >= qp.max_send_wr) return ENOMEM;
+    if (r.num_sge > qp.max_send_sge) return EINVAL;
+    std::uint64_t total = 0;
+    for (std::uint32_t i = 0; i < r.num_sge; ++i) total += r.sges[i].length;
+    if (total > 0x80000000ull) return EINVAL;
+    if (r.inline_data && total > qp.max_inline) return EINVAL;
+    const std::uint32_t stride = 1u << qp.sq_log_stride;
+    std::uint8_t* wqe = qp.sq + static_cast<std::size_t>(qp.sq_pi & (qp.max_send_wr - 1)) * stride;
+    SendWqeCtrl ctrl{};
+    ctrl.opcode = static_cast<std::uint8_t>(r.op);
+    ctrl.flags = static_cast<std::uint8_t>((r.signaled ? hca::kWqeSignaled : 0) | (r.solicited ? hca::kWqeSolicited : 0) |
+                                           (r.inline_data ? hca::kWqeInline : 0) | (r.fence ? hca::kWqeFence : 0));
+    ctrl.imm_data = r.imm;
+    ctrl.wqe_index = qp.sq_pi;
+    std::uint32_t off = sizeof ctrl;
+    if (r.op == hca::WqeOpcode::RdmaWrite || r.op == hca::WqeOpcode::RdmaWriteImm || r.op == hca::WqeOpcode::RdmaRead) {
+        RemoteAddrSeg ra{r.raddr, r.rkey, 0};
+        std::memcpy(wqe + off, &ra, sizeof ra);
+        off += sizeof ra;
+    }
+    if (r.inline_data) {
+        // The CPU copies the payload into the WQE now; the buffer is free at once.
+        ctrl.inline_bytes = static_cast<std::uint32_t>(total);
+        for (std::uint32_t i = 0; i < r.num_sge; ++i) {
+            std::memcpy(wqe + off, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(r.sges[i].addr)),
+                        r.sges[i].length);
+            off += r.sges[i].length;
+        }
+    } else {
+        ctrl.num_sge = static_cast<std::uint8_t>(r.num_sge);
+        for (std::uint32_t i = 0; i < r.num_sge; ++i) {
+            DataSeg d{r.sges[i].addr, r.sges[i].lkey, r.sges[i].length};
+            std::memcpy(wqe + off, &d, sizeof d);
+            off += sizeof d;
+        }
+    }
+    std::memcpy(wqe, &ctrl, sizeof ctrl);
+    qp.sq_wrid[qp.sq_pi & (qp.max_send_wr - 1)] = r.wr_id;
+    // Keep the size of the last WQE for a BlueFlame write.
+    m_bf.assign(wqe, wqe + ((off + hca::kWqeBasicBlock - 1) & ~(hca::kWqeBasicBlock - 1)));
+    ++qp.sq_pi;
+    ++qp.sq_unrung;
+    return 0;
+}
+
+int Driver::write_recv_wqe(DriverQp& qp, std::uint64_t wr_id, const Sge* sges, std::uint32_t n) {
+    HostCpu::spend(m_costs.post_recv);
+    if (static_cast<std::uint16_t>(qp.rq_pi - qp.rq_tail) >= qp.max_recv_wr) return ENOMEM;
+    if (n > qp.max_recv_sge) return EINVAL;
+    const std::uint32_t stride = 1u << qp.rq_log_stride;
+    std::uint8_t* wqe = qp.rq + static_cast<std::size_t>(qp.rq_pi & (qp.max_recv_wr - 1)) * stride;
+    RecvWqeCtrl ctrl{};
+    ctrl.wqe_index = qp.rq_pi;
+    ctrl.num_sge = static_cast<std::uint8_t>(n);
+    std::memcpy(wqe, &ctrl, sizeof ctrl);
+    for (std::uint32_t i = 0; i < n; ++i) {
+        DataSeg d{sges[i].addr, sges[i].lkey, sges[i].length};
+        std::memcpy(wqe + sizeof ctrl + i * sizeof d, &d, sizeof d);
+    }
+    qp.rq_wrid[qp.rq_pi & (qp.max_recv_wr - 1)] = wr_id;
+    ++qp.rq_pi;
+    return 0;
+}
+
+void Driver::ring_send_doorbell(DriverQp& qp) {
+    if (qp.sq_unrung == 0) return;
+    hca::DoorbellWrite w;
+    w.number = qp.qpn;
+    w.index = qp.sq_pi;
+    // A lone small WQE goes by BlueFlame: the WQE itself is written to the
+    // adapter, which then needs no fetch DMA.
+    if (m_hca.params().blueflame && qp.sq_unrung == 1 && m_bf.size() <= m_hca.params().blueflame_max_bytes) {
+        w.offset = hca::kUarBlueFlame;
+        w.wqe = m_bf;
+    } else {
+        w.offset = hca::kUarSendDoorbell;
+    }
+    qp.sq_unrung = 0;
+    m_hca.doorbells().mmio_write(sim::now_ps(), std::move(w));
+}
+
+void Driver::ring_recv_doorbell(DriverQp& qp) {
+    hca::DoorbellWrite w;
+    w.offset = hca::kUarRecvDoorbell;
+    w.number = qp.qpn;
+    w.index = qp.rq_pi;
+    m_hca.doorbells().mmio_write(sim::now_ps(), std::move(w));
+}
+
+int Driver::get_cq_event(EventChannel& ch, DriverCq*& cq) {
+    for (;;) {
+        if (!ch.events.empty()) {
+            const sim::Tick now = sim::now_ps();
+            if (ch.events.front().ready_at <= now) {
+                cq = ch.events.front().cq;
+                ch.events.pop_front();
+                ++cq->events_delivered;
+                return 0;
+            }
+            sc_core::wait(sim::to_sc(ch.events.front().ready_at - now));
+            continue;
+        }
+        sc_core::wait(ch.arrived);
+    }
+}
+
+bool Driver::get_async_event(hca::AsyncEvent& e) {
+    for (;;) {
+        if (!m_async.empty()) {
+            const sim::Tick now = sim::now_ps();
+            if (m_async.front().ready_at <= now) {
+                e = m_async.front().event;
+                m_async.pop_front();
+                return true;
+            }
+            sc_core::wait(sim::to_sc(m_async.front().ready_at - now));
+            continue;
+        }
+        sc_core::wait(m_async_arrived);
+    }
+}
+
+void Driver::completion_event(std::uint32_t cqn) {
+    auto it = m_cqs.find(cqn);
+    if (it == m_cqs.end() || !it->second->channel) return;
+    EventChannel& ch = *it->second->channel;
+    ch.events.push_back({it->second.get(), sim::now_ps() + m_costs.interrupt});
+    ch.arrived.notify(sim::to_sc(m_costs.interrupt));
+}
+
+void Driver::async_event(const hca::AsyncEvent& e) {
+    if (e.type == hca::AsyncEventType::QpFatal || e.type == hca::AsyncEventType::QpRequestError ||
+        e.type == hca::AsyncEventType::QpAccessError) {
+        if (DriverQp* qp = find_qp(e.number)) qp->state = hca::QpState::Err;
+    }
+    m_async.push_back({e, sim::now_ps() + m_costs.interrupt});
+    m_async_arrived.notify(sim::to_sc(m_costs.interrupt));
+}
+
+}  // namespace hcasim::host

@@ -1,0 +1,184 @@
+// The driver core of one simulated node, API-neutral: it owns protection
+// domains, memory registrations, CQs and QPs (their rings in host memory and
+// the software state beside them), writes WQEs, rings doorbells, polls CQEs
+// and turns interrupts into events. API personalities (verbs, KVIPL) are thin
+// translations onto it.
+#pragma once
+
+#include <cerrno>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <systemc>
+
+#include "firmware/command_interface.hpp"
+#include "host/driver/host_cpu.hpp"
+#include "model/hca/hca.hpp"
+
+namespace hcasim::host {
+
+struct Sge {
+    std::uint64_t addr;
+    std::uint32_t length;
+    std::uint32_t lkey;
+};
+
+struct SendRequest {
+    std::uint64_t wr_id = 0;
+    hca::WqeOpcode op = hca::WqeOpcode::Send;
+    bool signaled = false;
+    bool solicited = false;
+    bool inline_data = false;
+    bool fence = false;
+    std::uint32_t imm = 0;  // network byte order
+    std::uint64_t raddr = 0;
+    std::uint32_t rkey = 0;
+    const Sge* sges = nullptr;
+    std::uint32_t num_sge = 0;
+};
+
+struct Completion {
+    std::uint64_t wr_id = 0;
+    hca::CqeStatus status = hca::CqeStatus::Success;
+    hca::CqeOpcode opcode = hca::CqeOpcode::Send;
+    std::uint32_t byte_len = 0;
+    std::uint32_t imm = 0;
+    bool has_imm = false;
+    bool is_send = false;
+    bool solicited = false;
+    std::uint32_t qpn = 0;
+    std::uint32_t src_qp = 0;
+    std::uint16_t slid = 0;
+    std::uint8_t vendor_err = 0;
+};
+
+class EventChannel;
+
+struct DriverCq {
+    std::uint32_t cqn = 0;
+    int requested = 0;               // entries the consumer asked for
+    std::uint32_t log_size = 0;
+    hca::Cqe* ring = nullptr;
+    hca::CqDoorbellRecord* db = nullptr;
+    std::uint32_t consumer = 0;      // free-running
+    EventChannel* channel = nullptr;
+    void* user_context = nullptr;    // the API object to report in events
+    int qp_refs = 0;
+    std::uint32_t events_delivered = 0;
+};
+
+struct DriverQp {
+    std::uint32_t qpn = 0;
+    std::uint32_t pdn = 0;
+    DriverCq* send_cq = nullptr;
+    DriverCq* recv_cq = nullptr;
+    hca::QpState state = hca::QpState::Reset;
+    std::uint32_t max_send_wr = 0, max_recv_wr = 0, max_send_sge = 0, max_recv_sge = 0, max_inline = 0;
+    bool sq_sig_all = false;
+    std::uint32_t sq_log_size = 0, sq_log_stride = 0, rq_log_size = 0, rq_log_stride = 0;
+    std::uint8_t* sq = nullptr;
+    std::uint8_t* rq = nullptr;
+    std::uint16_t sq_pi = 0, sq_tail = 0;  // posted / known completed (free-running)
+    std::uint16_t rq_pi = 0, rq_tail = 0;
+    std::vector<std::uint64_t> sq_wrid, rq_wrid;
+    std::uint16_t sq_unrung = 0;           // WQEs written since the last doorbell
+    firmware::QpAttributes attr;           // last attributes set, for query
+    void* user_context = nullptr;
+};
+
+// A completion channel: interrupts of its CQs become events a thread waits on.
+class EventChannel {
+public:
+    struct Event {
+        DriverCq* cq;
+        sim::Tick ready_at;
+    };
+    std::deque<Event> events;
+    sc_core::sc_event arrived;
+    int cq_refs = 0;
+};
+
+struct AsyncEventRecord {
+    hca::AsyncEvent event;
+    sim::Tick ready_at;
+};
+
+struct DeviceInfo {
+    std::string name;
+    std::uint64_t node_guid = 0;
+    std::uint16_t lid = 0;
+};
+
+class Driver : public hca::InterruptSink {
+public:
+    Driver(const DeviceInfo& info, hca::Hca& hca, firmware::CommandInterface& fw, const HostCosts& costs);
+    ~Driver() override;
+
+    const DeviceInfo& info() const { return m_info; }
+    hca::Hca& hca() { return m_hca; }
+    const HostCosts& costs() const { return m_costs; }
+    void control_call() { HostCpu::spend(m_costs.control_call); }
+
+    // Protection domains and memory.
+    int alloc_pd(std::uint32_t& pdn);
+    int dealloc_pd(std::uint32_t pdn);
+    int reg_mr(std::uint32_t pdn, std::uint64_t addr, std::uint64_t length, std::uint32_t access, std::uint32_t& key);
+    int dereg_mr(std::uint32_t key);
+
+    // Completion queues.
+    int create_cq(int entries, EventChannel* channel, DriverCq*& out);
+    int resize_cq(DriverCq& cq, int entries);
+    int destroy_cq(DriverCq* cq);
+    int poll_cq(DriverCq& cq, int max, Completion* out);
+    int req_notify_cq(DriverCq& cq, bool solicited_only);
+
+    // Queue pairs.
+    struct QpCaps {
+        std::uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline;
+    };
+    int create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, const QpCaps& caps, bool sq_sig_all,
+                  DriverQp*& out);
+    int modify_qp(DriverQp& qp, const firmware::QpAttributes& a, std::uint32_t fw_mask);
+    int destroy_qp(DriverQp* qp);
+    // Writes one WQE into the send ring (no doorbell yet); EINVAL/ENOMEM.
+    int write_send_wqe(DriverQp& qp, const SendRequest& r);
+    int write_recv_wqe(DriverQp& qp, std::uint64_t wr_id, const Sge* sges, std::uint32_t n);
+    // Tells the adapter about the WQEs written since the last doorbell.
+    void ring_send_doorbell(DriverQp& qp);
+    void ring_recv_doorbell(DriverQp& qp);
+
+    // Events.
+    int get_cq_event(EventChannel& ch, DriverCq*& cq);
+    bool get_async_event(hca::AsyncEvent& e);
+    DriverQp* find_qp(std::uint32_t qpn);
+
+    // hca::InterruptSink
+    void completion_event(std::uint32_t cqn) override;
+    void async_event(const hca::AsyncEvent& e) override;
+
+private:
+    DeviceInfo m_info;
+    hca::Hca& m_hca;
+    firmware::CommandInterface& m_fw;
+    HostCosts m_costs;
+    std::map<std::uint32_t, int> m_pds;  // pdn -> objects using it
+    std::map<std::uint32_t, std::uint32_t> m_mrs;  // key -> pdn
+    std::map<std::uint32_t, std::unique_ptr<DriverCq>> m_cqs;
+    std::map<std::uint32_t, std::unique_ptr<DriverQp>> m_qps;
+    std::uint32_t m_next_pdn = 1;
+    std::uint32_t m_next_cqn = 1;
+    std::uint32_t m_next_qpn = 0x48;
+    std::deque<AsyncEventRecord> m_async;
+    sc_core::sc_event m_async_arrived;
+    std::vector<std::uint8_t> m_bf;  // BlueFlame staging
+};
+
+// Memory for rings: page-aligned and zeroed.
+void* alloc_ring(std::size_t bytes);
+void free_ring(void* p);
+
+}  // namespace hcasim::host

@@ -1,0 +1,43 @@
+#include "host/driver/host_cpu.hpp"
+
+namespace hcasim::host {
+
+void declare_host_params(sim::ParamRegistry& r) {
+    using K = sim::ParamSpec::Kind;
+    auto ns = [&](const char* key, const char* def, const char* doc, const char* src) {
+        r.add({key, K::Real, "ns", def, 0, 1e9, {}, doc, src});
+    };
+    ns("host.cpu.post_send_ns", "60", "CPU time of ibv_post_send per work request, doorbell store included",
+       "estimate: a few cache-line writes and one MMIO store on a 3 GHz Xeon");
+    ns("host.cpu.post_recv_ns", "30", "CPU time of ibv_post_recv per work request", "estimate");
+    ns("host.cpu.poll_cq_ns", "25", "CPU time of one ibv_poll_cq call (an empty poll costs this)",
+       "estimate: one cache-line read and a branch");
+    ns("host.cpu.poll_cqe_ns", "15", "CPU time per completion ibv_poll_cq returns", "estimate");
+    ns("host.cpu.req_notify_ns", "40", "CPU time of ibv_req_notify_cq", "estimate: one MMIO store");
+    ns("host.cpu.control_call_ns", "1500",
+       "CPU time of a control-path verb (system call into the kernel driver), firmware time excluded",
+       "estimate: a system call round trip of about a microsecond");
+    ns("host.cpu.poll_memory_ns", "5", "CPU time of one read of a polled memory word",
+       "estimate: an L1/LLC hit in a spin loop");
+    ns("host.interrupt_ns", "2500", "MSI-X arrival to the blocked thread running again",
+       "estimate: interrupt handler plus a scheduler wake-up of a few microseconds");
+}
+
+HostCosts HostCosts::from(const sim::Config& c) {
+    HostCosts h;
+    h.post_send = sim::ns_to_ps(c.get_real("host.cpu.post_send_ns"));
+    h.post_recv = sim::ns_to_ps(c.get_real("host.cpu.post_recv_ns"));
+    h.poll_cq = sim::ns_to_ps(c.get_real("host.cpu.poll_cq_ns"));
+    h.poll_cqe = sim::ns_to_ps(c.get_real("host.cpu.poll_cqe_ns"));
+    h.req_notify = sim::ns_to_ps(c.get_real("host.cpu.req_notify_ns"));
+    h.control_call = sim::ns_to_ps(c.get_real("host.cpu.control_call_ns"));
+    h.poll_memory = sim::ns_to_ps(c.get_real("host.cpu.poll_memory_ns"));
+    h.interrupt = sim::ns_to_ps(c.get_real("host.interrupt_ns"));
+    return h;
+}
+
+void HostCpu::spend(sim::Tick d) {
+    if (d) sc_core::wait(sim::to_sc(d));
+}
+
+}  // namespace hcasim::host

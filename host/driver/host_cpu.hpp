@@ -1,0 +1,37 @@
+// The simulated host CPU: what each API call costs in CPU time. Host
+// programs are SystemC threads; spending CPU time advances the calling
+// thread's simulated clock.
+#pragma once
+
+#include "model/sim/config.hpp"
+#include "model/sim/time.hpp"
+
+namespace hcasim::host {
+
+void declare_host_params(sim::ParamRegistry& r);
+
+struct HostCosts {
+    sim::Tick post_send = 0;     // build one send WQE (and ring the doorbell)
+    sim::Tick post_recv = 0;     // build one receive WQE
+    sim::Tick poll_cq = 0;       // one ibv_poll_cq call, empty or not
+    sim::Tick poll_cqe = 0;      // each CQE it returns
+    sim::Tick req_notify = 0;
+    sim::Tick control_call = 0;  // a control-path call: system call into the kernel driver
+    sim::Tick poll_memory = 0;   // one read of a memory word in a spin loop
+    sim::Tick interrupt = 0;     // MSI-X arrival to the waiting thread running
+
+    static HostCosts from(const sim::Config& c);
+};
+
+class HostCpu {
+public:
+    explicit HostCpu(const HostCosts& c) : m_costs(c) {}
+    const HostCosts& costs() const { return m_costs; }
+    // Spends d of CPU time in the calling host thread.
+    static void spend(sim::Tick d);
+
+private:
+    HostCosts m_costs;
+};
+
+}  // namespace hcasim::host

@@ -1,0 +1,849 @@
+// The libibverbs API on the hcasim driver core. Programs include the system
+// <infiniband/verbs.h> and link against hcasim instead of libibverbs; the
+// header's inline fast-path verbs reach the ops table filled in here.
+#include <infiniband/verbs.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <new>
+
+#include "host/verbs/verbs_binding.hpp"
+
+using hcasim::host::Driver;
+namespace hca = hcasim::hca;
+namespace fw = hcasim::firmware;
+namespace host = hcasim::host;
+
+namespace hcasim::verbs {
+
+namespace {
+std::map<const sc_core::sc_object*, host::Driver*>& bindings() {
+    static std::map<const sc_core::sc_object*, host::Driver*> m;
+    return m;
+}
+}  // namespace
+
+void bind_current_thread(host::Driver* driver) {
+    bindings()[sc_core::sc_get_current_process_handle().get_process_object()] = driver;
+}
+
+host::Driver* current_driver() {
+    auto h = sc_core::sc_get_current_process_handle();
+    if (!h.valid()) return nullptr;
+    auto it = bindings().find(h.get_process_object());
+    return it == bindings().end() ? nullptr : it->second;
+}
+
+}  // namespace hcasim::verbs
+
+namespace {
+
+struct SimDevice {
+    ibv_device dev;
+    Driver* drv;
+};
+struct SimContext {
+    ibv_context ctx;
+    Driver* drv;
+    SimDevice* device;
+};
+struct SimPd {
+    ibv_pd pd;
+    std::uint32_t pdn;
+};
+struct SimChannel {
+    ibv_comp_channel ch;
+    host::EventChannel events;
+};
+struct SimCq {
+    ibv_cq cq;
+    host::DriverCq* dcq;
+};
+struct SimQp {
+    ibv_qp qp;
+    host::DriverQp* dqp;
+    ibv_qp_init_attr init;
+};
+struct SimMr {
+    ibv_mr mr;
+};
+
+Driver* drv(ibv_context* c) { return reinterpret_cast<SimContext*>(c)->drv; }
+SimCq* sim(ibv_cq* c) { return reinterpret_cast<SimCq*>(c); }
+SimQp* sim(ibv_qp* q) { return reinterpret_cast<SimQp*>(q); }
+
+template <typename T>
+T* fail(int err) {
+    errno = err;
+    return nullptr;
+}
+
+ibv_wc_status wc_status(hca::CqeStatus s) {
+    switch (s) {
+    case hca::CqeStatus::Success: return IBV_WC_SUCCESS;
+    case hca::CqeStatus::LocalLength: return IBV_WC_LOC_LEN_ERR;
+    case hca::CqeStatus::LocalQpOperation: return IBV_WC_LOC_QP_OP_ERR;
+    case hca::CqeStatus::LocalProtection: return IBV_WC_LOC_PROT_ERR;
+    case hca::CqeStatus::WrFlush: return IBV_WC_WR_FLUSH_ERR;
+    case hca::CqeStatus::BadResponse: return IBV_WC_BAD_RESP_ERR;
+    case hca::CqeStatus::LocalAccess: return IBV_WC_LOC_ACCESS_ERR;
+    case hca::CqeStatus::RemoteInvalidRequest: return IBV_WC_REM_INV_REQ_ERR;
+    case hca::CqeStatus::RemoteAccess: return IBV_WC_REM_ACCESS_ERR;
+    case hca::CqeStatus::RemoteOperation: return IBV_WC_REM_OP_ERR;
+    case hca::CqeStatus::RetryExceeded: return IBV_WC_RETRY_EXC_ERR;
+    case hca::CqeStatus::RnrRetryExceeded: return IBV_WC_RNR_RETRY_EXC_ERR;
+    case hca::CqeStatus::RemoteAborted: return IBV_WC_REM_ABORT_ERR;
+    case hca::CqeStatus::GeneralError: return IBV_WC_GENERAL_ERR;
+    }
+    return IBV_WC_GENERAL_ERR;
+}
+
+ibv_wc_opcode wc_opcode(hca::CqeOpcode o) {
+    switch (o) {
+    case hca::CqeOpcode::Send: return IBV_WC_SEND;
+    case hca::CqeOpcode::RdmaWrite: return IBV_WC_RDMA_WRITE;
+    case hca::CqeOpcode::RdmaRead: return IBV_WC_RDMA_READ;
+    case hca::CqeOpcode::Recv: return IBV_WC_RECV;
+    case hca::CqeOpcode::RecvRdmaWithImm: return IBV_WC_RECV_RDMA_WITH_IMM;
+    }
+    return IBV_WC_SEND;
+}
+
+// ---- fast path (the context's ops table) ----
+
+int sim_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
+    if (num_entries < 0 || (num_entries > 0 && !wc)) return -EINVAL;
+    Driver* d = drv(cq->context);
+    hcasim::host::Completion c[16];
+    int done = 0;
+    while (done < num_entries) {
+        const int want = std::min(num_entries - done, 16);
+        const int n = d->poll_cq(*sim(cq)->dcq, want, c);
+        for (int i = 0; i < n; ++i) {
+            ibv_wc& w = wc[done + i];
+            std::memset(&w, 0, sizeof w);
+            w.wr_id = c[i].wr_id;
+            w.status = wc_status(c[i].status);
+            w.opcode = wc_opcode(c[i].opcode);
+            w.vendor_err = c[i].vendor_err;
+            w.byte_len = c[i].byte_len;
+            w.qp_num = c[i].qpn;
+            w.src_qp = c[i].src_qp;
+            w.slid = c[i].slid;
+            if (c[i].has_imm) {
+                w.imm_data = c[i].imm;
+                w.wc_flags |= IBV_WC_WITH_IMM;
+            }
+        }
+        done += n;
+        if (n < want) break;
+    }
+    return done;
+}
+
+int sim_req_notify_cq(ibv_cq* cq, int solicited_only) {
+    return drv(cq->context)->req_notify_cq(*sim(cq)->dcq, solicited_only != 0);
+}
+
+int sim_post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+    SimQp* qp = sim(ibqp);
+    Driver* d = drv(ibqp->context);
+    int err = 0;
+    if (qp->dqp->state < hca::QpState::Rts) {
+        err = EINVAL;
+        if (bad_wr) *bad_wr = wr;
+        return err;
+    }
+    hcasim::host::Sge sges[256];
+    for (; wr; wr = wr->next) {
+        hcasim::host::SendRequest r;
+        r.wr_id = wr->wr_id;
+        switch (wr->opcode) {
+        case IBV_WR_SEND: r.op = hca::WqeOpcode::Send; break;
+        case IBV_WR_SEND_WITH_IMM: r.op = hca::WqeOpcode::SendImm; break;
+        case IBV_WR_RDMA_WRITE: r.op = hca::WqeOpcode::RdmaWrite; break;
+        case IBV_WR_RDMA_WRITE_WITH_IMM: r.op = hca::WqeOpcode::RdmaWriteImm; break;
+        case IBV_WR_RDMA_READ: r.op = hca::WqeOpcode::RdmaRead; break;
+        default: err = EINVAL; break;
+        }
+        if (err) break;
+        if (wr->num_sge < 0 || wr->num_sge > 255 || (wr->num_sge > 0 && !wr->sg_list)) {
+            err = EINVAL;
+            break;
+        }
+        const unsigned known = IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE;
+        if (wr->send_flags & ~known) {
+            err = EINVAL;
+            break;
+        }
+        if ((wr->send_flags & IBV_SEND_INLINE) && r.op == hca::WqeOpcode::RdmaRead) {
+            err = EINVAL;
+            break;
+        }
+        r.signaled = (wr->send_flags & IBV_SEND_SIGNALED) != 0;
+        r.solicited = (wr->send_flags & IBV_SEND_SOLICITED) != 0;
+        r.inline_data = (wr->send_flags & IBV_SEND_INLINE) != 0;
+        r.fence = (wr->send_flags & IBV_SEND_FENCE) != 0;
+        r.imm = wr->imm_data;
+        r.raddr = wr->wr.rdma.remote_addr;
+        r.rkey = wr->wr.rdma.rkey;
+        for (int i = 0; i < wr->num_sge; ++i) sges[i] = {wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey};
+        r.sges = sges;
+        r.num_sge = static_cast<std::uint32_t>(wr->num_sge);
+        err = d->write_send_wqe(*qp->dqp, r);
+        if (err) break;
+    }
+    d->ring_send_doorbell(*qp->dqp);
+    if (err && bad_wr) *bad_wr = wr;
+    return err;
+}
+
+int sim_post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    SimQp* qp = sim(ibqp);
+    Driver* d = drv(ibqp->context);
+    if (qp->dqp->state == hca::QpState::Reset) {
+        if (bad_wr) *bad_wr = wr;
+        return EINVAL;
+    }
+    int err = 0;
+    bool posted = false;
+    hcasim::host::Sge sges[256];
+    for (; wr; wr = wr->next) {
+        if (wr->num_sge < 0 || wr->num_sge > 255 || (wr->num_sge > 0 && !wr->sg_list)) {
+            err = EINVAL;
+            break;
+        }
+        for (int i = 0; i < wr->num_sge; ++i) sges[i] = {wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey};
+        err = d->write_recv_wqe(*qp->dqp, wr->wr_id, sges, static_cast<std::uint32_t>(wr->num_sge));
+        if (err) break;
+        posted = true;
+    }
+    if (posted) d->ring_recv_doorbell(*qp->dqp);
+    if (err && bad_wr) *bad_wr = wr;
+    return err;
+}
+
+// ---- QP state machine (IBA 10.3.1, as ib_modify_qp_is_ok checks it for RC) ----
+
+struct Transition {
+    int required;
+    int optional;
+    bool valid;
+};
+
+Transition transition(ibv_qp_state cur, ibv_qp_state next) {
+    const int any_to_reset_or_err = 0;
+    if (next == IBV_QPS_RESET) return {IBV_QP_STATE, 0, true};
+    if (next == IBV_QPS_ERR) return {IBV_QP_STATE, any_to_reset_or_err, true};
+    switch (cur) {
+    case IBV_QPS_RESET:
+        if (next == IBV_QPS_INIT) return {IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, 0, true};
+        break;
+    case IBV_QPS_INIT:
+        if (next == IBV_QPS_INIT)
+            return {IBV_QP_STATE, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, true};
+        if (next == IBV_QPS_RTR)
+            return {IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                    IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX, true};
+        break;
+    case IBV_QPS_RTR:
+        if (next == IBV_QPS_RTS)
+            return {IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                        IBV_QP_MAX_QP_RD_ATOMIC,
+                    IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER |
+                        IBV_QP_PATH_MIG_STATE,
+                    true};
+        break;
+    case IBV_QPS_RTS:
+        if (next == IBV_QPS_RTS)
+            return {IBV_QP_STATE,
+                    IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE |
+                        IBV_QP_MIN_RNR_TIMER,
+                    true};
+        if (next == IBV_QPS_SQD) return {IBV_QP_STATE, IBV_QP_EN_SQD_ASYNC_NOTIFY, true};
+        break;
+    case IBV_QPS_SQD:
+        if (next == IBV_QPS_RTS)
+            return {IBV_QP_STATE,
+                    IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER |
+                        IBV_QP_PATH_MIG_STATE,
+                    true};
+        if (next == IBV_QPS_SQD) return {IBV_QP_STATE, IBV_QP_AV | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_PATH_MIG_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_PKEY_INDEX, true};
+        break;
+    case IBV_QPS_SQE:
+        if (next == IBV_QPS_RTS) return {IBV_QP_STATE, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER, true};
+        break;
+    default: break;
+    }
+    return {0, 0, false};
+}
+
+hca::QpState to_hw(ibv_qp_state s) {
+    switch (s) {
+    case IBV_QPS_RESET: return hca::QpState::Reset;
+    case IBV_QPS_INIT: return hca::QpState::Init;
+    case IBV_QPS_RTR: return hca::QpState::Rtr;
+    case IBV_QPS_RTS: return hca::QpState::Rts;
+    case IBV_QPS_SQD: return hca::QpState::Sqd;
+    case IBV_QPS_SQE: return hca::QpState::Sqe;
+    default: return hca::QpState::Err;
+    }
+}
+
+ibv_qp_state to_ibv(hca::QpState s) {
+    switch (s) {
+    case hca::QpState::Reset: return IBV_QPS_RESET;
+    case hca::QpState::Init: return IBV_QPS_INIT;
+    case hca::QpState::Rtr: return IBV_QPS_RTR;
+    case hca::QpState::Rts: return IBV_QPS_RTS;
+    case hca::QpState::Sqd: return IBV_QPS_SQD;
+    case hca::QpState::Sqe: return IBV_QPS_SQE;
+    case hca::QpState::Err: return IBV_QPS_ERR;
+    }
+    return IBV_QPS_ERR;
+}
+
+std::uint32_t mtu_bytes(ibv_mtu m) { return 128u << static_cast<int>(m); }
+
+ibv_mtu ibv_mtu_of(std::uint32_t bytes) {
+    switch (bytes) {
+    case 256: return IBV_MTU_256;
+    case 512: return IBV_MTU_512;
+    case 1024: return IBV_MTU_1024;
+    case 2048: return IBV_MTU_2048;
+    default: return IBV_MTU_4096;
+    }
+}
+
+const char* const kStatusStrings[] = {
+    "success",
+    "local length error",
+    "local QP operation error",
+    "local EE context operation error",
+    "local protection error",
+    "Work Request Flushed Error",
+    "memory management operation error",
+    "bad response error",
+    "local access error",
+    "remote invalid request error",
+    "remote access error",
+    "remote operation error",
+    "transport retry counter exceeded",
+    "RNR retry counter exceeded",
+    "local RDD violation error",
+    "remote invalid RD request",
+    "operation aborted",
+    "invalid EE context number",
+    "invalid EE context state",
+    "fatal error",
+    "response timeout error",
+    "general error",
+    "TM error",
+    "TM rendezvous error",
+};
+
+}  // namespace
+
+extern "C" {
+
+struct ibv_device** ibv_get_device_list(int* num_devices) {
+    Driver* d = hcasim::verbs::current_driver();
+    if (!d) {
+        if (num_devices) *num_devices = 0;
+        errno = ENOSYS;
+        return nullptr;
+    }
+    d->control_call();
+    auto* dev = new (std::nothrow) SimDevice{};
+    auto** list = static_cast<ibv_device**>(std::calloc(2, sizeof(ibv_device*)));
+    if (!dev || !list) {
+        delete dev;
+        std::free(list);
+        errno = ENOMEM;
+        return nullptr;
+    }
+    dev->drv = d;
+    dev->dev.node_type = IBV_NODE_CA;
+    dev->dev.transport_type = IBV_TRANSPORT_IB;
+    std::snprintf(dev->dev.name, sizeof dev->dev.name, "%s", d->info().name.c_str());
+    std::snprintf(dev->dev.dev_name, sizeof dev->dev.dev_name, "uverbs0");
+    std::snprintf(dev->dev.dev_path, sizeof dev->dev.dev_path, "/sys/class/infiniband_verbs/uverbs0");
+    std::snprintf(dev->dev.ibdev_path, sizeof dev->dev.ibdev_path, "/sys/class/infiniband/%s", dev->dev.name);
+    list[0] = &dev->dev;
+    if (num_devices) *num_devices = 1;
+    return list;
+}
+
+void ibv_free_device_list(struct ibv_device** list) {
+    if (!list) return;
+    // Devices stay valid for contexts opened from them: freed with the context.
+    std::free(list);
+}
+
+const char* ibv_get_device_name(struct ibv_device* device) { return device ? device->name : nullptr; }
+
+__be64 ibv_get_device_guid(struct ibv_device* device) {
+    if (!device) return 0;
+    return htobe64(reinterpret_cast<SimDevice*>(device)->drv->info().node_guid);
+}
+
+struct ibv_context* ibv_open_device(struct ibv_device* device) {
+    if (!device) return fail<ibv_context>(EINVAL);
+    auto* sd = reinterpret_cast<SimDevice*>(device);
+    sd->drv->control_call();
+    auto* c = new (std::nothrow) SimContext{};
+    if (!c) return fail<ibv_context>(ENOMEM);
+    c->drv = sd->drv;
+    c->device = sd;
+    c->ctx.device = device;
+    c->ctx.cmd_fd = -1;
+    c->ctx.async_fd = -1;
+    c->ctx.num_comp_vectors = 1;
+    c->ctx.abi_compat = nullptr;  // not an extended context: the inline helpers fall back to the plain calls
+    c->ctx.ops.poll_cq = sim_poll_cq;
+    c->ctx.ops.req_notify_cq = sim_req_notify_cq;
+    c->ctx.ops.post_send = sim_post_send;
+    c->ctx.ops.post_recv = sim_post_recv;
+    pthread_mutex_init(&c->ctx.mutex, nullptr);
+    return &c->ctx;
+}
+
+int ibv_close_device(struct ibv_context* context) {
+    if (!context) return EINVAL;
+    auto* c = reinterpret_cast<SimContext*>(context);
+    c->drv->control_call();
+    pthread_mutex_destroy(&context->mutex);
+    delete c->device;
+    delete c;
+    return 0;
+}
+
+int ibv_query_device(struct ibv_context* context, struct ibv_device_attr* a) {
+    if (!context || !a) return EINVAL;
+    Driver* d = drv(context);
+    d->control_call();
+    const hca::HcaParams& p = d->hca().params();
+    std::memset(a, 0, sizeof *a);
+    std::snprintf(a->fw_ver, sizeof a->fw_ver, "2.42.5000");
+    a->node_guid = htobe64(d->info().node_guid);
+    a->sys_image_guid = htobe64(d->info().node_guid);
+    a->max_mr_size = p.max_mr_size;
+    a->page_size_cap = 0xfffff000;
+    a->vendor_id = 0x02c9;
+    a->vendor_part_id = 4099;
+    a->hw_ver = 1;
+    a->max_qp = static_cast<int>(p.max_qp);
+    a->max_qp_wr = static_cast<int>(p.max_qp_wr);
+    a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_CHANGE_PHY_PORT;
+    a->max_sge = static_cast<int>(p.max_sge);
+    a->max_sge_rd = static_cast<int>(p.max_sge);
+    a->max_cq = static_cast<int>(p.max_cq);
+    a->max_cqe = static_cast<int>(p.max_cqe);
+    a->max_mr = static_cast<int>(p.max_mr);
+    a->max_pd = static_cast<int>(p.max_pd);
+    a->max_qp_rd_atom = static_cast<int>(p.max_qp_rd_atom);
+    a->max_qp_init_rd_atom = static_cast<int>(p.max_qp_rd_atom);
+    a->max_res_rd_atom = static_cast<int>(p.max_qp_rd_atom * p.max_qp);
+    a->atomic_cap = IBV_ATOMIC_NONE;
+    a->max_pkeys = 1;
+    a->local_ca_ack_delay = 15;
+    a->phys_port_cnt = 1;
+    return 0;
+}
+
+// The header maps ibv_query_port to an inline wrapper that calls this with a
+// zeroed struct ibv_port_attr; the parentheses keep the macro from expanding.
+int(ibv_query_port)(struct ibv_context* context, uint8_t port_num, struct _compat_ibv_port_attr* compat) {
+    if (!context || !compat) return EINVAL;
+    Driver* d = drv(context);
+    d->control_call();
+    if (port_num != 1) return EINVAL;
+    auto* a = reinterpret_cast<ibv_port_attr*>(compat);
+    const hca::Port& port = d->hca().port();
+    a->state = IBV_PORT_ACTIVE;
+    a->max_mtu = ibv_mtu_of(port.max_mtu());
+    a->active_mtu = ibv_mtu_of(port.max_mtu());
+    a->gid_tbl_len = 1;
+    a->port_cap_flags = 0;
+    a->max_msg_sz = 0x80000000u;
+    a->pkey_tbl_len = 1;
+    a->lid = port.lid();
+    a->sm_lid = 1;
+    a->lmc = 0;
+    a->max_vl_num = 1;
+    a->sm_sl = 0;
+    a->subnet_timeout = 18;
+    a->phys_state = 5;  // LinkUp
+    a->link_layer = IBV_LINK_LAYER_INFINIBAND;
+    a->active_width = port.rate().width == 1 ? 1 : port.rate().width == 4 ? 2 : port.rate().width == 8 ? 4 : 8;
+    const double lane = port.rate().lane_gbps;
+    a->active_speed = lane < 3 ? 1 : lane < 6 ? 2 : lane < 10.2 ? 4 : lane < 11 ? 8 : lane < 15 ? 16 : 32;
+    return 0;
+}
+
+int ibv_query_gid(struct ibv_context* context, uint8_t port_num, int index, union ibv_gid* gid) {
+    if (!context || !gid) return EINVAL;
+    Driver* d = drv(context);
+    d->control_call();
+    if (port_num != 1 || index != 0) return EINVAL;
+    gid->global.subnet_prefix = htobe64(0xfe80000000000000ull);
+    gid->global.interface_id = htobe64(d->info().node_guid);
+    return 0;
+}
+
+int ibv_query_pkey(struct ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
+    if (!context || !pkey) return EINVAL;
+    drv(context)->control_call();
+    if (port_num != 1 || index != 0) return EINVAL;
+    *pkey = htobe16(0xffff);
+    return 0;
+}
+
+struct ibv_pd* ibv_alloc_pd(struct ibv_context* context) {
+    if (!context) return fail<ibv_pd>(EINVAL);
+    auto* pd = new (std::nothrow) SimPd{};
+    if (!pd) return fail<ibv_pd>(ENOMEM);
+    const int err = drv(context)->alloc_pd(pd->pdn);
+    if (err) {
+        delete pd;
+        return fail<ibv_pd>(err);
+    }
+    pd->pd.context = context;
+    pd->pd.handle = pd->pdn;
+    return &pd->pd;
+}
+
+int ibv_dealloc_pd(struct ibv_pd* pd) {
+    if (!pd) return EINVAL;
+    auto* s = reinterpret_cast<SimPd*>(pd);
+    const int err = drv(pd->context)->dealloc_pd(s->pdn);
+    if (!err) delete s;
+    return err;
+}
+
+struct ibv_mr*(ibv_reg_mr)(struct ibv_pd* pd, void* addr, size_t length, int access) {
+    if (!pd) return fail<ibv_mr>(EINVAL);
+    const int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                      IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING;
+    if (access & ~known) return fail<ibv_mr>(EINVAL);
+    if (!addr && length) return fail<ibv_mr>(EINVAL);
+    auto* mr = new (std::nothrow) SimMr{};
+    if (!mr) return fail<ibv_mr>(ENOMEM);
+    std::uint32_t key = 0;
+    const int err = drv(pd->context)->reg_mr(reinterpret_cast<SimPd*>(pd)->pdn, reinterpret_cast<std::uintptr_t>(addr),
+                                             length, static_cast<std::uint32_t>(access & 0xf), key);
+    if (err) {
+        delete mr;
+        return fail<ibv_mr>(err);
+    }
+    mr->mr.context = pd->context;
+    mr->mr.pd = pd;
+    mr->mr.addr = addr;
+    mr->mr.length = length;
+    mr->mr.handle = key;
+    mr->mr.lkey = key;
+    mr->mr.rkey = key;
+    return &mr->mr;
+}
+
+struct ibv_mr* ibv_reg_mr_iova2(struct ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
+    // hcasim maps an MR at its own virtual address only.
+    if (iova != reinterpret_cast<std::uintptr_t>(addr)) return fail<ibv_mr>(EOPNOTSUPP);
+    return (ibv_reg_mr)(pd, addr, length, static_cast<int>(access));
+}
+
+int ibv_dereg_mr(struct ibv_mr* mr) {
+    if (!mr) return EINVAL;
+    const int err = drv(mr->context)->dereg_mr(mr->lkey);
+    if (!err) delete reinterpret_cast<SimMr*>(mr);
+    return err;
+}
+
+struct ibv_comp_channel* ibv_create_comp_channel(struct ibv_context* context) {
+    if (!context) return fail<ibv_comp_channel>(EINVAL);
+    drv(context)->control_call();
+    auto* ch = new (std::nothrow) SimChannel{};
+    if (!ch) return fail<ibv_comp_channel>(ENOMEM);
+    ch->ch.context = context;
+    ch->ch.fd = -1;
+    ch->ch.refcnt = 0;
+    return &ch->ch;
+}
+
+int ibv_destroy_comp_channel(struct ibv_comp_channel* channel) {
+    if (!channel) return EINVAL;
+    auto* ch = reinterpret_cast<SimChannel*>(channel);
+    drv(channel->context)->control_call();
+    if (ch->events.cq_refs > 0) return EBUSY;
+    delete ch;
+    return 0;
+}
+
+struct ibv_cq* ibv_create_cq(struct ibv_context* context, int cqe, void* cq_context, struct ibv_comp_channel* channel,
+                             int comp_vector) {
+    if (!context) return fail<ibv_cq>(EINVAL);
+    if (comp_vector < 0 || comp_vector >= context->num_comp_vectors) return fail<ibv_cq>(EINVAL);
+    auto* cq = new (std::nothrow) SimCq{};
+    if (!cq) return fail<ibv_cq>(ENOMEM);
+    host::EventChannel* ec = channel ? &reinterpret_cast<SimChannel*>(channel)->events : nullptr;
+    const int err = drv(context)->create_cq(cqe, ec, cq->dcq);
+    if (err) {
+        delete cq;
+        return fail<ibv_cq>(err);
+    }
+    cq->dcq->user_context = cq;
+    cq->cq.context = context;
+    cq->cq.channel = channel;
+    cq->cq.cq_context = cq_context;
+    cq->cq.handle = cq->dcq->cqn;
+    cq->cq.cqe = static_cast<int>((1u << cq->dcq->log_size) - 1);
+    pthread_mutex_init(&cq->cq.mutex, nullptr);
+    pthread_cond_init(&cq->cq.cond, nullptr);
+    return &cq->cq;
+}
+
+int ibv_resize_cq(struct ibv_cq* cq, int cqe) {
+    if (!cq) return EINVAL;
+    const int err = drv(cq->context)->resize_cq(*sim(cq)->dcq, cqe);
+    if (!err) cq->cqe = static_cast<int>((1u << sim(cq)->dcq->log_size) - 1);
+    return err;
+}
+
+int ibv_destroy_cq(struct ibv_cq* cq) {
+    if (!cq) return EINVAL;
+    const int err = drv(cq->context)->destroy_cq(sim(cq)->dcq);
+    if (err) return err;
+    pthread_mutex_destroy(&cq->mutex);
+    pthread_cond_destroy(&cq->cond);
+    delete sim(cq);
+    return 0;
+}
+
+int ibv_get_cq_event(struct ibv_comp_channel* channel, struct ibv_cq** cq, void** cq_context) {
+    if (!channel || !cq) return -1;
+    host::DriverCq* dcq = nullptr;
+    drv(channel->context)->get_cq_event(reinterpret_cast<SimChannel*>(channel)->events, dcq);
+    auto* s = static_cast<SimCq*>(dcq->user_context);
+    *cq = &s->cq;
+    if (cq_context) *cq_context = s->cq.cq_context;
+    return 0;
+}
+
+void ibv_ack_cq_events(struct ibv_cq* cq, unsigned int nevents) {
+    if (cq) cq->comp_events_completed += nevents;
+}
+
+int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* event) {
+    if (!context || !event) return -1;
+    Driver* d = drv(context);
+    hca::AsyncEvent e{};
+    d->get_async_event(e);
+    std::memset(event, 0, sizeof *event);
+    switch (e.type) {
+    case hca::AsyncEventType::CqError: {
+        event->event_type = IBV_EVENT_CQ_ERR;
+        (void)e;
+        break;
+    }
+    case hca::AsyncEventType::QpFatal: event->event_type = IBV_EVENT_QP_FATAL; break;
+    case hca::AsyncEventType::QpRequestError: event->event_type = IBV_EVENT_QP_REQ_ERR; break;
+    case hca::AsyncEventType::QpAccessError: event->event_type = IBV_EVENT_QP_ACCESS_ERR; break;
+    case hca::AsyncEventType::PortActive: event->event_type = IBV_EVENT_PORT_ACTIVE; break;
+    case hca::AsyncEventType::PortError: event->event_type = IBV_EVENT_PORT_ERR; break;
+    }
+    if (e.type == hca::AsyncEventType::CqError) {
+        // Find the CQ object by number through a QP-independent lookup.
+        event->element.cq = nullptr;
+        event->element.port_num = 0;
+    }
+    if (e.type == hca::AsyncEventType::QpFatal || e.type == hca::AsyncEventType::QpRequestError ||
+        e.type == hca::AsyncEventType::QpAccessError) {
+        if (host::DriverQp* qp = d->find_qp(e.number)) event->element.qp = static_cast<ibv_qp*>(qp->user_context);
+    }
+    if (e.type == hca::AsyncEventType::PortActive || e.type == hca::AsyncEventType::PortError)
+        event->element.port_num = static_cast<int>(e.number);
+    return 0;
+}
+
+void ibv_ack_async_event(struct ibv_async_event*) {}
+
+struct ibv_qp* ibv_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* init) {
+    if (!pd || !init) return fail<ibv_qp>(EINVAL);
+    if (init->qp_type != IBV_QPT_RC) return fail<ibv_qp>(EOPNOTSUPP);
+    if (init->srq) return fail<ibv_qp>(EOPNOTSUPP);
+    if (!init->send_cq || !init->recv_cq) return fail<ibv_qp>(EINVAL);
+    auto* qp = new (std::nothrow) SimQp{};
+    if (!qp) return fail<ibv_qp>(ENOMEM);
+    Driver* d = drv(pd->context);
+    const Driver::QpCaps caps{init->cap.max_send_wr, init->cap.max_recv_wr, init->cap.max_send_sge,
+                              init->cap.max_recv_sge, init->cap.max_inline_data};
+    const int err = d->create_qp(reinterpret_cast<SimPd*>(pd)->pdn, sim(init->send_cq)->dcq, sim(init->recv_cq)->dcq,
+                                 caps, init->sq_sig_all != 0, qp->dqp);
+    if (err) {
+        delete qp;
+        return fail<ibv_qp>(err);
+    }
+    qp->dqp->user_context = &qp->qp;
+    // Report the capabilities really allocated.
+    init->cap.max_send_wr = qp->dqp->max_send_wr;
+    init->cap.max_recv_wr = qp->dqp->max_recv_wr;
+    init->cap.max_send_sge = qp->dqp->max_send_sge;
+    init->cap.max_recv_sge = qp->dqp->max_recv_sge;
+    init->cap.max_inline_data = qp->dqp->max_inline;
+    qp->init = *init;
+    qp->qp.context = pd->context;
+    qp->qp.qp_context = init->qp_context;
+    qp->qp.pd = pd;
+    qp->qp.send_cq = init->send_cq;
+    qp->qp.recv_cq = init->recv_cq;
+    qp->qp.srq = nullptr;
+    qp->qp.handle = qp->dqp->qpn;
+    qp->qp.qp_num = qp->dqp->qpn;
+    qp->qp.state = IBV_QPS_RESET;
+    qp->qp.qp_type = IBV_QPT_RC;
+    pthread_mutex_init(&qp->qp.mutex, nullptr);
+    pthread_cond_init(&qp->qp.cond, nullptr);
+    return &qp->qp;
+}
+
+int ibv_modify_qp(struct ibv_qp* ibqp, struct ibv_qp_attr* attr, int mask) {
+    if (!ibqp || !attr) return EINVAL;
+    SimQp* qp = sim(ibqp);
+    Driver* d = drv(ibqp->context);
+    const ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state : to_ibv(qp->dqp->state);
+    const ibv_qp_state next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
+    if (cur != to_ibv(qp->dqp->state) || next > IBV_QPS_ERR) return EINVAL;
+    const Transition t = transition(cur, next);
+    if (!t.valid) return EINVAL;
+    if ((mask & t.required) != t.required) return EINVAL;
+    if (mask & ~(t.required | t.optional)) return EINVAL;
+
+    fw::QpAttributes a = qp->dqp->attr;
+    std::uint32_t m = 0;
+    if (mask & IBV_QP_STATE) {
+        a.state = to_hw(next);
+        m |= fw::kAttrState;
+    }
+    if (mask & IBV_QP_PORT) {
+        if (attr->port_num != 1) return EINVAL;
+    }
+    if (mask & IBV_QP_PKEY_INDEX) {
+        if (attr->pkey_index != 0) return EINVAL;
+    }
+    if (mask & IBV_QP_ACCESS_FLAGS) {
+        if (attr->qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                      IBV_ACCESS_REMOTE_ATOMIC))
+            return EINVAL;
+        a.access = static_cast<std::uint32_t>(attr->qp_access_flags);
+        m |= fw::kAttrAccess;
+    }
+    if (mask & IBV_QP_PATH_MTU) {
+        if (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096) return EINVAL;
+        const std::uint32_t bytes = mtu_bytes(attr->path_mtu);
+        if (bytes > d->hca().port().max_mtu()) return EINVAL;
+        a.path_mtu = bytes;
+        m |= fw::kAttrPathMtu;
+    }
+    if (mask & IBV_QP_AV) {
+        if (attr->ah_attr.dlid == 0 || attr->ah_attr.is_global || attr->ah_attr.port_num > 1) return EINVAL;
+        a.dlid = attr->ah_attr.dlid;
+        a.sl = attr->ah_attr.sl;
+        m |= fw::kAttrAv;
+    }
+    if (mask & IBV_QP_DEST_QPN) {
+        if (attr->dest_qp_num > 0xffffff) return EINVAL;
+        a.dest_qpn = attr->dest_qp_num;
+        m |= fw::kAttrDestQpn;
+    }
+    if (mask & IBV_QP_RQ_PSN) {
+        a.rq_psn = attr->rq_psn & 0xffffff;
+        m |= fw::kAttrRqPsn;
+    }
+    if (mask & IBV_QP_SQ_PSN) {
+        a.sq_psn = attr->sq_psn & 0xffffff;
+        m |= fw::kAttrSqPsn;
+    }
+    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) {
+        if (attr->max_dest_rd_atomic > d->hca().params().max_qp_rd_atom) return EINVAL;
+        a.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+        m |= fw::kAttrMaxDestRdAtomic;
+    }
+    if (mask & IBV_QP_MAX_QP_RD_ATOMIC) {
+        if (attr->max_rd_atomic > d->hca().params().max_qp_rd_atom) return EINVAL;
+        a.max_rd_atomic = attr->max_rd_atomic;
+        m |= fw::kAttrMaxRdAtomic;
+    }
+    if (mask & IBV_QP_MIN_RNR_TIMER) {
+        if (attr->min_rnr_timer > 31) return EINVAL;
+        a.min_rnr_timer = attr->min_rnr_timer;
+        m |= fw::kAttrMinRnrTimer;
+    }
+    if (mask & IBV_QP_TIMEOUT) {
+        if (attr->timeout > 31) return EINVAL;
+        a.timeout = attr->timeout;
+        m |= fw::kAttrTimeout;
+    }
+    if (mask & IBV_QP_RETRY_CNT) {
+        if (attr->retry_cnt > 7) return EINVAL;
+        a.retry_cnt = attr->retry_cnt;
+        m |= fw::kAttrRetryCnt;
+    }
+    if (mask & IBV_QP_RNR_RETRY) {
+        if (attr->rnr_retry > 7) return EINVAL;
+        a.rnr_retry = attr->rnr_retry;
+        m |= fw::kAttrRnrRetry;
+    }
+    const int err = d->modify_qp(*qp->dqp, a, m);
+    if (!err) ibqp->state = next;
+    return err;
+}
+
+int ibv_query_qp(struct ibv_qp* ibqp, struct ibv_qp_attr* attr, int, struct ibv_qp_init_attr* init) {
+    if (!ibqp || !attr || !init) return EINVAL;
+    SimQp* qp = sim(ibqp);
+    drv(ibqp->context)->control_call();
+    const fw::QpAttributes& a = qp->dqp->attr;
+    std::memset(attr, 0, sizeof *attr);
+    attr->qp_state = to_ibv(qp->dqp->state);
+    attr->cur_qp_state = attr->qp_state;
+    attr->path_mtu = ibv_mtu_of(a.path_mtu);
+    attr->qp_access_flags = static_cast<int>(a.access);
+    attr->rq_psn = a.rq_psn;
+    attr->sq_psn = a.sq_psn;
+    attr->dest_qp_num = a.dest_qpn;
+    attr->ah_attr.dlid = a.dlid;
+    attr->ah_attr.sl = a.sl;
+    attr->ah_attr.port_num = 1;
+    attr->port_num = 1;
+    attr->max_rd_atomic = a.max_rd_atomic;
+    attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
+    attr->min_rnr_timer = a.min_rnr_timer;
+    attr->timeout = a.timeout;
+    attr->retry_cnt = a.retry_cnt;
+    attr->rnr_retry = a.rnr_retry;
+    attr->cap = qp->init.cap;
+    *init = qp->init;
+    return 0;
+}
+
+int ibv_destroy_qp(struct ibv_qp* ibqp) {
+    if (!ibqp) return EINVAL;
+    SimQp* qp = sim(ibqp);
+    const int err = drv(ibqp->context)->destroy_qp(qp->dqp);
+    if (err) return err;
+    pthread_mutex_destroy(&ibqp->mutex);
+    pthread_cond_destroy(&ibqp->cond);
+    delete qp;
+    return 0;
+}
+
+const char* ibv_wc_status_str(enum ibv_wc_status status) {
+    const auto i = static_cast<std::size_t>(status);
+    if (i < sizeof kStatusStrings / sizeof kStatusStrings[0]) return kStatusStrings[i];
+    return "unknown";
+}
+
+}  // extern "C"

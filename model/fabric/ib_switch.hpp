@@ -1,0 +1,47 @@
+// An InfiniBand switch: cut-through forwarding by destination LID with a fixed
+// port-to-port latency, and one serialiser per output port, so packets from
+// several inputs to one output queue behind each other.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "model/fabric/endpoint.hpp"
+#include "model/fabric/link.hpp"
+#include "model/sim/block.hpp"
+#include "model/sim/config.hpp"
+
+namespace hcasim::fabric {
+
+void declare_switch_params(sim::ParamRegistry& r);
+
+class IbSwitch : public sim::Block {
+public:
+    IbSwitch(const sc_core::sc_module_name& name, const sim::Config& cfg, double link_bytes_per_s, int ports);
+
+    Endpoint* port(int i) { return m_ports[static_cast<std::size_t>(i)].get(); }
+    void attach(int port, Link* link) { m_ports[static_cast<std::size_t>(port)]->link = link; }
+    void route(std::uint16_t lid, int port) { m_lft[lid] = port; }
+
+private:
+    struct SwitchPort : Endpoint {
+        IbSwitch* sw = nullptr;
+        int index = 0;
+        Link* link = nullptr;
+        sim::Timeline out;
+        void arrive(packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit) override {
+            sw->forward(std::move(pkt), first_bit, last_bit);
+        }
+    };
+    void forward(packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit);
+
+    sim::Clock m_symbol_clock;  // one cycle moves one byte on each lane
+    int m_width;
+    sim::Tick m_latency;
+    std::vector<std::unique_ptr<SwitchPort>> m_ports;
+    std::map<std::uint16_t, int> m_lft;  // linear forwarding table
+};
+
+}  // namespace hcasim::fabric

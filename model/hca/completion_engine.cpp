@@ -1,0 +1,62 @@
+#include "model/hca/completion_engine.hpp"
+
+#include <cstring>
+
+#include "model/hca/hca.hpp"
+
+namespace hcasim::hca {
+
+CompletionEngine::CompletionEngine(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca)
+    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_hca(hca), m_pipe(&m_clock),
+      m_cycles(p.cqe_cycles) {}
+
+bool CompletionEngine::post(sim::Tick t, std::uint32_t cqn, Cqe cqe) {
+    CqContext* cq = m_hca.cq(cqn);
+    if (!cq) {
+        counter("cqe_to_missing_cq")++;
+        return false;
+    }
+    if (cq->overrun) {
+        counter("cqe_dropped_overrun")++;
+        return false;
+    }
+    sim::Tick ready = m_pipe.reserve(t, m_cycles).end;
+    if (cq->producer - cq->cached_consumer >= cq->entries()) {
+        // Looks full: re-read the consumer index the driver published.
+        CqDoorbellRecord rec;
+        ready = m_hca.dma().read(ready, cq->db_record, sizeof rec, &rec);
+        cq->cached_consumer = rec.consumer_index;
+        counter("consumer_index_reads")++;
+        if (cq->producer - cq->cached_consumer >= cq->entries()) {
+            cq->overrun = true;
+            counter("cq_overruns")++;
+            HCASIM_LOG(sim::LogLevel::Info, path(), "CQ " << cqn << " overrun, CQE for QP " << cqe.qpn << " lost");
+            m_hca.raise_async(ready, AsyncEvent{AsyncEventType::CqError, cqn});
+            return false;
+        }
+    }
+    const std::uint32_t slot = cq->producer & (cq->entries() - 1);
+    cqe.owner = static_cast<std::uint8_t>((cq->producer >> cq->log_size) & 1);
+    ++cq->producer;
+    const sim::Tick visible = m_hca.dma().write(ready, cq->ring + static_cast<std::uint64_t>(slot) * sizeof(Cqe), &cqe,
+                                                sizeof(Cqe));
+    counter("cqes")++;
+    if (cq->armed && (!cq->armed_solicited || (cqe.flags & kCqeSolicited) || cqe.status != 0)) {
+        cq->armed = false;
+        m_hca.raise_completion(visible, cqn);
+    }
+    return true;
+}
+
+void CompletionEngine::arm(sim::Tick t, std::uint32_t cqn, std::uint32_t consumer, bool solicited) {
+    CqContext* cq = m_hca.cq(cqn);
+    if (!cq) return;
+    (void)t;
+    cq->cached_consumer = consumer;
+    // Arms for the next CQE only, as ibv_req_notify_cq documents: entries
+    // already in the ring raise nothing.
+    cq->armed = true;
+    cq->armed_solicited = solicited;
+}
+
+}  // namespace hcasim::hca

@@ -1,0 +1,32 @@
+// Completion engine: writes CQEs by DMA into the CQ ring in host memory,
+// detects overrun against the consumer index the driver publishes in the
+// CQ doorbell record, and raises the completion interrupt of an armed CQ.
+#pragma once
+
+#include <cstdint>
+
+#include "model/hca/contexts.hpp"
+#include "model/hca/hca_params.hpp"
+#include "model/sim/block.hpp"
+
+namespace hcasim::hca {
+
+class Hca;
+
+class CompletionEngine : public sim::Block {
+public:
+    CompletionEngine(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca);
+
+    // Writes cqe into CQ cqn no earlier than t (after data the work placed).
+    // Returns false if the CQ overran and the CQE was lost.
+    bool post(sim::Tick t, std::uint32_t cqn, Cqe cqe);
+    // Arms the CQ for its next CQE (any, or solicited only).
+    void arm(sim::Tick t, std::uint32_t cqn, std::uint32_t consumer, bool solicited);
+
+private:
+    Hca& m_hca;
+    sim::Timeline m_pipe;
+    std::uint32_t m_cycles;
+};
+
+}  // namespace hcasim::hca

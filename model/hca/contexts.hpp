@@ -1,0 +1,175 @@
+// Adapter context tables: what the firmware writes when the driver creates a
+// resource and what the hardware blocks read and update while they work
+// (QPC, CQC, MPT). They live in adapter memory; hardware blocks reach them
+// through the Hca that owns them.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "model/hca/hw_formats.hpp"
+#include "model/sim/time.hpp"
+
+namespace hcasim::hca {
+
+enum class QpState : std::uint8_t { Reset, Init, Rtr, Rts, Sqd, Sqe, Err };
+
+// Access rights, bit-compatible with enum ibv_access_flags.
+enum Access : std::uint32_t {
+    kLocalWrite = 1,
+    kRemoteWrite = 2,
+    kRemoteRead = 4,
+    kRemoteAtomic = 8,
+};
+
+struct MemoryRegion {
+    bool valid = false;
+    std::uint32_t key = 0;   // lkey == rkey
+    std::uint32_t pdn = 0;
+    std::uint64_t va = 0;
+    std::uint64_t length = 0;
+    std::uint32_t access = 0;
+};
+
+// A physical span the DMA engine moves, after translation.
+struct DmaSpan {
+    std::uint64_t addr;
+    std::uint32_t len;
+};
+
+struct CqContext {
+    bool valid = false;
+    std::uint32_t cqn = 0;
+    std::uint64_t ring = 0;          // host address of the CQE ring
+    std::uint32_t log_size = 0;      // entries = 1 << log_size
+    std::uint64_t db_record = 0;     // host address of CqDoorbellRecord
+    std::uint32_t producer = 0;      // next CQE the adapter writes (free-running)
+    std::uint32_t cached_consumer = 0;
+    bool armed = false;
+    bool armed_solicited = false;
+    bool overrun = false;
+    std::uint32_t entries() const { return 1u << log_size; }
+};
+
+// A send WQE after the fetch engine parsed it, with its transmit progress.
+struct SendWork {
+    std::uint16_t wqe_index = 0;
+    WqeOpcode op = WqeOpcode::Send;
+    std::uint8_t flags = 0;
+    std::uint32_t imm = 0;
+    std::uint64_t raddr = 0;
+    std::uint32_t rkey = 0;
+    std::vector<DataSeg> sges;
+    std::vector<std::uint8_t> inline_data;
+    std::uint32_t length = 0;
+
+    std::uint32_t first_psn = 0;
+    std::uint32_t npsn = 0;          // PSNs this WQE uses
+    bool started = false;
+    bool fully_sent = false;
+    bool acked = false;              // SEND/WRITE: acknowledged; READ: all response data placed
+    CqeStatus error = CqeStatus::Success;
+    std::uint32_t read_received = 0;
+    sim::Tick done_at = 0;           // when its data is in place (READ)
+    std::vector<DmaSpan> spans;      // translated local buffer
+};
+
+struct RecvWork {
+    std::uint16_t wqe_index = 0;
+    std::vector<DataSeg> sges;
+    std::uint32_t length = 0;
+    sim::Tick ready_at = 0;          // when the fetch DMA has brought it on chip
+};
+
+// An RDMA READ the responder is answering.
+struct ReadResponseJob {
+    std::uint64_t va = 0;
+    std::uint32_t rkey = 0;
+    std::uint32_t length = 0;
+    std::uint32_t offset = 0;
+    std::uint32_t first_psn = 0;
+    std::uint32_t msn = 0;
+    std::vector<DmaSpan> spans;
+};
+
+struct QpContext {
+    bool valid = false;
+    std::uint32_t qpn = 0;
+    QpState state = QpState::Reset;
+    std::uint32_t pdn = 0;
+    std::uint32_t send_cqn = 0;
+    std::uint32_t recv_cqn = 0;
+    bool sq_sig_all = false;
+
+    // Rings in host memory; indices are free-running 16-bit producer counts.
+    std::uint64_t sq_base = 0;
+    std::uint32_t sq_log_size = 0;
+    std::uint32_t sq_log_stride = 6;
+    std::uint16_t sq_pi = 0;        // from the last send doorbell
+    std::uint16_t sq_fetched = 0;   // next WQE the fetch engine reads
+    bool sq_fetch_busy = false;
+    std::uint64_t rq_base = 0;
+    std::uint32_t rq_log_size = 0;
+    std::uint32_t rq_log_stride = 4;
+    std::uint16_t rq_pi = 0;
+    std::uint16_t rq_fetched = 0;
+    bool rq_fetch_busy = false;
+    std::uint32_t max_send_sge = 1;
+    std::uint32_t max_recv_sge = 1;
+    std::uint32_t max_inline = 0;
+
+    // Attributes set by MODIFY_QP.
+    std::uint32_t access = 0;
+    std::uint32_t path_mtu = 4096;
+    std::uint16_t dlid = 0;
+    std::uint8_t sl = 0;
+    std::uint32_t dest_qpn = 0;
+    std::uint32_t sq_psn = 0;
+    std::uint32_t rq_psn = 0;
+    std::uint8_t retry_cnt = 7;
+    std::uint8_t rnr_retry = 7;
+    std::uint8_t min_rnr_timer = 0;
+    std::uint8_t timeout = 14;
+    std::uint8_t max_rd_atomic = 1;
+    std::uint8_t max_dest_rd_atomic = 1;
+
+    // Requester.
+    std::deque<SendWork> send_q;    // fetched, not yet completed
+    std::size_t tx_index = 0;       // next WQE of send_q to transmit
+    std::uint32_t tx_offset = 0;    // bytes of it already packetised
+    std::uint32_t next_psn = 0;
+    std::uint32_t outstanding_reads = 0;
+    std::uint8_t rnr_retries_left = 7;
+    sim::Tick tx_hold_until = 0;    // RNR back-off
+    sim::Tick last_tx_ready = 0;    // keeps one QP's packets in order
+    bool scheduled = false;         // in the scheduler's ring
+
+    // Responder.
+    std::deque<RecvWork> rq_cache;  // prefetched receive WQEs
+    std::uint32_t epsn = 0;
+    std::uint32_t msn = 0;
+    bool nak_outstanding = false;   // sent RNR/sequence NAK, dropping until epsn
+    bool recv_in_progress = false;
+    std::uint32_t recv_offset = 0;
+    std::vector<DmaSpan> recv_spans;
+    bool write_in_progress = false;
+    std::uint32_t write_remaining = 0;
+    std::uint32_t write_total = 0;
+    std::vector<DmaSpan> write_spans;
+    std::uint32_t unacked_packets = 0;
+    std::deque<ReadResponseJob> read_jobs;
+
+    std::uint32_t sq_entries() const { return 1u << sq_log_size; }
+    std::uint32_t rq_entries() const { return 1u << rq_log_size; }
+};
+
+inline constexpr std::uint32_t kPsnMask = 0xffffff;
+inline std::uint32_t psn_add(std::uint32_t a, std::uint32_t b) { return (a + b) & kPsnMask; }
+// Signed distance b - a in 24-bit PSN space.
+inline std::int32_t psn_diff(std::uint32_t b, std::uint32_t a) {
+    std::int32_t d = static_cast<std::int32_t>((b - a) & kPsnMask);
+    return d >= 0x800000 ? d - 0x1000000 : d;
+}
+
+}  // namespace hcasim::hca

@@ -1,0 +1,70 @@
+#include "model/hca/dma_engine.hpp"
+
+#include <algorithm>
+#include <memory>
+
+#include "model/pcie/pcie_host_interface.hpp"
+
+namespace hcasim::hca {
+
+DmaEngine::DmaEngine(const sc_core::sc_module_name& name, const HcaParams& p, pcie::PcieHostInterface& pcie)
+    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)),
+      m_pcie(pcie),
+      m_read_engine(&m_clock),
+      m_write_engine(&m_clock),
+      m_setup(p.dma_setup_cycles) {}
+
+sim::Tick DmaEngine::read(sim::Tick t, const DmaSpan* spans, std::size_t n, std::uint8_t* dst) {
+    sim::Tick done = t;
+    for (std::size_t i = 0; i < n; ++i) {
+        const sim::Tick issue = m_read_engine.reserve(t, m_setup).end;
+        done = std::max(done, m_pcie.dma_read(issue, spans[i].addr, spans[i].len));
+        // The bytes are read when the request is issued: a program must not
+        // change a buffer it has posted until the work completes.
+        m_pcie.memory().read(spans[i].addr, dst, spans[i].len);
+        HCASIM_LOG(sim::LogLevel::Debug, path(), "read " << spans[i].len << " bytes at 0x" << std::hex << spans[i].addr
+                                                         << std::dec << " ready at " << done);
+        dst += spans[i].len;
+        counter("read_bytes") += spans[i].len;
+    }
+    counter("reads")++;
+    return done;
+}
+
+sim::Tick DmaEngine::read(sim::Tick t, std::uint64_t addr, std::uint32_t len, void* dst) {
+    const DmaSpan s{addr, len};
+    return read(t, &s, 1, static_cast<std::uint8_t*>(dst));
+}
+
+sim::Tick DmaEngine::write(sim::Tick t, const DmaSpan* spans, std::size_t n, const std::uint8_t* src) {
+    sim::Tick visible = t;
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const sim::Tick issue = m_write_engine.reserve(t, m_setup).end;
+        visible = std::max(visible, m_pcie.dma_write(issue, spans[i].addr, spans[i].len));
+        total += spans[i].len;
+    }
+    // Hold the bytes until their TLPs land: a host polling the buffer sees
+    // them at the modelled time.
+    auto data = std::make_shared<std::vector<std::uint8_t>>(src, src + total);
+    auto where = std::make_shared<std::vector<DmaSpan>>(spans, spans + n);
+    HCASIM_LOG(sim::LogLevel::Debug, path(), "write " << total << " bytes to 0x" << std::hex << spans[0].addr << std::dec
+                                                       << " visible at " << visible);
+    at(visible, [this, data, where]() {
+        const std::uint8_t* p = data->data();
+        for (const auto& s : *where) {
+            m_pcie.memory().write(s.addr, p, s.len);
+            p += s.len;
+        }
+    });
+    counter("writes")++;
+    counter("write_bytes") += total;
+    return visible;
+}
+
+sim::Tick DmaEngine::write(sim::Tick t, std::uint64_t addr, const void* src, std::uint32_t len) {
+    const DmaSpan s{addr, len};
+    return write(t, &s, 1, static_cast<const std::uint8_t*>(src));
+}
+
+}  // namespace hcasim::hca

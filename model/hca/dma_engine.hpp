@@ -1,0 +1,41 @@
+// The adapter's DMA engine: moves bytes between host memory and on-chip
+// buffers through the PCIe host interface. Reads gather a list of spans into
+// a buffer; writes scatter a buffer over spans and land in host memory when
+// their last TLP does, in issue order (PCIe posted-write ordering), so a CQE
+// written after payload is never visible before it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/hca/contexts.hpp"
+#include "model/hca/hca_params.hpp"
+#include "model/sim/block.hpp"
+
+namespace hcasim::pcie {
+class PcieHostInterface;
+}
+
+namespace hcasim::hca {
+
+class DmaEngine : public sim::Block {
+public:
+    DmaEngine(const sc_core::sc_module_name& name, const HcaParams& p, pcie::PcieHostInterface& pcie);
+
+    // Reads the spans into dst (bytes copied in span order); returns when the
+    // last byte is on chip.
+    sim::Tick read(sim::Tick t, const DmaSpan* spans, std::size_t n, std::uint8_t* dst);
+    sim::Tick read(sim::Tick t, std::uint64_t addr, std::uint32_t len, void* dst);
+    // Writes src over the spans; the bytes appear in host memory at the
+    // returned time.
+    sim::Tick write(sim::Tick t, const DmaSpan* spans, std::size_t n, const std::uint8_t* src);
+    sim::Tick write(sim::Tick t, std::uint64_t addr, const void* src, std::uint32_t len);
+
+private:
+    pcie::PcieHostInterface& m_pcie;
+    sim::Timeline m_read_engine;
+    sim::Timeline m_write_engine;
+    std::uint32_t m_setup;
+};
+
+}  // namespace hcasim::hca

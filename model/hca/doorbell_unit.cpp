@@ -1,0 +1,70 @@
+#include "model/hca/doorbell_unit.hpp"
+
+#include "model/hca/hca.hpp"
+
+namespace hcasim::hca {
+
+DoorbellUnit::DoorbellUnit(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca)
+    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)),
+      m_hca(hca),
+      m_pipe(&m_clock),
+      m_cycles(p.doorbell_cycles) {}
+
+void DoorbellUnit::mmio_write(sim::Tick t, DoorbellWrite w) {
+    // A BlueFlame WQE arrives as a burst of 64 B write-combined stores; the
+    // doorbell is usable when the last one has.
+    sim::Tick arrive = t;
+    if (w.offset == kUarBlueFlame) {
+        for (std::size_t off = 0; off < w.wqe.size(); off += kBlueFlameChunkBytes)
+            arrive = m_hca.pcie().mmio_write(t, kBlueFlameChunkBytes);
+        counter("blueflame_writes")++;
+    } else {
+        arrive = m_hca.pcie().mmio_write(t, kDoorbellBytes);
+        counter("doorbells")++;
+    }
+    const sim::Tick done = m_pipe.reserve(arrive, m_cycles).end;
+    at(done, [this, done, w = std::move(w)]() { decode(done, w); });
+}
+
+void DoorbellUnit::decode(sim::Tick t, const DoorbellWrite& w) {
+    switch (w.offset) {
+    case kUarSendDoorbell:
+    case kUarBlueFlame: {
+        QpContext* qp = m_hca.qp(w.number);
+        if (!qp) {
+            counter("doorbells_unknown_qp")++;
+            return;
+        }
+        qp->sq_pi = static_cast<std::uint16_t>(w.index);
+        if (w.offset == kUarBlueFlame) t = m_hca.fetch().blueflame(*qp, w.wqe, t);
+        if (qp->state == QpState::Err) {
+            m_hca.flush(*qp, t);
+            return;
+        }
+        m_hca.tx().kick(*qp, t);
+        return;
+    }
+    case kUarRecvDoorbell: {
+        QpContext* qp = m_hca.qp(w.number);
+        if (!qp) {
+            counter("doorbells_unknown_qp")++;
+            return;
+        }
+        qp->rq_pi = static_cast<std::uint16_t>(w.index);
+        if (qp->state == QpState::Err) {
+            m_hca.flush(*qp, t);
+            return;
+        }
+        m_hca.fetch().prefetch_recv(*qp, t);
+        return;
+    }
+    case kUarCqArm:
+        m_hca.completion().arm(t, w.number, w.index, w.solicited);
+        return;
+    default:
+        counter("doorbells_unknown_register")++;
+        return;
+    }
+}
+
+}  // namespace hcasim::hca

@@ -1,0 +1,38 @@
+// Doorbell unit: decodes MMIO writes to the UAR page (send and receive
+// doorbells, CQ arm, BlueFlame WQEs) and hands each to the block it wakes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/hca/hca_params.hpp"
+#include "model/sim/block.hpp"
+
+namespace hcasim::hca {
+
+class Hca;
+
+struct DoorbellWrite {
+    std::uint32_t offset = 0;      // kUar* register
+    std::uint32_t number = 0;      // QPN or CQN
+    std::uint32_t index = 0;       // producer or consumer index
+    bool solicited = false;        // CQ arm: solicited completions only
+    std::vector<std::uint8_t> wqe; // BlueFlame: the WQE itself
+};
+
+class DoorbellUnit : public sim::Block {
+public:
+    DoorbellUnit(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca);
+
+    // The host CPU issues an MMIO write at t; it crosses PCIe and is decoded.
+    void mmio_write(sim::Tick t, DoorbellWrite w);
+
+private:
+    void decode(sim::Tick t, const DoorbellWrite& w);
+
+    Hca& m_hca;
+    sim::Timeline m_pipe;
+    std::uint32_t m_cycles;
+};
+
+}  // namespace hcasim::hca

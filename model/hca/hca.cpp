@@ -1,0 +1,107 @@
+#include "model/hca/hca.hpp"
+
+namespace hcasim::hca {
+
+Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::PcieHostInterface& pcie)
+    : sc_core::sc_module(name),
+      m_p(HcaParams::from(cfg)),
+      m_pcie(pcie),
+      m_mpt_table(m_p.max_mr),
+      m_port("port", cfg),
+      m_dma("dma_engine", m_p, pcie),
+      m_translation("translation", m_p, m_mpt_table, pcie),
+      m_completion("completion_engine", m_p, *this),
+      m_scheduler("qp_scheduler", m_p),
+      m_fetch("wqe_fetch", m_p, *this),
+      m_tx("tx_transport", m_p, *this),
+      m_rx("rx_transport", m_p, *this),
+      m_doorbell("doorbell_unit", m_p, *this) {
+    m_port.on_receive([this](packet::PacketPtr pkt, sim::Tick t) { m_rx.receive(std::move(pkt), t); });
+}
+
+QpContext& Hca::install_qp(std::uint32_t qpn) {
+    if (m_qps.size() <= qpn) m_qps.resize(qpn + 1);
+    m_qps[qpn] = std::make_unique<QpContext>();
+    m_qps[qpn]->valid = true;
+    m_qps[qpn]->qpn = qpn;
+    return *m_qps[qpn];
+}
+
+void Hca::remove_qp(std::uint32_t qpn) {
+    if (QpContext* q = qp(qpn)) {
+        m_scheduler.remove(*q);
+        m_qps[qpn].reset();
+    }
+}
+
+CqContext& Hca::install_cq(std::uint32_t cqn) {
+    if (m_cqs.size() <= cqn) m_cqs.resize(cqn + 1);
+    m_cqs[cqn] = CqContext{};
+    m_cqs[cqn].valid = true;
+    m_cqs[cqn].cqn = cqn;
+    return m_cqs[cqn];
+}
+
+void Hca::raise_async(sim::Tick t, AsyncEvent e) {
+    const sim::Tick at_host = m_pcie.msix(t);
+    m_completion.at(at_host, [this, e]() {
+        if (m_sink) m_sink->async_event(e);
+    });
+}
+
+void Hca::raise_completion(sim::Tick t, std::uint32_t cqn) {
+    const sim::Tick at_host = m_pcie.msix(t);
+    m_completion.counter("interrupts")++;
+    m_completion.at(at_host, [this, cqn]() {
+        if (m_sink) m_sink->completion_event(cqn);
+    });
+}
+
+void Hca::enter_error(QpContext& qp, sim::Tick t) {
+    if (qp.state == QpState::Err) return;
+    HCASIM_LOG(sim::LogLevel::Info, name(), "QP " << qp.qpn << " enters the error state");
+    qp.state = QpState::Err;
+    flush(qp, t);
+}
+
+void Hca::flush(QpContext& qp, sim::Tick t) {
+    auto flushed = [&](std::uint32_t cqn, std::uint16_t index, bool is_send, CqeOpcode op) {
+        Cqe c{};
+        c.qpn = qp.qpn;
+        c.wqe_index = index;
+        c.opcode = static_cast<std::uint8_t>(op);
+        c.status = static_cast<std::uint8_t>(CqeStatus::WrFlush);
+        c.flags = is_send ? kCqeIsSend : 0;
+        m_completion.post(t, cqn, c);
+    };
+    for (const auto& w : qp.send_q) flushed(qp.send_cqn, w.wqe_index, true, CqeOpcode::Send);
+    qp.send_q.clear();
+    qp.tx_index = 0;
+    qp.tx_offset = 0;
+    qp.outstanding_reads = 0;
+    // WQEs posted but never fetched: their indices are enough to flush them.
+    if (!qp.sq_fetch_busy) {
+        for (; qp.sq_fetched != qp.sq_pi; ++qp.sq_fetched) flushed(qp.send_cqn, qp.sq_fetched, true, CqeOpcode::Send);
+    }
+    for (const auto& r : qp.rq_cache) flushed(qp.recv_cqn, r.wqe_index, false, CqeOpcode::Recv);
+    qp.rq_cache.clear();
+    for (; qp.rq_fetched != qp.rq_pi; ++qp.rq_fetched) flushed(qp.recv_cqn, qp.rq_fetched, false, CqeOpcode::Recv);
+    qp.read_jobs.clear();
+    qp.recv_in_progress = false;
+    qp.write_in_progress = false;
+}
+
+void Hca::state_changed(QpContext& qp, sim::Tick t) {
+    if (qp.state == QpState::Err) {
+        flush(qp, t);
+        return;
+    }
+    if (qp.state == QpState::Rtr || qp.state == QpState::Rts) m_fetch.prefetch_recv(qp, t);
+    if (qp.state == QpState::Rts) m_tx.kick(qp, t);
+}
+
+std::vector<sim::Block*> Hca::blocks() {
+    return {&m_doorbell, &m_scheduler, &m_fetch, &m_translation, &m_dma, &m_tx, &m_rx, &m_completion, &m_port};
+}
+
+}  // namespace hcasim::hca

@@ -1,0 +1,110 @@
+// The host channel adapter: its blocks, wired as in docs/architecture.md,
+// and the context tables they share. The host reaches it only through MMIO
+// (doorbells, BlueFlame), DMA on host memory and interrupts; the driver's
+// firmware commands create and change contexts.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "model/hca/completion_engine.hpp"
+#include "model/hca/contexts.hpp"
+#include "model/hca/dma_engine.hpp"
+#include "model/hca/doorbell_unit.hpp"
+#include "model/hca/hca_params.hpp"
+#include "model/hca/port.hpp"
+#include "model/hca/qp_scheduler.hpp"
+#include "model/hca/rx_transport.hpp"
+#include "model/hca/translation_unit.hpp"
+#include "model/hca/tx_transport.hpp"
+#include "model/hca/wqe_fetch_engine.hpp"
+#include "model/pcie/pcie_host_interface.hpp"
+
+namespace hcasim::hca {
+
+// Affiliated and unaffiliated asynchronous events the adapter reports.
+enum class AsyncEventType { QpFatal, QpRequestError, QpAccessError, CqError, PortActive, PortError };
+
+struct AsyncEvent {
+    AsyncEventType type;
+    std::uint32_t number;  // QPN or CQN
+};
+
+// The host side of the interrupt line.
+class InterruptSink {
+public:
+    virtual ~InterruptSink() = default;
+    virtual void completion_event(std::uint32_t cqn) = 0;
+    virtual void async_event(const AsyncEvent& e) = 0;
+};
+
+class Hca : public sc_core::sc_module {
+public:
+    Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::PcieHostInterface& pcie);
+
+    const HcaParams& params() const { return m_p; }
+    void set_interrupt_sink(InterruptSink* s) { m_sink = s; }
+
+    // Context tables (written by firmware commands, used by the blocks).
+    QpContext* qp(std::uint32_t qpn) {
+        return qpn < m_qps.size() && m_qps[qpn] && m_qps[qpn]->valid ? m_qps[qpn].get() : nullptr;
+    }
+    CqContext* cq(std::uint32_t cqn) {
+        return cqn < m_cqs.size() && m_cqs[cqn].valid ? &m_cqs[cqn] : nullptr;
+    }
+    QpContext& install_qp(std::uint32_t qpn);
+    void remove_qp(std::uint32_t qpn);
+    CqContext& install_cq(std::uint32_t cqn);
+    void remove_cq(std::uint32_t cqn) { m_cqs[cqn].valid = false; }
+    ProtectionTable& mpt() { return m_mpt_table; }
+
+    // Raises an interrupt for an asynchronous event at t.
+    void raise_async(sim::Tick t, AsyncEvent e);
+    // Raises the completion interrupt of cqn at t.
+    void raise_completion(sim::Tick t, std::uint32_t cqn);
+
+    // Moves a QP to the error state: every posted WQE of both queues
+    // completes with a flush error, in order, after those already done.
+    void enter_error(QpContext& qp, sim::Tick t);
+    void flush(QpContext& qp, sim::Tick t);
+
+    // Called after firmware changes a QP's state, so blocks pick up work.
+    void state_changed(QpContext& qp, sim::Tick t);
+
+    pcie::PcieHostInterface& pcie() { return m_pcie; }
+    Port& port() { return m_port; }
+    DoorbellUnit& doorbells() { return m_doorbell; }
+    QpScheduler& scheduler() { return m_scheduler; }
+    WqeFetchEngine& fetch() { return m_fetch; }
+    TranslationUnit& translation() { return m_translation; }
+    DmaEngine& dma() { return m_dma; }
+    TxTransport& tx() { return m_tx; }
+    RxTransport& rx() { return m_rx; }
+    CompletionEngine& completion() { return m_completion; }
+
+    // Every block, for counters and reports.
+    std::vector<sim::Block*> blocks();
+
+private:
+    HcaParams m_p;
+    pcie::PcieHostInterface& m_pcie;
+    ProtectionTable m_mpt_table;
+    std::vector<std::unique_ptr<QpContext>> m_qps;
+    std::vector<CqContext> m_cqs;
+    InterruptSink* m_sink = nullptr;
+
+    Port m_port;
+    DmaEngine m_dma;
+    TranslationUnit m_translation;
+    CompletionEngine m_completion;
+    QpScheduler m_scheduler;
+    WqeFetchEngine m_fetch;
+    TxTransport m_tx;
+    RxTransport m_rx;
+    DoorbellUnit m_doorbell;
+    sim::Tick m_irq_latency = 0;
+};
+
+}  // namespace hcasim::hca

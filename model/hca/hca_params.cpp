@@ -1,0 +1,90 @@
+#include "model/hca/hca_params.hpp"
+
+namespace hcasim::hca {
+
+void declare_hca_params(sim::ParamRegistry& r) {
+    using K = sim::ParamSpec::Kind;
+    auto cyc = [&](const char* key, const char* def, const char* doc, const char* src) {
+        r.add({key, K::Int, "cycles", def, 0, 100000, {}, doc, src});
+    };
+    r.add({"hca.core_clock_mhz", K::Real, "MHz", "500", 50, 5000, {}, "adapter core clock (all hca.* cycle counts)",
+           "estimate for a 40 nm-class HCA ASIC; see docs/timing-parameters.md"});
+    r.add({"hca.datapath_bytes", K::Int, "bytes", "32", 4, 256, {"4", "8", "16", "32", "64", "128", "256"},
+           "width of the packet datapath (bytes per core cycle)",
+           "256-bit datapath: 16 GB/s at 500 MHz, above the 6.8 GB/s of FDR 4x"});
+    cyc("hca.doorbell_cycles", "4", "doorbell register write to QP scheduler", "estimate: a register write and a queue push");
+    cyc("hca.scheduler_cycles", "2", "QP scheduler arbitration per decision", "estimate: one round-robin arbiter");
+    cyc("hca.wqe_parse_cycles", "8", "parse one fetched WQE", "estimate: one 64 B WQE over a 256-bit datapath plus decode");
+    r.add({"hca.wqe_fetch_batch", K::Int, "WQEs", "8", 1, 256, {},
+           "most WQEs one fetch DMA reads", "Connect-IB and later fetch all new WQEs in one DMA (calibration-facts)"});
+    r.add({"hca.rq_prefetch_depth", K::Int, "WQEs", "4", 1, 256, {},
+           "receive WQEs prefetched on chip per QP", "estimate"});
+    cyc("hca.translation_cycles", "4", "MPT/MTT cache hit: key check and address translation", "estimate");
+    r.add({"hca.mpt_cache_entries", K::Int, "entries", "256", 1, 1 << 20, {},
+           "on-chip cache of memory protection table entries (a miss DMA-reads the 64 B entry)", "estimate"});
+    r.add({"hca.mtt_cache_entries", K::Int, "entries", "2048", 1, 1 << 24, {},
+           "on-chip cache of page translations (a miss DMA-reads the 8 B entry)", "estimate"});
+    cyc("hca.dma_setup_cycles", "4", "DMA engine per-request setup", "estimate");
+    cyc("hca.tx_packet_cycles", "16", "TX transport per-packet header build, plus payload at datapath width",
+        "estimate");
+    cyc("hca.rx_packet_cycles", "16", "RX transport per-packet parse and checks, plus payload at datapath width",
+        "estimate");
+    r.add({"hca.tx_buffer_bytes", K::Int, "bytes", "65536", 4096, 1 << 26, {},
+           "transmit packet buffer: packets gathered but not yet serialised", "estimate"});
+    r.add({"hca.ack_coalesce", K::Int, "packets", "16", 1, 4096, {},
+           "responder sends an ACK at least every N packets (and on every AckReq)", "estimate"});
+    cyc("hca.cqe_cycles", "4", "completion engine per CQE", "estimate");
+    r.add({"hca.blueflame", K::Bool, "", "true", 0, 0, {},
+           "driver writes a lone small WQE through write-combined MMIO instead of ringing a doorbell",
+           "Mellanox BlueFlame (calibration-facts: how adapters post work)"});
+    r.add({"hca.blueflame_max_bytes", K::Int, "bytes", "256", 64, 4096, {"64", "128", "256", "512", "1024", "2048", "4096"},
+           "largest WQE sent by BlueFlame", "half of the mlx4 512 B BlueFlame register"});
+    auto cap = [&](const char* key, const char* def, double max, const char* doc) {
+        r.add({key, K::Int, "count", def, 1, max, {}, doc, "ConnectX-3 ibv_devinfo -v values"});
+    };
+    cap("hca.max_qp", "65536", 1 << 24, "queue pairs");
+    cap("hca.max_qp_wr", "16384", 65536, "work requests per queue");
+    cap("hca.max_sge", "32", 255, "scatter/gather entries per work request");
+    cap("hca.max_cq", "65536", 1 << 24, "completion queues");
+    cap("hca.max_cqe", "4194303", 1 << 24, "entries per completion queue");
+    cap("hca.max_mr", "524288", 1 << 24, "memory regions");
+    cap("hca.max_pd", "32768", 1 << 24, "protection domains");
+    r.add({"hca.max_inline", K::Int, "bytes", "256", 0, 1024, {}, "largest inline payload",
+           "the BlueFlame WQE budget"});
+    cap("hca.max_qp_rd_atom", "16", 255, "outstanding RDMA reads per QP");
+}
+
+HcaParams HcaParams::from(const sim::Config& c) {
+    HcaParams p;
+    auto u = [&](const char* k) { return static_cast<std::uint32_t>(c.get_int(k)); };
+    p.core_clock_mhz = c.get_real("hca.core_clock_mhz");
+    p.datapath_bytes = u("hca.datapath_bytes");
+    p.doorbell_cycles = u("hca.doorbell_cycles");
+    p.scheduler_cycles = u("hca.scheduler_cycles");
+    p.wqe_parse_cycles = u("hca.wqe_parse_cycles");
+    p.wqe_fetch_batch = u("hca.wqe_fetch_batch");
+    p.rq_prefetch_depth = u("hca.rq_prefetch_depth");
+    p.translation_cycles = u("hca.translation_cycles");
+    p.mpt_cache_entries = u("hca.mpt_cache_entries");
+    p.mtt_cache_entries = u("hca.mtt_cache_entries");
+    p.dma_setup_cycles = u("hca.dma_setup_cycles");
+    p.tx_packet_cycles = u("hca.tx_packet_cycles");
+    p.rx_packet_cycles = u("hca.rx_packet_cycles");
+    p.tx_buffer_bytes = u("hca.tx_buffer_bytes");
+    p.ack_coalesce = u("hca.ack_coalesce");
+    p.cqe_cycles = u("hca.cqe_cycles");
+    p.blueflame = c.get_bool("hca.blueflame");
+    p.blueflame_max_bytes = u("hca.blueflame_max_bytes");
+    p.max_qp = u("hca.max_qp");
+    p.max_qp_wr = u("hca.max_qp_wr");
+    p.max_sge = u("hca.max_sge");
+    p.max_cq = u("hca.max_cq");
+    p.max_cqe = u("hca.max_cqe");
+    p.max_mr = u("hca.max_mr");
+    p.max_pd = u("hca.max_pd");
+    p.max_inline = u("hca.max_inline");
+    p.max_qp_rd_atom = u("hca.max_qp_rd_atom");
+    return p;
+}
+
+}  // namespace hcasim::hca

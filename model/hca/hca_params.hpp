@@ -1,0 +1,46 @@
+// Parameters of the adapter core (its blocks share one core clock).
+#pragma once
+
+#include <cstdint>
+
+#include "model/sim/config.hpp"
+
+namespace hcasim::hca {
+
+struct HcaParams {
+    double core_clock_mhz = 500;
+    std::uint32_t datapath_bytes = 32;
+    std::uint32_t doorbell_cycles = 4;
+    std::uint32_t scheduler_cycles = 2;
+    std::uint32_t wqe_parse_cycles = 8;
+    std::uint32_t wqe_fetch_batch = 8;
+    std::uint32_t rq_prefetch_depth = 4;
+    std::uint32_t translation_cycles = 4;
+    std::uint32_t mpt_cache_entries = 256;
+    std::uint32_t mtt_cache_entries = 2048;
+    std::uint32_t dma_setup_cycles = 4;
+    std::uint32_t tx_packet_cycles = 16;
+    std::uint32_t rx_packet_cycles = 16;
+    std::uint32_t tx_buffer_bytes = 65536;
+    std::uint32_t ack_coalesce = 16;
+    std::uint32_t cqe_cycles = 4;
+    bool blueflame = true;
+    std::uint32_t blueflame_max_bytes = 256;
+    // Device capabilities reported by query_device.
+    std::uint32_t max_qp = 65536;
+    std::uint32_t max_qp_wr = 16384;
+    std::uint32_t max_sge = 32;
+    std::uint32_t max_cq = 65536;
+    std::uint32_t max_cqe = 4194303;
+    std::uint32_t max_mr = 524288;
+    std::uint32_t max_pd = 32768;
+    std::uint32_t max_inline = 256;
+    std::uint32_t max_qp_rd_atom = 16;
+    std::uint64_t max_mr_size = 1ull << 40;
+
+    static HcaParams from(const sim::Config& c);
+};
+
+void declare_hca_params(sim::ParamRegistry& r);
+
+}  // namespace hcasim::hca

@@ -1,0 +1,58 @@
+#include "model/hca/port.hpp"
+
+namespace hcasim::hca {
+
+void declare_port_params(sim::ParamRegistry& r) {
+    using K = sim::ParamSpec::Kind;
+    r.add({"link.speed", K::Choice, "", "fdr", 0, 0, {"sdr", "ddr", "qdr", "fdr10", "fdr", "edr"},
+           "lane speed: SDR 2.5, DDR 5, QDR 10 Gb/s (8b/10b); FDR10 10.3125, FDR 14.0625, EDR 25.78125 Gb/s (64b/66b)",
+           "IBA rates (calibration-facts: lane signalling); ConnectX-3 FDR"});
+    r.add({"link.width", K::Int, "lanes", "4", 1, 12, {"1", "4", "8", "12"}, "link width",
+           "4x, the common HCA port width"});
+    r.add({"port.phy_latency_ns", K::Real, "ns", "25", 0, 10000, {},
+           "PHY/SerDes latency added once at each end of a link",
+           "estimate; typical SerDes transmit+receive latency of tens of ns"});
+    r.add({"port.max_mtu", K::Int, "bytes", "4096", 256, 4096, {"256", "512", "1024", "2048", "4096"},
+           "largest path MTU the port supports", "IBA path MTUs (calibration-facts); ConnectX-3 supports 4096"});
+}
+
+LinkRate link_rate(const sim::Config& cfg) {
+    const std::string& s = cfg.get_choice("link.speed");
+    LinkRate r{2.5, 0.8, static_cast<int>(cfg.get_int("link.width"))};
+    if (s == "sdr") r = {2.5, 0.8, r.width};
+    else if (s == "ddr") r = {5.0, 0.8, r.width};
+    else if (s == "qdr") r = {10.0, 0.8, r.width};
+    else if (s == "fdr10") r = {10.3125, 64.0 / 66.0, r.width};
+    else if (s == "fdr") r = {14.0625, 64.0 / 66.0, r.width};
+    else r = {25.78125, 64.0 / 66.0, r.width};
+    return r;
+}
+
+Port::Port(const sc_core::sc_module_name& name, const sim::Config& cfg)
+    : sim::Block(name, sim::Clock("port.symbol", 1.0)),
+      m_rate(link_rate(cfg)),
+      m_symbol_clock("port.symbol", 1e12 * m_rate.width / m_rate.data_bytes_per_s()),
+      m_tx(&m_symbol_clock),
+      m_phy_latency(sim::ns_to_ps(cfg.get_real("port.phy_latency_ns"))),
+      m_max_mtu(static_cast<std::uint32_t>(cfg.get_int("port.max_mtu"))) {
+    m_clock = m_symbol_clock;
+}
+
+sim::Tick Port::transmit(packet::PacketPtr pkt, sim::Tick t) {
+    const std::uint64_t cycles = (pkt->bytes.size() + static_cast<std::size_t>(m_rate.width) - 1) /
+                                 static_cast<std::size_t>(m_rate.width);
+    const auto slot = m_tx.reserve(t, cycles);
+    counter("tx_packets")++;
+    counter("tx_bytes") += pkt->bytes.size();
+    if (m_link) m_link->send(this, std::move(pkt), slot.start + m_phy_latency, slot.end + m_phy_latency);
+    return slot.end;
+}
+
+void Port::arrive(packet::PacketPtr pkt, sim::Tick, sim::Tick last_bit) {
+    counter("rx_packets")++;
+    counter("rx_bytes") += pkt->bytes.size();
+    const sim::Tick t = last_bit + m_phy_latency;
+    at(t, [this, pkt = std::move(pkt), t]() mutable { m_rx(std::move(pkt), t); });
+}
+
+}  // namespace hcasim::hca

@@ -1,0 +1,55 @@
+// The adapter's IB port: the transmit serialiser (rate x width after line
+// encoding), PHY latency, and the receive side that hands complete packets
+// to the RX transport. Store-and-forward at the adapter: a packet is handed
+// on when its last bit has arrived.
+#pragma once
+
+#include <functional>
+
+#include "model/fabric/endpoint.hpp"
+#include "model/fabric/link.hpp"
+#include "model/sim/block.hpp"
+#include "model/sim/config.hpp"
+
+namespace hcasim::hca {
+
+void declare_port_params(sim::ParamRegistry& r);
+
+struct LinkRate {
+    double lane_gbps;       // signalling rate per lane
+    double encoding;        // data bits per line bit
+    int width;              // lanes
+    double data_bytes_per_s() const { return lane_gbps * 1e9 * encoding * width / 8.0; }
+};
+LinkRate link_rate(const sim::Config& cfg);
+
+class Port : public sim::Block, public fabric::Endpoint {
+public:
+    Port(const sc_core::sc_module_name& name, const sim::Config& cfg);
+
+    void attach(fabric::Link* link) { m_link = link; }
+    void on_receive(std::function<void(packet::PacketPtr, sim::Tick)> fn) { m_rx = std::move(fn); }
+
+    // Serialises pkt starting no earlier than t; returns when its last bit
+    // has left the port.
+    sim::Tick transmit(packet::PacketPtr pkt, sim::Tick t);
+    void arrive(packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit) override;
+
+    const LinkRate& rate() const { return m_rate; }
+    std::uint16_t lid() const { return m_lid; }
+    void set_lid(std::uint16_t lid) { m_lid = lid; }
+    std::uint32_t max_mtu() const { return m_max_mtu; }
+    sim::Tick tx_busy() const { return m_tx.busy_total(); }
+
+private:
+    LinkRate m_rate;
+    sim::Clock m_symbol_clock;  // one cycle moves one byte on each lane
+    sim::Timeline m_tx;
+    sim::Tick m_phy_latency;
+    std::uint32_t m_max_mtu;
+    std::uint16_t m_lid = 0;
+    fabric::Link* m_link = nullptr;
+    std::function<void(packet::PacketPtr, sim::Tick)> m_rx;
+};
+
+}  // namespace hcasim::hca

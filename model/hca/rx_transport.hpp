@@ -1,0 +1,49 @@
+// RX transport: validates each arriving packet (ICRC/VCRC, LID, QP, state,
+// PSN, opcode sequence), and then acts as RC responder (places SEND and
+// RDMA WRITE payload by DMA, checks rkeys, answers RDMA READs, generates
+// coalesced ACKs and NAKs) or as requester (ACKs, NAKs and READ responses
+// retire WQEs and produce CQEs in order).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/hca/contexts.hpp"
+#include "model/hca/hca_params.hpp"
+#include "model/packet/ib_packet.hpp"
+#include "model/packet/packet.hpp"
+#include "model/sim/block.hpp"
+
+namespace hcasim::hca {
+
+class Hca;
+
+class RxTransport : public sim::Block {
+public:
+    RxTransport(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca);
+
+    // The port delivers a whole packet at t.
+    void receive(packet::PacketPtr pkt, sim::Tick t);
+    // Completes, in order, the send WQEs at the head of the queue that are
+    // done; an errored one moves the QP to the error state.
+    void retire(QpContext& qp, sim::Tick t);
+
+private:
+    void responder(QpContext& qp, const packet::Parsed& p, const std::uint8_t* payload, sim::Tick t);
+    void requester(QpContext& qp, const packet::Parsed& p, const std::uint8_t* payload, sim::Tick t);
+    // Ends a responder-side error: NAK to the requester, CQE for the
+    // receive WQE if one was in use, QP to error.
+    void responder_error(QpContext& qp, sim::Tick t, std::uint8_t nak_code, CqeStatus recv_status,
+                         std::uint32_t psn);
+    void complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed& p, CqeStatus status, bool rdma_imm,
+                       std::uint32_t byte_len);
+    void ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t);
+    void fail_wqe(QpContext& qp, std::uint32_t psn, CqeStatus status, sim::Tick t);
+
+    Hca& m_hca;
+    HcaParams m_p;
+    sim::Timeline m_pipe;
+    std::vector<DmaSpan> m_spans;
+};
+
+}  // namespace hcasim::hca

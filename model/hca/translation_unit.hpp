@@ -1,0 +1,96 @@
+// Translation and protection: a memory key (lkey or rkey) names a registered
+// region; the unit checks the key, the protection domain, the bounds and the
+// access rights, then maps the virtual range to bus addresses. MPT entries
+// and page translations are cached on chip; a miss costs a DMA read of the
+// entry from adapter context memory in the host.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <unordered_map>
+#include <vector>
+
+#include "model/hca/contexts.hpp"
+#include "model/hca/hca_params.hpp"
+#include "model/sim/block.hpp"
+
+namespace hcasim::pcie {
+class PcieHostInterface;
+}
+
+namespace hcasim::hca {
+
+enum class Protection { Ok, BadKey, PdMismatch, OutOfBounds, AccessDenied };
+const char* to_string(Protection p);
+
+// The memory protection table and its decisions, apart from timing.
+class ProtectionTable {
+public:
+    explicit ProtectionTable(std::uint32_t max_regions) : m_max(max_regions) {}
+
+    // Returns the new key, or 0 when the table is full.
+    std::uint32_t add(std::uint32_t pdn, std::uint64_t va, std::uint64_t length, std::uint32_t access);
+    bool remove(std::uint32_t key);
+    const MemoryRegion* find(std::uint32_t key) const;
+    std::size_t size() const { return m_live; }
+
+    Protection check(std::uint32_t key, std::uint32_t pdn, std::uint64_t va, std::uint64_t len,
+                     std::uint32_t access) const;
+
+private:
+    std::uint32_t m_max;
+    std::vector<MemoryRegion> m_regions;   // index = key >> 8
+    std::vector<std::uint32_t> m_free;
+    std::uint8_t m_generation = 0;
+    std::size_t m_live = 0;
+};
+
+// A least-recently-used cache of context entries, for timing only.
+class ContextCache {
+public:
+    explicit ContextCache(std::uint32_t entries) : m_capacity(entries) {}
+    // True on a hit; on a miss the entry is filled (evicting the LRU one).
+    bool access(std::uint64_t tag);
+    void invalidate(std::uint64_t tag);
+    std::uint64_t hits() const { return m_hits; }
+    std::uint64_t misses() const { return m_misses; }
+
+private:
+    std::uint32_t m_capacity;
+    std::list<std::uint64_t> m_lru;
+    std::unordered_map<std::uint64_t, std::list<std::uint64_t>::iterator> m_where;
+    std::uint64_t m_hits = 0;
+    std::uint64_t m_misses = 0;
+};
+
+struct Translation {
+    Protection status = Protection::Ok;
+    sim::Tick ready = 0;
+};
+
+class TranslationUnit : public sim::Block {
+public:
+    TranslationUnit(const sc_core::sc_module_name& name, const HcaParams& p, ProtectionTable& table,
+                    pcie::PcieHostInterface& pcie);
+
+    // Checks [va, va+len) under key and appends its bus spans to out.
+    Translation translate(sim::Tick t, std::uint32_t key, std::uint32_t pdn, std::uint64_t va, std::uint64_t len,
+                          std::uint32_t access, std::vector<DmaSpan>& out);
+    void invalidate(std::uint32_t key);
+
+    ProtectionTable& table() { return m_table; }
+
+private:
+    ProtectionTable& m_table;
+    pcie::PcieHostInterface& m_pcie;
+    ContextCache m_mpt;
+    ContextCache m_mtt;
+    sim::Timeline m_pipe;
+    std::uint32_t m_cycles;
+};
+
+// Appends to out the part [offset, offset+len) of the buffer that spans
+// describe, in order.
+void slice_spans(const std::vector<DmaSpan>& spans, std::uint64_t offset, std::uint64_t len, std::vector<DmaSpan>& out);
+
+}  // namespace hcasim::hca

@@ -1,0 +1,148 @@
+#include "model/hca/wqe_fetch_engine.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "model/hca/hca.hpp"
+
+namespace hcasim::hca {
+
+WqeFetchEngine::WqeFetchEngine(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca)
+    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_hca(hca), m_p(p), m_parser(&m_clock) {}
+
+bool WqeFetchEngine::parse_send(QpContext& qp, const std::uint8_t* wqe, std::uint32_t bytes, SendWork& w) {
+    SendWqeCtrl ctrl;
+    std::memcpy(&ctrl, wqe, sizeof ctrl);
+    w.wqe_index = ctrl.wqe_index;
+    w.op = static_cast<WqeOpcode>(ctrl.opcode);
+    w.flags = ctrl.flags;
+    w.imm = ctrl.imm_data;
+    std::uint32_t off = sizeof(SendWqeCtrl);
+    if (w.op == WqeOpcode::RdmaWrite || w.op == WqeOpcode::RdmaWriteImm || w.op == WqeOpcode::RdmaRead) {
+        RemoteAddrSeg ra;
+        std::memcpy(&ra, wqe + off, sizeof ra);
+        w.raddr = ra.remote_addr;
+        w.rkey = ra.rkey;
+        off += sizeof(RemoteAddrSeg);
+    }
+    if (ctrl.opcode > static_cast<std::uint8_t>(WqeOpcode::RdmaRead)) return false;
+    if (w.flags & kWqeInline) {
+        if (ctrl.inline_bytes > qp.max_inline || off + ctrl.inline_bytes > bytes) return false;
+        w.inline_data.assign(wqe + off, wqe + off + ctrl.inline_bytes);
+        w.length = ctrl.inline_bytes;
+    } else {
+        if (ctrl.num_sge > qp.max_send_sge || off + ctrl.num_sge * sizeof(DataSeg) > bytes) return false;
+        w.sges.resize(ctrl.num_sge);
+        std::uint64_t total = 0;
+        for (std::uint32_t i = 0; i < ctrl.num_sge; ++i) {
+            std::memcpy(&w.sges[i], wqe + off + i * sizeof(DataSeg), sizeof(DataSeg));
+            total += w.sges[i].length;
+        }
+        if (total > 0x80000000ull) return false;
+        w.length = static_cast<std::uint32_t>(total);
+    }
+    return true;
+}
+
+void WqeFetchEngine::parse_recv(QpContext& qp, const std::uint8_t* wqe, RecvWork& w) {
+    RecvWqeCtrl ctrl;
+    std::memcpy(&ctrl, wqe, sizeof ctrl);
+    w.wqe_index = ctrl.wqe_index;
+    const std::uint32_t n = std::min<std::uint32_t>(ctrl.num_sge, qp.max_recv_sge);
+    w.sges.resize(n);
+    std::uint64_t total = 0;
+    for (std::uint32_t i = 0; i < n; ++i) {
+        std::memcpy(&w.sges[i], wqe + sizeof(RecvWqeCtrl) + i * sizeof(DataSeg), sizeof(DataSeg));
+        total += w.sges[i].length;
+    }
+    w.length = static_cast<std::uint32_t>(std::min<std::uint64_t>(total, 0xffffffffull));
+}
+
+void WqeFetchEngine::fetch_send(QpContext& qp, sim::Tick t) {
+    if (qp.sq_fetch_busy || qp.sq_fetched == qp.sq_pi) return;
+    const std::uint32_t pending = static_cast<std::uint16_t>(qp.sq_pi - qp.sq_fetched);
+    const std::uint32_t mask = qp.sq_entries() - 1;
+    const std::uint32_t first = qp.sq_fetched & mask;
+    // One DMA read covers consecutive WQEs up to the end of the ring.
+    const std::uint32_t n = std::min({pending, m_p.wqe_fetch_batch, qp.sq_entries() - first});
+    const std::uint32_t stride = 1u << qp.sq_log_stride;
+    m_buf.resize(static_cast<std::size_t>(n) * stride);
+    const sim::Tick fetched = m_hca.dma().read(t, qp.sq_base + first * stride, n * stride, m_buf.data());
+    const sim::Tick parsed = m_parser.reserve(fetched, static_cast<std::uint64_t>(m_p.wqe_parse_cycles) * n).end;
+    std::vector<SendWork> works(n);
+    bool bad = false;
+    for (std::uint32_t i = 0; i < n && !bad; ++i) {
+        if (!parse_send(qp, m_buf.data() + static_cast<std::size_t>(i) * stride, stride, works[i])) {
+            works[i].error = CqeStatus::LocalQpOperation;
+            works[i].wqe_index = static_cast<std::uint16_t>(qp.sq_fetched + i);
+            works.resize(i + 1);
+            bad = true;
+        }
+    }
+    qp.sq_fetch_busy = true;
+    counter("send_fetches")++;
+    counter("send_wqes") += works.size();
+    const std::uint32_t qpn = qp.qpn;
+    at(parsed, [this, qpn, parsed, works = std::move(works)]() mutable {
+        QpContext* q = m_hca.qp(qpn);
+        if (!q) return;
+        q->sq_fetch_busy = false;
+        for (auto& w : works) {
+            q->send_q.push_back(std::move(w));
+            ++q->sq_fetched;
+        }
+        if (q->state == QpState::Err) {
+            m_hca.flush(*q, parsed);
+            return;
+        }
+        m_hca.tx().wqes_arrived(*q, parsed);
+    });
+}
+
+sim::Tick WqeFetchEngine::blueflame(QpContext& qp, const std::vector<std::uint8_t>& wqe, sim::Tick t) {
+    // Usable only when it is exactly the next WQE and nothing is being fetched;
+    // otherwise the ring copy is fetched as usual.
+    if (qp.sq_fetch_busy || static_cast<std::uint16_t>(qp.sq_pi - qp.sq_fetched) != 1 || wqe.size() < sizeof(SendWqeCtrl))
+        return t;
+    SendWork w;
+    if (!parse_send(qp, wqe.data(), static_cast<std::uint32_t>(wqe.size()), w) || w.wqe_index != qp.sq_fetched)
+        return t;
+    const sim::Tick parsed = m_parser.reserve(t, m_p.wqe_parse_cycles).end;
+    ++qp.sq_fetched;
+    qp.send_q.push_back(std::move(w));
+    counter("blueflame_wqes")++;
+    return parsed;
+}
+
+void WqeFetchEngine::prefetch_recv(QpContext& qp, sim::Tick t) {
+    if (qp.rq_fetch_busy || qp.rq_fetched == qp.rq_pi || qp.rq_cache.size() >= m_p.rq_prefetch_depth) return;
+    const std::uint32_t pending = static_cast<std::uint16_t>(qp.rq_pi - qp.rq_fetched);
+    const std::uint32_t mask = qp.rq_entries() - 1;
+    const std::uint32_t first = qp.rq_fetched & mask;
+    const std::uint32_t room = m_p.rq_prefetch_depth - static_cast<std::uint32_t>(qp.rq_cache.size());
+    const std::uint32_t n = std::min({pending, room, qp.rq_entries() - first});
+    const std::uint32_t stride = 1u << qp.rq_log_stride;
+    m_buf.resize(static_cast<std::size_t>(n) * stride);
+    const sim::Tick fetched = m_hca.dma().read(t, qp.rq_base + first * stride, n * stride, m_buf.data());
+    const sim::Tick parsed = m_parser.reserve(fetched, static_cast<std::uint64_t>(m_p.wqe_parse_cycles) * n).end;
+    for (std::uint32_t i = 0; i < n; ++i) {
+        RecvWork w;
+        parse_recv(qp, m_buf.data() + static_cast<std::size_t>(i) * stride, w);
+        w.ready_at = parsed;
+        qp.rq_cache.push_back(std::move(w));
+        ++qp.rq_fetched;
+    }
+    counter("recv_fetches")++;
+    counter("recv_wqes") += n;
+    // Keep the cache topped up once this fetch is on chip.
+    qp.rq_fetch_busy = true;
+    const std::uint32_t qpn = qp.qpn;
+    at(parsed, [this, qpn, parsed]() {
+        QpContext* q = m_hca.qp(qpn);
+        if (!q) return;
+        q->rq_fetch_busy = false;
+        prefetch_recv(*q, parsed);
+    });
+}
+
+}  // namespace hcasim::hca

@@ -1,0 +1,42 @@
+// WQE fetch engine: DMA-reads send WQEs (a batch of consecutive ones per
+// read) and prefetches receive WQEs into an on-chip cache, parsing each into
+// the work the transport blocks execute. BlueFlame WQEs arrive with their
+// doorbell and need no fetch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/hca/contexts.hpp"
+#include "model/hca/hca_params.hpp"
+#include "model/sim/block.hpp"
+
+namespace hcasim::hca {
+
+class Hca;
+
+class WqeFetchEngine : public sim::Block {
+public:
+    WqeFetchEngine(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca);
+
+    // Starts a fetch of the send WQEs between sq_fetched and sq_pi (at most a
+    // batch); calls the TX transport when they are parsed. No-op if a fetch
+    // is running or nothing is pending.
+    void fetch_send(QpContext& qp, sim::Tick t);
+    // Takes a WQE delivered by BlueFlame if it is the next one to fetch.
+    // Returns when the WQE is parsed (t if it was not taken).
+    sim::Tick blueflame(QpContext& qp, const std::vector<std::uint8_t>& wqe, sim::Tick t);
+    // Keeps up to rq_prefetch_depth receive WQEs on chip.
+    void prefetch_recv(QpContext& qp, sim::Tick t);
+
+private:
+    bool parse_send(QpContext& qp, const std::uint8_t* wqe, std::uint32_t bytes, SendWork& out);
+    void parse_recv(QpContext& qp, const std::uint8_t* wqe, RecvWork& out);
+
+    Hca& m_hca;
+    HcaParams m_p;
+    sim::Timeline m_parser;
+    std::vector<std::uint8_t> m_buf;
+};
+
+}  // namespace hcasim::hca

@@ -1,0 +1,335 @@
+// IBA packet layout (vol. 1, 5.2 and 9.2-9.4), building and validation. The
+// CRC engines live in crc.cpp.
+#include "model/packet/ib_packet.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+namespace hcasim::packet {
+namespace {
+
+constexpr std::size_t kCrcBytes = kIcrcBytes + kVcrcBytes;
+constexpr std::uint8_t kLnhLocal = 2;
+constexpr std::uint8_t kLnhGlobal = 3;
+constexpr std::uint8_t kGrhNextHdrIba = 0x1b;  // IBA transport follows the GRH
+constexpr std::size_t kBthResv8aOffset = 4;
+
+// Extension headers per opcode, in wire order DETH, RETH, AETH, ImmDt (IBA
+// 9.2, table 38). Only opcodes listed here are valid.
+struct LayoutEntry {
+    Opcode op;
+    OpcodeLayout layout;
+};
+
+// clang-format off
+constexpr LayoutEntry kLayoutEntries[] = {
+    //                                 valid  deth   reth   aeth   immdt  payload
+    {Opcode::RcSendFirst,            {true, false, false, false, false, true}},
+    {Opcode::RcSendMiddle,           {true, false, false, false, false, true}},
+    {Opcode::RcSendLast,             {true, false, false, false, false, true}},
+    {Opcode::RcSendLastImm,          {true, false, false, false, true,  true}},
+    {Opcode::RcSendOnly,             {true, false, false, false, false, true}},
+    {Opcode::RcSendOnlyImm,          {true, false, false, false, true,  true}},
+    {Opcode::RcWriteFirst,           {true, false, true,  false, false, true}},
+    {Opcode::RcWriteMiddle,          {true, false, false, false, false, true}},
+    {Opcode::RcWriteLast,            {true, false, false, false, false, true}},
+    {Opcode::RcWriteLastImm,         {true, false, false, false, true,  true}},
+    {Opcode::RcWriteOnly,            {true, false, true,  false, false, true}},
+    {Opcode::RcWriteOnlyImm,         {true, false, true,  false, true,  true}},
+    {Opcode::RcReadRequest,          {true, false, true,  false, false, false}},
+    {Opcode::RcReadResponseFirst,    {true, false, false, true,  false, true}},
+    {Opcode::RcReadResponseMiddle,   {true, false, false, false, false, true}},
+    {Opcode::RcReadResponseLast,     {true, false, false, true,  false, true}},
+    {Opcode::RcReadResponseOnly,     {true, false, false, true,  false, true}},
+    {Opcode::RcAcknowledge,          {true, false, false, true,  false, false}},
+    {Opcode::UdSendOnly,             {true, true,  false, false, false, true}},
+    {Opcode::UdSendOnlyImm,          {true, true,  false, false, true,  true}},
+};
+// clang-format on
+
+constexpr std::array<OpcodeLayout, 256> make_layout_table() {
+    std::array<OpcodeLayout, 256> t{};
+    for (const auto& e : kLayoutEntries) t[static_cast<std::uint8_t>(e.op)] = e.layout;
+    return t;
+}
+
+constexpr std::array<OpcodeLayout, 256> kLayoutTable = make_layout_table();
+
+constexpr std::size_t ext_bytes(const OpcodeLayout& l) {
+    return (l.deth ? kDethBytes : 0) + (l.reth ? kRethBytes : 0) + (l.aeth ? kAethBytes : 0) +
+           (l.immdt ? kImmDtBytes : 0);
+}
+
+constexpr std::size_t pad_for(std::size_t payload_len) { return (4 - (payload_len & 3)) & 3; }
+
+// Big-endian header fields.
+inline void put16(std::uint8_t* p, std::uint32_t v) {
+    p[0] = static_cast<std::uint8_t>(v >> 8);
+    p[1] = static_cast<std::uint8_t>(v);
+}
+inline void put24(std::uint8_t* p, std::uint32_t v) {
+    p[0] = static_cast<std::uint8_t>(v >> 16);
+    p[1] = static_cast<std::uint8_t>(v >> 8);
+    p[2] = static_cast<std::uint8_t>(v);
+}
+inline void put32(std::uint8_t* p, std::uint32_t v) {
+    put16(p, v >> 16);
+    put16(p + 2, v);
+}
+inline void put64(std::uint8_t* p, std::uint64_t v) {
+    put32(p, static_cast<std::uint32_t>(v >> 32));
+    put32(p + 4, static_cast<std::uint32_t>(v));
+}
+inline std::uint16_t get16(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[0] << 8 | p[1]); }
+inline std::uint32_t get24(const std::uint8_t* p) {
+    return std::uint32_t{p[0]} << 16 | std::uint32_t{p[1]} << 8 | p[2];
+}
+inline std::uint32_t get32(const std::uint8_t* p) { return std::uint32_t{get16(p)} << 16 | get16(p + 2); }
+inline std::uint64_t get64(const std::uint8_t* p) { return std::uint64_t{get32(p)} << 32 | get32(p + 4); }
+
+// The CRC fields go least-significant byte first (see ib_packet.hpp).
+inline void put_le32(std::uint8_t* p, std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+inline void put_le16(std::uint8_t* p, std::uint16_t v) {
+    p[0] = static_cast<std::uint8_t>(v);
+    p[1] = static_cast<std::uint8_t>(v >> 8);
+}
+inline std::uint32_t get_le32(const std::uint8_t* p) {
+    return std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 | std::uint32_t{p[3]} << 24;
+}
+inline std::uint16_t get_le16(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[0] | p[1] << 8); }
+
+inline bool is_global(const std::uint8_t* buf) { return (buf[1] & 3) == kLnhGlobal; }
+inline std::size_t bth_offset(bool global) { return kLrhBytes + (global ? kGrhBytes : 0); }
+
+}  // namespace
+
+OpcodeLayout opcode_layout(std::uint8_t opcode) { return kLayoutTable[opcode]; }
+
+std::size_t header_bytes(const Headers& h) {
+    return bth_offset(h.grh.has_value()) + kBthBytes + ext_bytes(opcode_layout(h.bth.opcode));
+}
+
+std::size_t wire_bytes(const Headers& h, std::size_t payload_len) {
+    return header_bytes(h) + payload_len + pad_for(payload_len) + kCrcBytes;
+}
+
+std::size_t write_headers(const Headers& h, std::size_t payload_len, std::uint8_t* buf) {
+    const OpcodeLayout layout = opcode_layout(h.bth.opcode);
+    const std::size_t total = wire_bytes(h, payload_len);
+    const auto pad = static_cast<std::uint8_t>(pad_for(payload_len));
+    std::uint8_t* p = buf;
+
+    // LRH: VL|LVer, SL|Rsv2|LNH, DLID, Rsv5|PktLen, SLID.
+    p[0] = static_cast<std::uint8_t>((h.lrh.vl & 0xf) << 4 | (h.lrh.lver & 0xf));
+    p[1] = static_cast<std::uint8_t>((h.lrh.sl & 0xf) << 4 | (h.grh ? kLnhGlobal : kLnhLocal));
+    put16(p + 2, h.lrh.dlid);
+    put16(p + 4, static_cast<std::uint32_t>((total - kVcrcBytes) / 4) & 0x7ff);  // LRH..ICRC in words
+    put16(p + 6, h.lrh.slid);
+    p += kLrhBytes;
+
+    if (h.grh) {
+        // GRH: IPVer|TClass|FlowLabel, PayLen, NxtHdr, HopLmt, SGID, DGID.
+        const Grh& g = *h.grh;
+        put32(p, std::uint32_t{g.ip_ver & 0xfu} << 28 | std::uint32_t{g.tclass} << 20 | (g.flow_label & 0xfffff));
+        put16(p + 4, static_cast<std::uint32_t>(total - kLrhBytes - kGrhBytes - kVcrcBytes));  // through ICRC
+        p[6] = g.next_hdr;
+        p[7] = g.hop_limit;
+        std::memcpy(p + 8, g.sgid, 16);
+        std::memcpy(p + 24, g.dgid, 16);
+        p += kGrhBytes;
+    }
+
+    // BTH: OpCode, SE|M|PadCnt|TVer, P_Key, Resv8a, DestQP, A|Resv7, PSN.
+    const Bth& b = h.bth;
+    p[0] = b.opcode;
+    p[1] = static_cast<std::uint8_t>((b.se ? 0x80 : 0) | (b.migreq ? 0x40 : 0) | pad << 4 | (b.tver & 0xf));
+    put16(p + 2, b.pkey);
+    p[kBthResv8aOffset] = 0;
+    put24(p + 5, b.dest_qp);
+    p[8] = b.ack_req ? 0x80 : 0;
+    put24(p + 9, b.psn);
+    p += kBthBytes;
+
+    if (layout.deth) {  // Q_Key, Reserved, SrcQP
+        const Deth d = h.deth.value_or(Deth{});
+        put32(p, d.qkey);
+        p[4] = 0;
+        put24(p + 5, d.src_qp);
+        p += kDethBytes;
+    }
+    if (layout.reth) {  // VA, R_Key, DMALen
+        const Reth r = h.reth.value_or(Reth{});
+        put64(p, r.va);
+        put32(p + 8, r.rkey);
+        put32(p + 12, r.dma_len);
+        p += kRethBytes;
+    }
+    if (layout.aeth) {  // Syndrome, MSN
+        const Aeth a = h.aeth.value_or(Aeth{});
+        p[0] = a.syndrome;
+        put24(p + 1, a.msn);
+        p += kAethBytes;
+    }
+    if (layout.immdt) {
+        put32(p, h.immdt.value_or(0));
+        p += kImmDtBytes;
+    }
+    return static_cast<std::size_t>(p - buf);
+}
+
+void seal(std::uint8_t* buf, std::size_t total_len) {
+    if (total_len < kLrhBytes + kBthBytes + kCrcBytes) return;
+    const std::size_t bth = bth_offset(is_global(buf));
+    if (total_len < bth + kBthBytes + kCrcBytes) return;
+    const std::size_t icrc_at = total_len - kCrcBytes;
+    const std::size_t pad = (buf[bth + 1] >> 4) & 3;
+    if (pad <= icrc_at - bth - kBthBytes) std::memset(buf + icrc_at - pad, 0, pad);
+    put_le32(buf + icrc_at, icrc(buf, icrc_at));
+    put_le16(buf + icrc_at + kIcrcBytes, vcrc(buf, icrc_at + kIcrcBytes));
+}
+
+std::size_t build(const Headers& h, const std::uint8_t* payload, std::size_t payload_len, std::uint8_t* buf) {
+    const std::size_t hdr = write_headers(h, payload_len, buf);
+    if (payload_len != 0) std::memcpy(buf + hdr, payload, payload_len);
+    const std::size_t total = wire_bytes(h, payload_len);
+    seal(buf, total);
+    return total;
+}
+
+std::uint32_t icrc(const std::uint8_t* buf, std::size_t len) {
+    // Copy the headers that hold variant fields, force those fields to 1s,
+    // and CRC the copy followed by the rest of the packet in place.
+    std::uint8_t head[kLrhBytes + kGrhBytes + kBthBytes];
+    const bool global = len >= 2 && is_global(buf);
+    const std::size_t bth = bth_offset(global);
+    const std::size_t n = std::min(len, bth + kBthBytes);
+    if (n != 0) std::memcpy(head, buf, n);
+    auto force = [&](std::size_t i, std::uint8_t ones) {
+        if (i < n) head[i] |= ones;
+    };
+    if (global) {
+        for (std::size_t i = 0; i < kLrhBytes; ++i) force(i, 0xff);  // routers rewrite the whole LRH
+        force(kLrhBytes + 0, 0x0f);                                   // TClass[7:4]
+        force(kLrhBytes + 1, 0xff);                                   // TClass[3:0], FlowLabel[19:16]
+        force(kLrhBytes + 2, 0xff);                                   // FlowLabel[15:0]
+        force(kLrhBytes + 3, 0xff);
+        force(kLrhBytes + 7, 0xff);  // HopLmt
+    } else {
+        force(0, 0xf0);  // VL
+    }
+    force(bth + kBthResv8aOffset, 0xff);
+    std::uint32_t crc = crc32_update(0xffffffffu, head, n);
+    crc = crc32_update(crc, buf + n, len - n);
+    return ~crc;
+}
+
+std::uint16_t vcrc(const std::uint8_t* buf, std::size_t len) {
+    return static_cast<std::uint16_t>(~crc16_update(0xffff, buf, len));
+}
+
+const char* to_string(ParseError e) {
+    switch (e) {
+        case ParseError::None: return "none";
+        case ParseError::Truncated: return "truncated";
+        case ParseError::BadLinkVersion: return "bad link version";
+        case ParseError::BadNextHeader: return "bad next header";
+        case ParseError::BadLength: return "bad length";
+        case ParseError::BadVcrc: return "bad VCRC";
+        case ParseError::BadIcrc: return "bad ICRC";
+        case ParseError::BadTransportVersion: return "bad transport version";
+        case ParseError::BadOpcode: return "bad opcode";
+        case ParseError::BadPad: return "bad pad count";
+    }
+    return "unknown";
+}
+
+ParseError parse(const std::uint8_t* buf, std::size_t n, Parsed& out) {
+    out = Parsed{};
+    // Link layer first: nothing past the LRH is trusted until both CRCs pass.
+    if (buf == nullptr || n < kLrhBytes) return ParseError::Truncated;
+    if ((buf[0] & 0xf) != 0) return ParseError::BadLinkVersion;
+    const std::uint8_t lnh = buf[1] & 3;
+    if (lnh != kLnhLocal && lnh != kLnhGlobal) return ParseError::BadNextHeader;
+    const bool global = lnh == kLnhGlobal;
+    const std::size_t bth_at = bth_offset(global);
+    if (n < bth_at + kBthBytes + kCrcBytes) return ParseError::Truncated;
+    const std::uint16_t pkt_len = get16(buf + 4) & 0x7ff;
+    if (std::size_t{pkt_len} * 4 + kVcrcBytes != n) return ParseError::BadLength;
+    const std::size_t icrc_at = n - kCrcBytes;
+    if (get_le16(buf + icrc_at + kIcrcBytes) != vcrc(buf, icrc_at + kIcrcBytes)) return ParseError::BadVcrc;
+    if (get_le32(buf + icrc_at) != icrc(buf, icrc_at)) return ParseError::BadIcrc;
+
+    Headers& h = out.h;
+    h.lrh.vl = buf[0] >> 4;
+    h.lrh.lver = 0;
+    h.lrh.sl = buf[1] >> 4;
+    h.lrh.lnh = lnh;
+    h.lrh.dlid = get16(buf + 2);
+    h.lrh.pkt_len = pkt_len;
+    h.lrh.slid = get16(buf + 6);
+
+    if (global) {
+        const std::uint8_t* p = buf + kLrhBytes;
+        Grh g;
+        const std::uint32_t w0 = get32(p);
+        g.ip_ver = static_cast<std::uint8_t>(w0 >> 28);
+        g.tclass = static_cast<std::uint8_t>(w0 >> 20);
+        g.flow_label = w0 & 0xfffff;
+        g.pay_len = get16(p + 4);
+        g.next_hdr = p[6];
+        g.hop_limit = p[7];
+        std::memcpy(g.sgid, p + 8, 16);
+        std::memcpy(g.dgid, p + 24, 16);
+        if (g.next_hdr != kGrhNextHdrIba) return ParseError::BadNextHeader;
+        if (std::size_t{g.pay_len} != n - kLrhBytes - kGrhBytes - kVcrcBytes) return ParseError::BadLength;
+        h.grh = g;
+    }
+
+    const std::uint8_t* p = buf + bth_at;
+    Bth& b = h.bth;
+    b.opcode = p[0];
+    b.se = (p[1] & 0x80) != 0;
+    b.migreq = (p[1] & 0x40) != 0;
+    b.pad_cnt = (p[1] >> 4) & 3;
+    b.tver = p[1] & 0xf;
+    b.pkey = get16(p + 2);
+    b.dest_qp = get24(p + 5);
+    b.ack_req = (p[8] & 0x80) != 0;
+    b.psn = get24(p + 9);
+    if (b.tver != 0) return ParseError::BadTransportVersion;
+    const OpcodeLayout layout = opcode_layout(b.opcode);
+    if (!layout.valid) return ParseError::BadOpcode;
+
+    const std::size_t hdr = bth_at + kBthBytes + ext_bytes(layout);
+    if (icrc_at < hdr) return ParseError::Truncated;
+    const std::size_t body = icrc_at - hdr;  // payload + pad
+    if (!layout.payload) {
+        if (b.pad_cnt != 0) return ParseError::BadPad;
+        if (body != 0) return ParseError::BadLength;
+    }
+    if (b.pad_cnt > body) return ParseError::BadPad;
+
+    p += kBthBytes;
+    if (layout.deth) {
+        h.deth = Deth{get32(p), get24(p + 5)};
+        p += kDethBytes;
+    }
+    if (layout.reth) {
+        h.reth = Reth{get64(p), get32(p + 8), get32(p + 12)};
+        p += kRethBytes;
+    }
+    if (layout.aeth) {
+        h.aeth = Aeth{p[0], get24(p + 1)};
+        p += kAethBytes;
+    }
+    if (layout.immdt) h.immdt = get32(p);
+
+    out.payload_offset = hdr;
+    out.payload_len = body - b.pad_cnt;
+    return ParseError::None;
+}
+
+}  // namespace hcasim::packet

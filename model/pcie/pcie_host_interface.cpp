@@ -1,0 +1,160 @@
+#include "model/pcie/pcie_host_interface.hpp"
+
+#include <algorithm>
+
+namespace hcasim::pcie {
+
+using sim::ParamSpec;
+using sim::Tick;
+
+void declare_pcie_params(sim::ParamRegistry& r) {
+    using K = ParamSpec::Kind;
+    r.add({"pcie.gen", K::Int, "generation", "3", 1, 4, {"1", "2", "3", "4"},
+           "PCIe generation: 1 = 2.5 GT/s 8b/10b, 2 = 5 GT/s 8b/10b, 3 = 8 GT/s 128b/130b, 4 = 16 GT/s 128b/130b",
+           "ConnectX-3 is a PCIe Gen3 device (calibration-facts: PCIe Gen3)"});
+    r.add({"pcie.lanes", K::Int, "lanes", "8", 1, 32, {"1", "2", "4", "8", "16", "32"}, "link width",
+           "ConnectX-3 FDR adapters are Gen3 x8 (calibration-facts: CX-3 FDR on Gen3 x8)"});
+    r.add({"pcie.mps", K::Int, "bytes", "256", 128, 4096, {"128", "256", "512", "1024", "2048", "4096"},
+           "max payload size: largest posted write or completion payload",
+           "CX-3 advertises 256 B (calibration-facts: max payload size)"});
+    r.add({"pcie.mrrs", K::Int, "bytes", "512", 128, 4096, {"128", "256", "512", "1024", "2048", "4096"},
+           "max read request size", "common BIOS default 512 B (calibration-facts: max read request size)"});
+    r.add({"pcie.rcb", K::Int, "bytes", "64", 64, 128, {"64", "128"},
+           "read completion boundary of the root complex", "PCIe spec; 64 B on x86 root complexes"});
+    r.add({"pcie.read_tags", K::Int, "requests", "32", 1, 256, {},
+           "outstanding non-posted read requests the adapter can have in flight",
+           "PCIe 5-bit tag field without extended tags (PCIe spec 2.2.6.2)"});
+    r.add({"pcie.core_clock_mhz", K::Real, "MHz", "250", 50, 2000, {},
+           "clock of the adapter's PCIe core (transaction/data-link layers)",
+           "Gen3 x8 hard IP cores run a 256-bit datapath at 250 MHz (vendor IP user guides)"});
+    r.add({"pcie.core_latency_cycles", K::Int, "cycles", "20", 0, 10000, {},
+           "adapter PCIe core latency per traversal (each TLP in or out)",
+           "with pcie.root_complex_latency_ns and host.memory_latency_ns, makes a 64 B DMA read round trip "
+           "about 560 ns, the pcie-bench median of 546-560 ns for 8-64 B (calibration-facts)"});
+    r.add({"pcie.root_complex_latency_ns", K::Real, "ns", "150", 0, 100000, {},
+           "root complex latency per traversal (request in, completion or write out)",
+           "split of the pcie-bench DMA round trip (calibration-facts); see docs/timing-parameters.md"});
+    r.add({"pcie.tlps_per_ack", K::Int, "TLPs", "4", 1, 64, {},
+           "TLPs acknowledged by one ACK DLLP on the opposite direction", "pcie-bench model (calibration-facts)"});
+    r.add({"pcie.tlps_per_fc_update", K::Int, "TLPs", "4", 1, 64, {},
+           "TLPs per UpdateFC DLLP on the opposite direction", "pcie-bench model (calibration-facts)"});
+    r.add({"pcie.ecrc", K::Bool, "", "false", 0, 0, {}, "end-to-end CRC on every TLP (+4 B)",
+           "off by default on x86 platforms"});
+    r.add({"host.memory_latency_ns", K::Real, "ns", "90", 0, 100000, {},
+           "host memory (or last-level cache) access latency for a DMA read",
+           "split of the pcie-bench DMA round trip (calibration-facts)"});
+}
+
+PcieParams PcieParams::from(const sim::Config& c) {
+    PcieParams p;
+    p.gen = static_cast<int>(c.get_int("pcie.gen"));
+    p.lanes = static_cast<int>(c.get_int("pcie.lanes"));
+    p.mps = static_cast<std::uint32_t>(c.get_int("pcie.mps"));
+    p.mrrs = static_cast<std::uint32_t>(c.get_int("pcie.mrrs"));
+    p.rcb = static_cast<std::uint32_t>(c.get_int("pcie.rcb"));
+    p.read_tags = static_cast<std::uint32_t>(c.get_int("pcie.read_tags"));
+    p.core_clock_mhz = c.get_real("pcie.core_clock_mhz");
+    p.core_latency_cycles = static_cast<std::uint32_t>(c.get_int("pcie.core_latency_cycles"));
+    p.root_complex_latency_ns = c.get_real("pcie.root_complex_latency_ns");
+    p.tlps_per_ack = static_cast<std::uint32_t>(c.get_int("pcie.tlps_per_ack"));
+    p.tlps_per_fc_update = static_cast<std::uint32_t>(c.get_int("pcie.tlps_per_fc_update"));
+    p.costs.ecrc_bytes = c.get_bool("pcie.ecrc") ? 4 : 0;
+    return p;
+}
+
+double PcieParams::lane_bytes_per_s() const {
+    switch (gen) {
+    case 1: return 2.5e9 * 8.0 / 10.0 / 8.0;
+    case 2: return 5.0e9 * 8.0 / 10.0 / 8.0;
+    case 3: return 8.0e9 * 128.0 / 130.0 / 8.0;
+    default: return 16.0e9 * 128.0 / 130.0 / 8.0;
+    }
+}
+
+PcieHostInterface::PcieHostInterface(const sc_core::sc_module_name& name, const PcieParams& p, HostMemory& memory)
+    : sim::Block(name, sim::Clock::from_mhz("pcie.core", p.core_clock_mhz)),
+      m_p(p),
+      m_link_clock("pcie.link", 1e12 / p.lane_bytes_per_s()),
+      m_up(&m_link_clock),
+      m_down(&m_link_clock),
+      m_core_latency(m_clock.cycles(p.core_latency_cycles)),
+      m_rc_latency(sim::ns_to_ps(p.root_complex_latency_ns)),
+      m_memory(memory) {}
+
+std::uint64_t PcieHostInterface::wire_cycles(std::uint32_t bytes) const {
+    return (bytes + static_cast<std::uint32_t>(m_p.lanes) - 1) / static_cast<std::uint32_t>(m_p.lanes);
+}
+
+// One TLP on a direction; every few TLPs the receiver returns an ACK and an
+// UpdateFC DLLP on the opposite direction.
+sim::Timeline::Slot PcieHostInterface::send_tlp(Dir d, Tick t, std::uint32_t wire_bytes) {
+    sim::Timeline& line = d == Dir::Up ? m_up : m_down;
+    sim::Timeline& back = d == Dir::Up ? m_down : m_up;
+    std::uint32_t& count = d == Dir::Up ? m_up_tlps : m_down_tlps;
+    const auto slot = line.reserve(t, wire_cycles(wire_bytes));
+    ++count;
+    std::uint32_t dllps = 0;
+    if (count % m_p.tlps_per_ack == 0) ++dllps;
+    if (count % m_p.tlps_per_fc_update == 0) ++dllps;
+    if (dllps) back.reserve(slot.end, wire_cycles(dllps * m_p.costs.dllp_bytes));
+    counter(d == Dir::Up ? "tlps_up" : "tlps_down")++;
+    counter(d == Dir::Up ? "bytes_up" : "bytes_down") += wire_bytes;
+    return slot;
+}
+
+Tick PcieHostInterface::dma_read(Tick t, std::uint64_t addr, std::uint64_t len) {
+    Tick done = t;
+    if (len == 0) return t;
+    const Tick issue = m_clock.after(t, 0);
+    for_each_read_request(addr, len, m_p.mrrs, [&](std::uint64_t a, std::uint32_t n) {
+        // A request needs a free tag; tags return in order because
+        // completions of one link arrive in request order.
+        Tick ready = issue;
+        if (m_tag_free.size() >= m_p.read_tags) {
+            ready = std::max(ready, m_tag_free.front());
+            m_tag_free.pop_front();
+        }
+        const auto req = send_tlp(Dir::Up, ready + m_core_latency, m_p.costs.read_request_wire());
+        const Tick data_ready = req.end + m_rc_latency + m_memory.access_latency();
+        Tick last = data_ready;
+        for_each_completion(a, n, m_p.rcb, m_p.mps, [&](std::uint64_t, std::uint32_t cn) {
+            last = send_tlp(Dir::Down, data_ready, m_p.costs.completion_wire(cn)).end;
+        });
+        const Tick arrived = m_clock.after(last + m_core_latency, 0);
+        m_tag_free.push_back(arrived);
+        done = std::max(done, arrived);
+        counter("dma_read_requests")++;
+    });
+    counter("dma_read_bytes") += len;
+    return done;
+}
+
+Tick PcieHostInterface::dma_write(Tick t, std::uint64_t addr, std::uint64_t len) {
+    Tick last = t;
+    const Tick ready = m_clock.after(t, 0) + m_core_latency;
+    // Posted writes stay in order (PCIe ordering rules): a CQE never lands
+    // before the payload written ahead of it.
+    for_each_write(addr, len, m_p.mps, [&](std::uint64_t, std::uint32_t n) {
+        last = send_tlp(Dir::Up, std::max(ready, m_posted_floor), m_p.costs.write_wire(n)).end;
+        m_posted_floor = last;
+    });
+    counter("dma_write_bytes") += len;
+    return last + m_rc_latency;
+}
+
+Tick PcieHostInterface::mmio_write(Tick t, std::uint32_t len) {
+    const auto slot = send_tlp(Dir::Down, t + m_rc_latency, m_p.costs.write_wire(len));
+    counter("mmio_writes")++;
+    return m_clock.after(slot.end + m_core_latency, 0);
+}
+
+Tick PcieHostInterface::msix(Tick t) {
+    const auto slot = send_tlp(Dir::Up, std::max(m_clock.after(t, 0) + m_core_latency, m_posted_floor),
+                               m_p.costs.write_wire(4));
+    m_posted_floor = slot.end;
+    counter("msix")++;
+    return slot.end + m_rc_latency;
+}
+
+}  // namespace hcasim::pcie
+

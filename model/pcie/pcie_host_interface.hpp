@@ -1,0 +1,81 @@
+// The adapter's PCIe host interface and the link to the root complex: MMIO
+// posted writes (doorbells, BlueFlame) host -> adapter, DMA reads (non-posted
+// requests up, completions down) and DMA writes (posted, up), MSI-X messages.
+// Each direction of the link is one serialiser shared by every transfer, so
+// DMA reads, payload writes, CQE writes and doorbells contend for it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+
+#include "model/pcie/host_memory.hpp"
+#include "model/pcie/tlp.hpp"
+#include "model/sim/block.hpp"
+#include "model/sim/config.hpp"
+
+namespace hcasim::pcie {
+
+struct PcieParams {
+    int gen = 3;
+    int lanes = 8;
+    std::uint32_t mps = 256;
+    std::uint32_t mrrs = 512;
+    std::uint32_t rcb = 64;
+    std::uint32_t read_tags = 32;
+    double core_clock_mhz = 250;
+    std::uint32_t core_latency_cycles = 20;
+    double root_complex_latency_ns = 150;
+    std::uint32_t tlps_per_ack = 4;
+    std::uint32_t tlps_per_fc_update = 4;
+    TlpCosts costs;
+
+    static PcieParams from(const sim::Config& c);
+    // Bytes per second per lane after line encoding.
+    double lane_bytes_per_s() const;
+    double direction_bytes_per_s() const { return lane_bytes_per_s() * lanes; }
+};
+
+void declare_pcie_params(sim::ParamRegistry& r);
+
+class PcieHostInterface : public sim::Block {
+public:
+    PcieHostInterface(const sc_core::sc_module_name& name, const PcieParams& p, HostMemory& memory);
+
+    HostMemory& memory() { return m_memory; }
+
+    // DMA read of len bytes at addr issued at t: returns when the last
+    // completion byte is in the adapter.
+    sim::Tick dma_read(sim::Tick t, std::uint64_t addr, std::uint64_t len);
+    // Posted DMA write issued at t: returns when the data is in host memory.
+    sim::Tick dma_write(sim::Tick t, std::uint64_t addr, std::uint64_t len);
+    // Host CPU MMIO write of len bytes issued at t: returns arrival at the
+    // adapter's registers.
+    sim::Tick mmio_write(sim::Tick t, std::uint32_t len);
+    // MSI-X message issued by the adapter at t: returns when the host's
+    // interrupt controller has it.
+    sim::Tick msix(sim::Tick t);
+
+    const PcieParams& params() const { return m_p; }
+    const sim::Clock& link_clock() const { return m_link_clock; }
+    sim::Tick upstream_busy() const { return m_up.busy_total(); }
+    sim::Tick downstream_busy() const { return m_down.busy_total(); }
+
+private:
+    enum class Dir { Up, Down };
+    sim::Timeline::Slot send_tlp(Dir d, sim::Tick t, std::uint32_t wire_bytes);
+    std::uint64_t wire_cycles(std::uint32_t bytes) const;
+
+    PcieParams m_p;
+    sim::Clock m_link_clock;   // one cycle moves one byte on each lane
+    sim::Timeline m_up;        // adapter -> root complex
+    sim::Timeline m_down;      // root complex -> adapter
+    sim::Tick m_core_latency;
+    sim::Tick m_rc_latency;
+    HostMemory& m_memory;
+    std::deque<sim::Tick> m_tag_free;  // when each outstanding read tag returns
+    sim::Tick m_posted_floor = 0;  // end of the last posted write upstream
+    std::uint32_t m_up_tlps = 0;
+    std::uint32_t m_down_tlps = 0;
+};
+
+}  // namespace hcasim::pcie

@@ -1,0 +1,82 @@
+// Named, typed, range-checked configuration parameters. Every tunable of the
+// model is declared once (key, type, unit, default, allowed range, source) by
+// the block that uses it; presets and command-line overrides can only set
+// declared keys, and a bad key or value is an error that names it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace hcasim::sim {
+
+class ConfigError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+struct ParamSpec {
+    enum class Kind { Int, Real, Bool, Choice };
+    std::string key;          // "pcie.lanes"
+    Kind kind = Kind::Int;
+    std::string unit;         // "lanes", "ns", "cycles", "bytes", ...
+    std::string default_value;
+    double min = 0;           // Int and Real: inclusive range
+    double max = 0;
+    std::vector<std::string> choices;  // Choice: allowed words; Int: if set, allowed values
+    std::string doc;          // what it is
+    std::string source;       // where the default comes from
+};
+
+class ParamRegistry {
+public:
+    void add(ParamSpec spec);
+    const ParamSpec* find(const std::string& key) const;
+    const std::vector<ParamSpec>& all() const { return m_specs; }
+
+private:
+    std::vector<ParamSpec> m_specs;
+    std::map<std::string, std::size_t> m_index;
+};
+
+// Declares every parameter of the model (defined next to the system builder,
+// which knows all blocks).
+const ParamRegistry& parameters();
+
+class Config {
+public:
+    // Defaults of every declared parameter.
+    Config();
+
+    // Sets key to value after checking both; throws ConfigError naming the key
+    // and the allowed range or choices.
+    void set(const std::string& key, const std::string& value);
+    // "key=value".
+    void set_assignment(const std::string& assignment);
+    // INI file: "[section]" then "name = value" gives key "section.name";
+    // '#' and ';' start comments.
+    void load_file(const std::string& path);
+    // A preset by name from the presets folder, or a path.
+    void load_preset(const std::string& name_or_path);
+
+    std::int64_t get_int(const std::string& key) const;
+    double get_real(const std::string& key) const;
+    bool get_bool(const std::string& key) const;
+    const std::string& get_choice(const std::string& key) const;
+    const std::string& raw(const std::string& key) const;
+
+    // The keys set away from their defaults, in key order (for reports).
+    std::vector<std::pair<std::string, std::string>> overrides() const;
+    const std::map<std::string, std::string>& values() const { return m_values; }
+
+    static std::string presets_dir();
+    static std::vector<std::string> preset_names();
+
+private:
+    const ParamSpec& spec(const std::string& key) const;
+    std::map<std::string, std::string> m_values;
+};
+
+}  // namespace hcasim::sim

@@ -1,0 +1,274 @@
+// The hcasim command: runs the default scenario, the perftest-style latency
+// and bandwidth workloads, the simulator benchmark, and lists parameters.
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
+
+#include "testbench/system/isolated.hpp"
+#include "testbench/system/system.hpp"
+#include "testbench/workloads/perftest.hpp"
+
+namespace po = boost::program_options;
+using namespace hcasim;
+using namespace hcasim::testbench;
+
+namespace {
+
+const char* kUsage = R"(usage: hcasim [COMMAND] [OPTIONS]
+
+Commands:
+  (none), run   default scenario: RDMA WRITE latency and bandwidth between two
+                simulated ConnectX-3-class FDR 4x HCAs on PCIe Gen3 x8
+  lat           latency per message size (perftest ib_*_lat columns)
+  bw            bandwidth and message rate per size (perftest ib_*_bw columns)
+  bench         simulator speed: simulated packets per wall second, 1 and 1024 QPs
+  params        every configuration parameter: unit, default, range, source
+  presets       the device presets
+
+Options)";
+
+struct Cli {
+    std::string command = "run";
+    std::string op = "write";
+    std::string sizes;
+    int iters = 0;
+    int tx_depth = 128;
+    int qps = 1;
+    int mtu = 4096;
+    int inline_max = -1;
+    std::string format = "text";
+    std::string preset = "cx3-fdr";
+    std::string config_file;
+    std::vector<std::string> sets;
+    bool counters = false;
+};
+
+sim::Config make_config(const Cli& c) {
+    sim::Config cfg;
+    cfg.load_preset(c.preset);
+    if (!c.config_file.empty()) cfg.load_file(c.config_file);
+    for (const auto& s : c.sets) cfg.set_assignment(s);
+    return cfg;
+}
+
+RunInfo info_for(const Cli& c, const sim::Config& cfg, const std::string& title) {
+    RunInfo info;
+    info.title = title;
+    info.op = c.op;
+    info.settings.emplace_back("preset", c.preset);
+    info.settings.emplace_back("link", cfg.raw("link.speed") + " " + cfg.raw("link.width") + "x");
+    info.settings.emplace_back("pcie", "gen" + cfg.raw("pcie.gen") + " x" + cfg.raw("pcie.lanes"));
+    info.settings.emplace_back("topology", cfg.raw("fabric.topology"));
+    info.settings.emplace_back("path MTU", std::to_string(c.mtu));
+    for (const auto& [k, v] : cfg.overrides()) info.settings.emplace_back(k, v);
+    return info;
+}
+
+std::string title(const std::string& op, bool lat) {
+    std::string t = op == "send" ? "Send" : op == "write" ? "RDMA Write" : "RDMA Read";
+    return t + (lat ? " Latency Test" : " BW Test");
+}
+
+int cmd_lat(const Cli& c, std::ostream& os) {
+    const sim::Config cfg = make_config(c);
+    LatencyOptions o;
+    o.op = parse_op(c.op);
+    o.sizes = parse_sizes(c.sizes.empty() ? "2:8388608" : c.sizes);
+    o.iterations = c.iters > 0 ? c.iters : 1000;
+    o.mtu = c.mtu;
+    if (c.inline_max >= 0) o.inline_max = static_cast<std::uint32_t>(c.inline_max);
+    if (o.inline_max > static_cast<std::uint32_t>(cfg.get_int("hca.max_inline")))
+        o.inline_max = static_cast<std::uint32_t>(cfg.get_int("hca.max_inline"));
+    const Format f = parse_format(c.format);
+    System sys(cfg);
+    const auto rows = run_latency(sys, o);
+    print_latency(os, f, info_for(c, cfg, title(c.op, true)), rows);
+    if (c.counters) os << sys.counters();
+    return 0;
+}
+
+int cmd_bw(const Cli& c, std::ostream& os) {
+    const sim::Config cfg = make_config(c);
+    BandwidthOptions o;
+    o.op = parse_op(c.op);
+    o.sizes = parse_sizes(c.sizes.empty() ? "2:8388608" : c.sizes);
+    o.iterations = c.iters > 0 ? c.iters : 1000;
+    o.tx_depth = c.tx_depth;
+    o.qps = c.qps;
+    o.mtu = c.mtu;
+    if (c.inline_max >= 0) o.inline_max = static_cast<std::uint32_t>(c.inline_max);
+    if (o.tx_depth < 1 || o.tx_depth > 16384) throw std::invalid_argument("invalid --tx-depth: expected 1 to 16384");
+    if (o.qps < 1 || o.qps > 65536) throw std::invalid_argument("invalid --qps: expected 1 to 65536");
+    const Format f = parse_format(c.format);
+    System sys(cfg);
+    const auto rows = run_bandwidth(sys, o);
+    RunInfo info = info_for(c, cfg, title(c.op, false));
+    info.settings.emplace_back("QPs", std::to_string(o.qps));
+    info.settings.emplace_back("TX depth", std::to_string(o.tx_depth));
+    print_bandwidth(os, f, info, rows);
+    if (c.counters) os << sys.counters();
+    return 0;
+}
+
+// Each part of a multi-part command runs in its own process: SystemC builds
+// one design per process.
+int in_child(const std::function<void(std::ostream&)>& fn) {
+    const IsolatedResult r = run_isolated(fn);
+    std::cout << r.output << std::flush;
+    if (!r.ok) {
+        std::cerr << "hcasim: error: " << r.error << "\n";
+        return 1;
+    }
+    return 0;
+}
+
+int cmd_run(Cli c) {
+    std::cout << "hcasim default scenario: two nodes, ConnectX-3-class FDR 4x HCAs on PCIe Gen3 x8, back to back\n"
+                 "(every figure below is simulated time from the hardware model)\n\n";
+    Cli lat = c;
+    lat.op = "write";
+    if (lat.sizes.empty()) lat.sizes = "2:65536";
+    if (lat.iters == 0) lat.iters = 1000;
+    int rc = in_child([&](std::ostream& os) { cmd_lat(lat, os); });
+    if (rc) return rc;
+    std::cout << "\n";
+    Cli bw = c;
+    bw.op = "write";
+    if (bw.sizes.empty()) bw.sizes = "2:1048576";
+    if (bw.iters == 0) bw.iters = 1000;
+    return in_child([&](std::ostream& os) { cmd_bw(bw, os); });
+}
+
+int cmd_bench(const Cli& c) {
+    nlohmann::json results = nlohmann::json::array();
+    for (int qps : {1, 1024}) {
+        const IsolatedResult r = run_isolated([&](std::ostream& os) {
+            sim::Config cfg = make_config(c);
+            BandwidthOptions o;
+            o.op = Op::Write;
+            o.sizes = {static_cast<std::uint32_t>(c.sizes.empty() ? 4096 : parse_sizes(c.sizes).front())};
+            o.qps = qps;
+            o.tx_depth = qps == 1 ? 128 : 16;
+            o.cq_mod = qps == 1 ? 32 : 16;
+            o.iterations = c.iters > 0 ? c.iters : 200000;
+            o.mtu = 4096;
+            System sys(cfg);
+            const auto rows = run_bandwidth(sys, o);
+            const std::uint64_t packets =
+                sys.counter("node0.hca.port.tx_packets") + sys.counter("node1.hca.port.tx_packets");
+            const std::uint64_t data_packets = sys.counter("node0.hca.tx_transport.request_packets");
+            nlohmann::json j;
+            j["qps"] = qps;
+            j["message_bytes"] = o.sizes.front();
+            j["messages"] = o.iterations;
+            j["packets"] = packets;
+            j["data_packets"] = data_packets;
+            j["wall_seconds"] = rows[0].wall_seconds;
+            j["packets_per_wall_second"] = static_cast<double>(packets) / rows[0].wall_seconds;
+            j["wall_us_per_packet"] = rows[0].wall_seconds * 1e6 / static_cast<double>(packets);
+            j["sim_bw_avg_MBps"] = rows[0].bw_avg_MBps;
+            os << j.dump();
+        });
+        if (!r.ok) {
+            std::cerr << "hcasim: error: " << r.error << "\n";
+            return 1;
+        }
+        results.push_back(nlohmann::json::parse(r.output));
+    }
+    nlohmann::json out;
+    out["bench"] = "rc_write_stream_mtu4096";
+    out["packets_per_wall_second"] = results[0]["packets_per_wall_second"];
+    out["wall_us_per_packet"] = results[0]["wall_us_per_packet"];
+    out["wall_per_packet_ratio_1024qp_vs_1qp"] =
+        results[1]["wall_us_per_packet"].get<double>() / results[0]["wall_us_per_packet"].get<double>();
+    out["runs"] = results;
+    std::cout << out.dump() << "\n";
+    return 0;
+}
+
+int cmd_params(const Cli& c) {
+    const auto& all = sim::parameters().all();
+    if (c.format == "md") {
+        std::cout << "| key | unit | default | allowed | meaning | source of the default |\n|---|---|---|---|---|---|\n";
+    }
+    for (const auto& s : all) {
+        std::string allowed;
+        if (s.kind == sim::ParamSpec::Kind::Bool) allowed = "true, false";
+        else if (!s.choices.empty()) {
+            for (const auto& ch : s.choices) allowed += (allowed.empty() ? "" : ", ") + ch;
+        } else {
+            std::ostringstream os;
+            os << s.min << " .. " << s.max;
+            allowed = os.str();
+        }
+        if (c.format == "md")
+            std::cout << "| `" << s.key << "` | " << s.unit << " | " << s.default_value << " | " << allowed << " | "
+                      << s.doc << " | " << s.source << " |\n";
+        else
+            std::cout << s.key << " = " << s.default_value << (s.unit.empty() ? "" : " " + s.unit) << "  [" << allowed
+                      << "]  " << s.doc << "\n";
+    }
+    return 0;
+}
+
+}  // namespace
+
+int sc_main(int argc, char** argv) {
+    Cli c;
+    po::options_description opts(kUsage);
+    opts.add_options()("help,h", "this text")
+        ("op", po::value(&c.op), "lat/bw: send, write or read (default write)")
+        ("sizes", po::value(&c.sizes), "message sizes: LO:HI (powers of two), N, or N,M,... (default 2:8388608)")
+        ("iters,n", po::value(&c.iters), "iterations per size (default 1000)")
+        ("tx-depth,t", po::value(&c.tx_depth), "bw: outstanding work requests per QP (default 128)")
+        ("qps,q", po::value(&c.qps), "bw: number of QPs (default 1)")
+        ("mtu,m", po::value(&c.mtu), "path MTU in bytes (default 4096)")
+        ("inline,I", po::value(&c.inline_max), "largest message sent inline (lat default 220, bw default 0)")
+        ("format,f", po::value(&c.format), "text, csv or json (params: text or md)")
+        ("preset,p", po::value(&c.preset), "device preset name or file (default cx3-fdr)")
+        ("config,c", po::value(&c.config_file), "INI file of parameter overrides")
+        ("set,s", po::value(&c.sets), "override one parameter: --set pcie.lanes=16 (repeatable)")
+        ("counters", po::bool_switch(&c.counters), "print the hardware counters after the run");
+    po::options_description hidden;
+    hidden.add_options()("command", po::value(&c.command));
+    po::options_description all;
+    all.add(opts).add(hidden);
+    po::positional_options_description pos;
+    pos.add("command", 1);
+    try {
+        po::variables_map vm;
+        po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+        po::notify(vm);
+        if (vm.count("help")) {
+            std::cout << opts << "\n";
+            return 0;
+        }
+        if (c.command == "run") return cmd_run(c);
+        if (c.command == "lat") return cmd_lat(c, std::cout);
+        if (c.command == "bw") return cmd_bw(c, std::cout);
+        if (c.command == "bench") return cmd_bench(c);
+        if (c.command == "params") return cmd_params(c);
+        if (c.command == "presets") {
+            for (const auto& p : sim::Config::preset_names()) std::cout << p << "\n";
+            return 0;
+        }
+        std::cerr << "hcasim: error: unknown command '" << c.command << "' (run, lat, bw, bench, params, presets)\n";
+        return 2;
+    } catch (const po::error& e) {
+        std::cerr << "hcasim: error: " << e.what() << "\n";
+        return 2;
+    } catch (const sim::ConfigError& e) {
+        std::cerr << "hcasim: error: " << e.what() << "\n";
+        return 2;
+    } catch (const std::invalid_argument& e) {
+        std::cerr << "hcasim: error: " << e.what() << "\n";
+        return 2;
+    } catch (const std::exception& e) {
+        std::cerr << "hcasim: error: " << e.what() << "\n";
+        return 1;
+    }
+}

@@ -1,0 +1,21 @@
+#include "testbench/system/node.hpp"
+
+namespace hcasim::testbench {
+
+Node::Node(const sc_core::sc_module_name& name, const sim::Config& cfg, int index)
+    : sc_core::sc_module(name),
+      m_index(index),
+      m_memory(cfg.get_real("host.memory_latency_ns")),
+      m_pcie("pcie", pcie::PcieParams::from(cfg), m_memory),
+      m_hca("hca", cfg, m_pcie),
+      m_fw(cfg, m_hca) {
+    // LIDs are assigned as a subnet manager would: node i gets LID i + 1.
+    m_hca.port().set_lid(static_cast<std::uint16_t>(index + 1));
+    host::DeviceInfo info;
+    info.name = "hcasim0";
+    info.node_guid = 0x0002c90300a0b000ull + static_cast<std::uint64_t>(index);
+    info.lid = static_cast<std::uint16_t>(index + 1);
+    m_driver = std::make_unique<host::Driver>(info, m_hca, m_fw, host::HostCosts::from(cfg));
+}
+
+}  // namespace hcasim::testbench

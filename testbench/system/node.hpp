@@ -1,0 +1,35 @@
+// One simulated host: its memory, the PCIe link to its adapter, the adapter,
+// the adapter's firmware and the host driver.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "firmware/command_interface.hpp"
+#include "host/driver/driver.hpp"
+#include "model/hca/hca.hpp"
+#include "model/pcie/host_memory.hpp"
+#include "model/pcie/pcie_host_interface.hpp"
+
+namespace hcasim::testbench {
+
+class Node : public sc_core::sc_module {
+public:
+    Node(const sc_core::sc_module_name& name, const sim::Config& cfg, int index);
+
+    int index() const { return m_index; }
+    host::Driver& driver() { return *m_driver; }
+    hca::Hca& hca() { return m_hca; }
+    pcie::PcieHostInterface& pcie() { return m_pcie; }
+    firmware::CommandInterface& firmware() { return m_fw; }
+
+private:
+    int m_index;
+    pcie::HostMemory m_memory;
+    pcie::PcieHostInterface m_pcie;
+    hca::Hca m_hca;
+    firmware::CommandInterface m_fw;
+    std::unique_ptr<host::Driver> m_driver;
+};
+
+}  // namespace hcasim::testbench

@@ -1,0 +1,132 @@
+#include "testbench/system/system.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+#include "host/verbs/verbs_binding.hpp"
+
+namespace hcasim::testbench {
+
+Node& Host::node() { return m_sys.node(m_index); }
+
+void Host::put(const std::string& key, const std::vector<std::uint8_t>& value) {
+    m_sys.m_oob.values[key] = value;
+    m_sys.m_oob.changed.notify(sc_core::SC_ZERO_TIME);
+}
+
+std::vector<std::uint8_t> Host::get(const std::string& key) {
+    for (;;) {
+        auto it = m_sys.m_oob.values.find(key);
+        if (it != m_sys.m_oob.values.end()) return it->second;
+        sc_core::wait(m_sys.m_oob.changed);
+    }
+}
+
+void Host::barrier(const std::string& name) {
+    int& arrived = m_sys.m_oob.barriers[name];
+    ++arrived;
+    m_sys.m_oob.changed.notify(sc_core::SC_ZERO_TIME);
+    while (m_sys.m_oob.barriers[name] < m_sys.nodes()) sc_core::wait(m_sys.m_oob.changed);
+}
+
+System::System(const sim::Config& cfg, int nodes) : m_cfg(cfg) {
+    sim::Log::set_level(cfg.get_choice("sim.log_level"));
+    const std::string& topo = cfg.get_choice("fabric.topology");
+    if (nodes < 1) throw sim::ConfigError("a system needs at least one node");
+    if (topo == "back_to_back" && nodes > 2)
+        throw sim::ConfigError("fabric.topology=back_to_back connects at most 2 nodes; use fabric.topology=switch");
+    for (int i = 0; i < nodes; ++i)
+        m_nodes.push_back(std::make_unique<Node>(("node" + std::to_string(i)).c_str(), cfg, i));
+    const double cable = cfg.get_real("link.cable_m");
+    const double ns_per_m = cfg.get_real("link.ns_per_m");
+    if (topo == "back_to_back") {
+        if (nodes == 2) {
+            m_links.push_back(std::make_unique<fabric::Link>(cable, ns_per_m));
+            m_links[0]->connect(&m_nodes[0]->hca().port(), &m_nodes[1]->hca().port());
+            m_nodes[0]->hca().port().attach(m_links[0].get());
+            m_nodes[1]->hca().port().attach(m_links[0].get());
+        }
+    } else {
+        const double rate = hca::link_rate(cfg).data_bytes_per_s();
+        m_switch = std::make_unique<fabric::IbSwitch>("switch0", cfg, rate, nodes);
+        for (int i = 0; i < nodes; ++i) {
+            auto link = std::make_unique<fabric::Link>(cable, ns_per_m);
+            link->connect(&m_nodes[static_cast<std::size_t>(i)]->hca().port(), m_switch->port(i));
+            m_nodes[static_cast<std::size_t>(i)]->hca().port().attach(link.get());
+            m_switch->attach(i, link.get());
+            m_switch->route(static_cast<std::uint16_t>(i + 1), i);
+            m_links.push_back(std::move(link));
+        }
+    }
+}
+
+System::~System() = default;
+
+void System::run(const std::vector<Program>& programs) {
+    std::vector<std::string> errors(programs.size());
+    std::vector<bool> finished(programs.size(), false);
+    for (std::size_t i = 0; i < programs.size(); ++i) {
+        if (!programs[i]) {
+            finished[i] = true;
+            continue;
+        }
+        const int node_index = static_cast<int>(i % m_nodes.size());
+        ++m_running;
+        sc_core::sc_spawn_options opts;
+        opts.set_stack_size(8 << 20);
+        sc_core::sc_spawn(
+            [this, i, node_index, &programs, &errors, &finished]() {
+                verbs::bind_current_thread(&m_nodes[static_cast<std::size_t>(node_index)]->driver());
+                Host host(*this, node_index);
+                try {
+                    programs[i](host);
+                } catch (const std::exception& e) {
+                    errors[i] = e.what();
+                    if (sim::Log::enabled(sim::LogLevel::Info))
+                        HCASIM_LOG(sim::LogLevel::Info, "system", "program " << i << " failed; hardware counters:\n" << counters());
+                }
+                finished[i] = true;
+                --m_running;
+            },
+            ("program" + std::to_string(i)).c_str(), &opts);
+    }
+    sc_core::sc_start();
+    if (sim::Log::enabled(sim::LogLevel::Info) && std::any_of(finished.begin(), finished.end(), [](bool f) { return !f; }))
+        HCASIM_LOG(sim::LogLevel::Info, "system", "hardware counters:\n" << counters());
+    for (std::size_t i = 0; i < programs.size(); ++i) {
+        if (!errors[i].empty())
+            throw std::runtime_error("host program " + std::to_string(i) + " failed: " + errors[i]);
+        if (!finished[i])
+            throw std::runtime_error("host program " + std::to_string(i) + " is blocked forever at " +
+                                     std::to_string(sim::ps_to_us(sim::now_ps())) + " us (nothing left to wake it)");
+    }
+}
+
+std::string System::counters() const {
+    std::ostringstream os;
+    for (const auto& n : m_nodes) {
+        std::vector<sim::Block*> blocks = n->hca().blocks();
+        blocks.push_back(&n->pcie());
+        for (const sim::Block* b : blocks)
+            for (const auto& [k, v] : b->counters()) os << b->path() << "." << k << " = " << v << "\n";
+    }
+    if (m_switch)
+        for (const auto& [k, v] : m_switch->counters()) os << m_switch->path() << "." << k << " = " << v << "\n";
+    return os.str();
+}
+
+std::uint64_t System::counter(const std::string& path) const {
+    for (const auto& n : m_nodes) {
+        std::vector<sim::Block*> blocks = n->hca().blocks();
+        blocks.push_back(&n->pcie());
+        for (const sim::Block* b : blocks) {
+            if (path.rfind(b->path() + ".", 0) != 0) continue;
+            auto it = b->counters().find(path.substr(b->path().size() + 1));
+            if (it != b->counters().end()) return it->second;
+        }
+    }
+    return 0;
+}
+
+}  // namespace hcasim::testbench

@@ -1,0 +1,94 @@
+// The system builder: simulated hosts, their adapters and the fabric between
+// them, and the host programs that run on them as SystemC threads. One System
+// per process (SystemC elaborates once); run_isolated() gives tests a fresh
+// process for each.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/fabric/ib_switch.hpp"
+#include "model/fabric/link.hpp"
+#include "model/sim/config.hpp"
+#include "testbench/system/node.hpp"
+
+namespace hcasim::testbench {
+
+class System;
+
+// What a host program sees besides the verbs API: its node, simulated time,
+// and an out-of-band channel to the other programs (the role a TCP socket
+// plays for perftest: QP numbers, LIDs, addresses and rkeys).
+class Host {
+public:
+    Host(System& sys, int index) : m_sys(sys), m_index(index) {}
+    int index() const { return m_index; }
+    Node& node();
+    System& system() { return m_sys; }
+    sim::Tick now() const { return sim::now_ps(); }
+    void sleep(sim::Tick d) { if (d) sc_core::wait(sim::to_sc(d)); }
+
+    // Publishes bytes under key; get() blocks (in simulated time) until a
+    // program has published it. Costs no simulated time.
+    void put(const std::string& key, const std::vector<std::uint8_t>& value);
+    std::vector<std::uint8_t> get(const std::string& key);
+    template <typename T>
+    void put_value(const std::string& key, const T& v) {
+        const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
+        put(key, std::vector<std::uint8_t>(p, p + sizeof v));
+    }
+    template <typename T>
+    T get_value(const std::string& key) {
+        T v{};
+        const auto bytes = get(key);
+        std::memcpy(&v, bytes.data(), std::min(bytes.size(), sizeof v));
+        return v;
+    }
+    // Waits until every program has reached the barrier with this name.
+    void barrier(const std::string& name);
+
+private:
+    System& m_sys;
+    int m_index;
+};
+
+class System {
+public:
+    using Program = std::function<void(Host&)>;
+
+    explicit System(const sim::Config& cfg, int nodes = 2);
+    ~System();
+
+    const sim::Config& config() const { return m_cfg; }
+    int nodes() const { return static_cast<int>(m_nodes.size()); }
+    Node& node(int i) { return *m_nodes[static_cast<std::size_t>(i)]; }
+
+    // Runs one program per node (index i on node i) until all return, then
+    // lets the hardware drain. Throws if a program is left blocked forever
+    // or throws itself.
+    void run(const std::vector<Program>& programs);
+
+    // Hardware counters of every block, "node0.hca.tx_transport.packets = 12".
+    std::string counters() const;
+    std::uint64_t counter(const std::string& path) const;
+
+private:
+    friend class Host;
+    struct Oob {
+        std::map<std::string, std::vector<std::uint8_t>> values;
+        std::map<std::string, int> barriers;
+        sc_core::sc_event changed;
+    };
+
+    sim::Config m_cfg;
+    std::vector<std::unique_ptr<Node>> m_nodes;
+    std::vector<std::unique_ptr<fabric::Link>> m_links;
+    std::unique_ptr<fabric::IbSwitch> m_switch;
+    Oob m_oob;
+    int m_running = 0;
+};
+
+}  // namespace hcasim::testbench

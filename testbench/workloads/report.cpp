@@ -1,0 +1,152 @@
+#include "testbench/workloads/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace hcasim::testbench {
+
+LatencyRow latency_stats(std::uint64_t bytes, std::vector<sim::Tick> samples) {
+    LatencyRow r;
+    r.bytes = bytes;
+    r.iterations = samples.size();
+    if (samples.empty()) return r;
+    std::sort(samples.begin(), samples.end());
+    auto us = [](double ps) { return ps / 1e6; };
+    const std::size_t n = samples.size();
+    auto rank = [&](double p) {
+        std::size_t i = static_cast<std::size_t>(std::ceil(p * static_cast<double>(n)));
+        return samples[std::min(n, std::max<std::size_t>(1, i)) - 1];
+    };
+    double sum = 0;
+    for (auto s : samples) sum += static_cast<double>(s);
+    const double mean = sum / static_cast<double>(n);
+    double var = 0;
+    for (auto s : samples) var += (static_cast<double>(s) - mean) * (static_cast<double>(s) - mean);
+    r.t_min_us = us(static_cast<double>(samples.front()));
+    r.t_max_us = us(static_cast<double>(samples.back()));
+    r.t_typical_us = us(static_cast<double>(samples[n / 2]));
+    r.t_avg_us = us(mean);
+    r.t_stdev_us = us(std::sqrt(var / static_cast<double>(n)));
+    r.t_99_us = us(static_cast<double>(rank(0.99)));
+    r.t_999_us = us(static_cast<double>(rank(0.999)));
+    return r;
+}
+
+Format parse_format(const std::string& s) {
+    if (s == "text") return Format::Text;
+    if (s == "csv") return Format::Csv;
+    if (s == "json") return Format::Json;
+    throw std::invalid_argument("unknown format '" + s + "': expected text, csv or json");
+}
+
+namespace {
+
+std::string fixed(double v, int decimals) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.*f", decimals, v);
+    return b;
+}
+
+void header(std::ostream& os, const RunInfo& info) {
+    const std::string rule(86, '-');
+    os << rule << "\n";
+    os << "                    " << info.title << " (hcasim, simulated time)\n";
+    os << " API             : " << info.api << "\n";
+    for (const auto& [k, v] : info.settings) os << " " << k << std::string(k.size() < 16 ? 16 - k.size() : 1, ' ') << ": " << v << "\n";
+    os << rule << "\n";
+}
+
+nlohmann::json meta(const RunInfo& info) {
+    nlohmann::json j;
+    j["title"] = info.title;
+    j["api"] = info.api;
+    j["op"] = info.op;
+    nlohmann::json s = nlohmann::json::object();
+    for (const auto& [k, v] : info.settings) s[k] = v;
+    j["settings"] = s;
+    return j;
+}
+
+}  // namespace
+
+void print_latency(std::ostream& os, Format f, const RunInfo& info, const std::vector<LatencyRow>& rows) {
+    if (f == Format::Csv) {
+        os << "bytes,iterations,t_min_us,t_max_us,t_typical_us,t_avg_us,t_stdev_us,t_99_us,t_999_us\n";
+        for (const auto& r : rows)
+            os << r.bytes << "," << r.iterations << "," << fixed(r.t_min_us, 3) << "," << fixed(r.t_max_us, 3) << ","
+               << fixed(r.t_typical_us, 3) << "," << fixed(r.t_avg_us, 3) << "," << fixed(r.t_stdev_us, 3) << ","
+               << fixed(r.t_99_us, 3) << "," << fixed(r.t_999_us, 3) << "\n";
+        return;
+    }
+    if (f == Format::Json) {
+        nlohmann::json j = meta(info);
+        j["kind"] = "latency";
+        j["rows"] = nlohmann::json::array();
+        for (const auto& r : rows)
+            j["rows"].push_back({{"bytes", r.bytes},
+                                 {"iterations", r.iterations},
+                                 {"t_min_us", r.t_min_us},
+                                 {"t_max_us", r.t_max_us},
+                                 {"t_typical_us", r.t_typical_us},
+                                 {"t_avg_us", r.t_avg_us},
+                                 {"t_stdev_us", r.t_stdev_us},
+                                 {"t_99_us", r.t_99_us},
+                                 {"t_999_us", r.t_999_us}});
+        os << j.dump() << "\n";
+        return;
+    }
+    header(os, info);
+    char line[256];
+    std::snprintf(line, sizeof line, " %-10s %-11s %-11s %-11s %-13s %-11s %-13s %-18s %s\n", "#bytes", "#iterations",
+                  "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]", "t_stdev[usec]",
+                  "99% percentile[usec]", "99.9% percentile[usec]");
+    os << line;
+    for (const auto& r : rows) {
+        std::snprintf(line, sizeof line, " %-10llu %-11llu %-11.2f %-11.2f %-15.2f %-11.2f %-13.2f %-20.2f %.2f\n",
+                      static_cast<unsigned long long>(r.bytes), static_cast<unsigned long long>(r.iterations),
+                      r.t_min_us, r.t_max_us, r.t_typical_us, r.t_avg_us, r.t_stdev_us, r.t_99_us, r.t_999_us);
+        os << line;
+    }
+    os << std::string(86, '-') << "\n";
+}
+
+void print_bandwidth(std::ostream& os, Format f, const RunInfo& info, const std::vector<BandwidthRow>& rows) {
+    if (f == Format::Csv) {
+        os << "bytes,iterations,bw_peak_MBps,bw_avg_MBps,msg_rate_Mpps\n";
+        for (const auto& r : rows)
+            os << r.bytes << "," << r.iterations << "," << fixed(r.bw_peak_MBps, 2) << "," << fixed(r.bw_avg_MBps, 2)
+               << "," << fixed(r.msg_rate_Mpps, 6) << "\n";
+        return;
+    }
+    if (f == Format::Json) {
+        nlohmann::json j = meta(info);
+        j["kind"] = "bandwidth";
+        j["rows"] = nlohmann::json::array();
+        for (const auto& r : rows)
+            j["rows"].push_back({{"bytes", r.bytes},
+                                 {"iterations", r.iterations},
+                                 {"bw_peak_MBps", r.bw_peak_MBps},
+                                 {"bw_avg_MBps", r.bw_avg_MBps},
+                                 {"msg_rate_Mpps", r.msg_rate_Mpps}});
+        os << j.dump() << "\n";
+        return;
+    }
+    header(os, info);
+    char line[200];
+    std::snprintf(line, sizeof line, " %-10s %-12s %-18s %-21s %s\n", "#bytes", "#iterations", "BW peak[MB/sec]",
+                  "BW average[MB/sec]", "MsgRate[Mpps]");
+    os << line;
+    for (const auto& r : rows) {
+        std::snprintf(line, sizeof line, " %-10llu %-12llu %-18.2f %-21.2f %.6f\n",
+                      static_cast<unsigned long long>(r.bytes), static_cast<unsigned long long>(r.iterations),
+                      r.bw_peak_MBps, r.bw_avg_MBps, r.msg_rate_Mpps);
+        os << line;
+    }
+    os << std::string(86, '-') << "\n";
+}
+
+}  // namespace hcasim::testbench
