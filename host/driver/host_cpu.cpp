@@ -4,21 +4,21 @@ namespace hcasim::host {
 
 void declare_host_params(sim::ParamRegistry& r) {
     using K = sim::ParamSpec::Kind;
-    auto ns = [&](const char* key, const char* def, const char* doc, const char* src) {
-        r.add({key, K::Real, "ns", def, 0, 1e9, {}, doc, src});
+    auto ns = [&](const char* key, const char* def, const char* doc, const char* src, double min = 0) {
+        r.add({key, K::Real, "ns", def, min, 1e9, {}, doc, src});
     };
     ns("host.cpu.post_send_ns", "60", "CPU time of ibv_post_send per work request, doorbell store included",
        "estimate: a few cache-line writes and one MMIO store on a 3 GHz Xeon");
     ns("host.cpu.post_recv_ns", "30", "CPU time of ibv_post_recv per work request", "estimate");
     ns("host.cpu.poll_cq_ns", "25", "CPU time of one ibv_poll_cq call (an empty poll costs this)",
-       "estimate: one cache-line read and a branch");
+       "estimate: one cache-line read and a branch", 0.1);
     ns("host.cpu.poll_cqe_ns", "15", "CPU time per completion ibv_poll_cq returns", "estimate");
     ns("host.cpu.req_notify_ns", "40", "CPU time of ibv_req_notify_cq", "estimate: one MMIO store");
     ns("host.cpu.control_call_ns", "1500",
        "CPU time of a control-path verb (system call into the kernel driver), firmware time excluded",
        "estimate: a system call round trip of about a microsecond");
     ns("host.cpu.poll_memory_ns", "5", "CPU time of one read of a polled memory word",
-       "estimate: an L1/LLC hit in a spin loop");
+       "estimate: an L1/LLC hit in a spin loop", 0.1);
     ns("host.interrupt_ns", "2500", "MSI-X arrival to the blocked thread running again",
        "estimate: interrupt handler plus a scheduler wake-up of a few microseconds");
 }

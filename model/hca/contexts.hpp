@@ -71,7 +71,7 @@ struct SendWork {
     bool acked = false;              // SEND/WRITE: acknowledged; READ: all response data placed
     CqeStatus error = CqeStatus::Success;
     std::uint32_t read_received = 0;
-    sim::Tick done_at = 0;           // when its data is in place (READ)
+    sim::Tick done_at = 0;           // when its last data write was issued (READ)
     std::vector<DmaSpan> spans;      // translated local buffer
 };
 

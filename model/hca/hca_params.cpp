@@ -17,7 +17,7 @@ void declare_hca_params(sim::ParamRegistry& r) {
     cyc("hca.wqe_parse_cycles", "8", "parse one fetched WQE", "estimate: one 64 B WQE over a 256-bit datapath plus decode");
     r.add({"hca.wqe_fetch_batch", K::Int, "WQEs", "8", 1, 256, {},
            "most WQEs one fetch DMA reads", "Connect-IB and later fetch all new WQEs in one DMA (calibration-facts)"});
-    r.add({"hca.rq_prefetch_depth", K::Int, "WQEs", "4", 1, 256, {},
+    r.add({"hca.rq_prefetch_depth", K::Int, "WQEs", "16", 1, 256, {},
            "receive WQEs prefetched on chip per QP", "estimate"});
     cyc("hca.translation_cycles", "4", "MPT/MTT cache hit: key check and address translation", "estimate");
     r.add({"hca.mpt_cache_entries", K::Int, "entries", "256", 1, 1 << 20, {},

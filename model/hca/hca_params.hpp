@@ -14,7 +14,7 @@ struct HcaParams {
     std::uint32_t scheduler_cycles = 2;
     std::uint32_t wqe_parse_cycles = 8;
     std::uint32_t wqe_fetch_batch = 8;
-    std::uint32_t rq_prefetch_depth = 4;
+    std::uint32_t rq_prefetch_depth = 16;
     std::uint32_t translation_cycles = 4;
     std::uint32_t mpt_cache_entries = 256;
     std::uint32_t mtt_cache_entries = 2048;

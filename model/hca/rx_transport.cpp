@@ -114,9 +114,12 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
     // Messages that consume a receive WQE need one on chip, or RNR NAK.
     const bool needs_recv = send_first || ((write_first || write_rest) && last && imm);
     if (needs_recv && qp.rq_cache.empty()) {
-        if (qp.rq_fetched != qp.rq_pi) m_hca.fetch().prefetch_recv(qp, t);
+        if (qp.rq_fetched != qp.rq_pi) m_hca.fetch().prefetch_recv(qp, t, true);
         if (qp.rq_cache.empty()) {
             counter("rnr_naks")++;
+            HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " has no receive WQE for PSN " << psn
+                                                          << " (posted " << qp.rq_pi << ", fetched " << qp.rq_fetched
+                                                          << "): RNR NAK");
             qp.nak_outstanding = true;
             m_hca.tx().send_ack(qp, t, packet::kAethRnrNak | (qp.min_rnr_timer & 0x1f), psn);
             return;
@@ -150,17 +153,18 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
             responder_error(qp, t, packet::kNakInvalidRequest, CqeStatus::LocalLength, psn);
             return;
         }
-        sim::Tick placed = t;
+        // The CQE is issued after the payload writes; posted-write ordering
+        // makes it visible only after them.
         if (len) {
             m_spans.clear();
             slice_spans(qp.recv_spans, qp.recv_offset, len, m_spans);
-            placed = m_hca.dma().write(t, m_spans.data(), m_spans.size(), payload);
+            m_hca.dma().write(t, m_spans.data(), m_spans.size(), payload);
         }
         qp.recv_offset += len;
         if (last) {
             qp.recv_in_progress = false;
             qp.msn = psn_add(qp.msn, 1);
-            complete_recv(qp, placed, p, CqeStatus::Success, false, qp.recv_offset);
+            complete_recv(qp, t, p, CqeStatus::Success, false, qp.recv_offset);
         }
     }
 
@@ -188,17 +192,16 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
             responder_error(qp, t, packet::kNakInvalidRequest, CqeStatus::Success, psn);
             return;
         }
-        sim::Tick placed = t;
         if (len) {
             m_spans.clear();
             slice_spans(qp.write_spans, qp.write_total - qp.write_remaining, len, m_spans);
-            placed = m_hca.dma().write(t, m_spans.data(), m_spans.size(), payload);
+            m_hca.dma().write(t, m_spans.data(), m_spans.size(), payload);
         }
         qp.write_remaining -= len;
         if (last) {
             qp.write_in_progress = false;
             qp.msn = psn_add(qp.msn, 1);
-            if (imm) complete_recv(qp, placed, p, CqeStatus::Success, true, qp.write_total);
+            if (imm) complete_recv(qp, t, p, CqeStatus::Success, true, qp.write_total);
         }
     }
 
@@ -336,9 +339,10 @@ void RxTransport::requester(QpContext& qp, const packet::Parsed& p, const std::u
         if (len) {
             m_spans.clear();
             slice_spans(w.spans, w.read_received, len, m_spans);
-            w.done_at = std::max(w.done_at, m_hca.dma().write(t, m_spans.data(), m_spans.size(), payload));
+            m_hca.dma().write(t, m_spans.data(), m_spans.size(), payload);
         }
         w.read_received += len;
+        w.done_at = std::max(w.done_at, t);
         if (last) {
             if (w.read_received != w.length) {
                 fail_wqe(qp, psn, CqeStatus::BadResponse, t);

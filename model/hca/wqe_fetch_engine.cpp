@@ -114,8 +114,8 @@ sim::Tick WqeFetchEngine::blueflame(QpContext& qp, const std::vector<std::uint8_
     return parsed;
 }
 
-void WqeFetchEngine::prefetch_recv(QpContext& qp, sim::Tick t) {
-    if (qp.rq_fetch_busy || qp.rq_fetched == qp.rq_pi || qp.rq_cache.size() >= m_p.rq_prefetch_depth) return;
+void WqeFetchEngine::prefetch_recv(QpContext& qp, sim::Tick t, bool demand) {
+    if ((qp.rq_fetch_busy && !demand) || qp.rq_fetched == qp.rq_pi || qp.rq_cache.size() >= m_p.rq_prefetch_depth) return;
     const std::uint32_t pending = static_cast<std::uint16_t>(qp.rq_pi - qp.rq_fetched);
     const std::uint32_t mask = qp.rq_entries() - 1;
     const std::uint32_t first = qp.rq_fetched & mask;

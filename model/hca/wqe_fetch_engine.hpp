@@ -26,8 +26,9 @@ public:
     // Takes a WQE delivered by BlueFlame if it is the next one to fetch.
     // Returns when the WQE is parsed (t if it was not taken).
     sim::Tick blueflame(QpContext& qp, const std::vector<std::uint8_t>& wqe, sim::Tick t);
-    // Keeps up to rq_prefetch_depth receive WQEs on chip.
-    void prefetch_recv(QpContext& qp, sim::Tick t);
+    // Keeps up to rq_prefetch_depth receive WQEs on chip. A demand fetch (a
+    // SEND arrived and none is on chip) does not wait for one in flight.
+    void prefetch_recv(QpContext& qp, sim::Tick t, bool demand = false);
 
 private:
     bool parse_send(QpContext& qp, const std::uint8_t* wqe, std::uint32_t bytes, SendWork& out);
