@@ -5,14 +5,37 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "model/sim/time.hpp"
 
 namespace hcasim::packet {
 
+// Packet buffers are filled completely by header writing, payload DMA and
+// sealing, so they skip zero-initialisation.
+template <typename T>
+struct DefaultInitAllocator : std::allocator<T> {
+    template <typename U>
+    struct rebind {
+        using other = DefaultInitAllocator<U>;
+    };
+    DefaultInitAllocator() = default;
+    template <typename U>
+    DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+    template <typename U>
+    void construct(U* p) noexcept {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <typename U, typename... Args>
+    void construct(U* p, Args&&... args) {
+        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
+using Bytes = std::vector<std::uint8_t, DefaultInitAllocator<std::uint8_t>>;
+
 struct Packet {
-    std::vector<std::uint8_t> bytes;
+    Bytes bytes;
     sim::Tick first_bit = 0;  // when its first bit left the last transmitter
     sim::Tick last_bit = 0;   // when its last bit left the last transmitter
 };

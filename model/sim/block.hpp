@@ -31,6 +31,14 @@ public:
     void at(Tick t, std::function<void()> fn);
 
     // Counters in the spirit of rdma_hw_stats, reported per block.
+    // Named by string literals on hot paths: found by address, no string work.
+    std::uint64_t& counter(const char* name) {
+        for (auto& e : m_fast_counters)
+            if (e.first == name) return *e.second;
+        std::uint64_t& c = m_counters[name];
+        m_fast_counters.emplace_back(name, &c);
+        return c;
+    }
     std::uint64_t& counter(const std::string& name) { return m_counters[name]; }
     const std::map<std::string, std::uint64_t>& counters() const { return m_counters; }
 
@@ -58,6 +66,7 @@ private:
     bool m_running = false;
     sc_core::sc_event m_wake;
     std::map<std::string, std::uint64_t> m_counters;
+    std::vector<std::pair<const char*, std::uint64_t*>> m_fast_counters;
 };
 
 }  // namespace hcasim::sim

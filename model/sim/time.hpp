@@ -5,7 +5,8 @@
 
 #include <cmath>
 #include <cstdint>
-#include <deque>
+#include <algorithm>
+#include <vector>
 #include <string>
 
 #include <systemc>
@@ -23,36 +24,38 @@ inline double ps_to_us(Tick t) { return static_cast<double>(t) / 1e6; }
 inline Tick ns_to_ps(double ns) { return static_cast<Tick>(std::llround(ns * 1000.0)); }
 
 // A clock domain: a frequency and the edge arithmetic that keeps every delay
-// of a block on its own clock edges. Edges are at k * period from time zero.
+// of a block on its own clock edges. Edges are at k * period from time zero,
+// rounded up to whole picoseconds; the period is kept in femtoseconds so the
+// arithmetic is exact integer work on the hot path.
 class Clock {
 public:
     Clock() = default;
-    Clock(std::string name, double period_ps) : m_name(std::move(name)), m_period_ps(period_ps) {}
+    Clock(std::string name, double period_ps)
+        : m_name(std::move(name)), m_period_fs(static_cast<std::uint64_t>(std::llround(period_ps * 1000.0))) {
+        if (m_period_fs == 0) m_period_fs = 1;
+    }
     static Clock from_mhz(std::string name, double mhz) { return Clock(std::move(name), 1e6 / mhz); }
 
     const std::string& name() const { return m_name; }
-    double period_ps() const { return m_period_ps; }
-    double mhz() const { return 1e6 / m_period_ps; }
+    double period_ps() const { return static_cast<double>(m_period_fs) / 1000.0; }
+    double mhz() const { return 1e9 / static_cast<double>(m_period_fs); }
 
     // Duration of n cycles.
-    Tick cycles(std::uint64_t n) const { return static_cast<Tick>(std::llround(static_cast<double>(n) * m_period_ps)); }
+    Tick cycles(std::uint64_t n) const { return (n * m_period_fs + 999) / 1000; }
 
     // First clock edge at or after t.
-    Tick edge_at_or_after(Tick t) const {
-        const double k = std::ceil(static_cast<double>(t) / m_period_ps - 1e-9);
-        return static_cast<Tick>(std::llround(k * m_period_ps));
-    }
+    Tick edge_at_or_after(Tick t) const { return edge(index_at_or_after(t)); }
 
     // t aligned up to an edge, plus n cycles: when an operation of n cycles that
     // becomes possible at t finishes.
-    Tick after(Tick t, std::uint64_t n) const {
-        const double k = std::ceil(static_cast<double>(t) / m_period_ps - 1e-9) + static_cast<double>(n);
-        return static_cast<Tick>(std::llround(k * m_period_ps));
-    }
+    Tick after(Tick t, std::uint64_t n) const { return edge(index_at_or_after(t) + n); }
 
 private:
+    std::uint64_t index_at_or_after(Tick t) const { return (t * 1000 + m_period_fs - 1) / m_period_fs; }
+    Tick edge(std::uint64_t k) const { return (k * m_period_fs + 999) / 1000; }
+
     std::string m_name;
-    double m_period_ps = 1000.0;
+    std::uint64_t m_period_fs = 1000000;
 };
 
 // A shared resource that serves one request at a time (a serialiser, a
@@ -75,29 +78,34 @@ public:
     Slot reserve(Tick t, std::uint64_t n) {
         // Nothing can be reserved before the present: forget the past.
         const Tick now = now_ps();
-        while (!m_busy.empty() && m_busy.front().end <= now) m_busy.pop_front();
+        while (m_head < m_busy.size() && m_busy[m_head].end <= now) ++m_head;
+        if (m_head > 64 && m_head * 2 > m_busy.size()) {
+            m_busy.erase(m_busy.begin(), m_busy.begin() + static_cast<std::ptrdiff_t>(m_head));
+            m_head = 0;
+        }
         Tick start = m_clock->edge_at_or_after(t);
         Tick end = m_clock->after(start, n);
-        std::size_t i = 0;
-        // Skip busy intervals that end before we could start.
-        while (i < m_busy.size() && m_busy[i].end <= start) ++i;
-        while (i < m_busy.size() && m_busy[i].start < end) {
-            start = m_clock->edge_at_or_after(m_busy[i].end);
+        // Intervals are disjoint and sorted, so also sorted by end: find the
+        // first one that ends after we could start.
+        auto it = std::upper_bound(m_busy.begin() + static_cast<std::ptrdiff_t>(m_head), m_busy.end(), start,
+                                   [](Tick v, const Slot& s) { return v < s.end; });
+        while (it != m_busy.end() && it->start < end) {
+            start = m_clock->edge_at_or_after(it->end);
             end = m_clock->after(start, n);
-            ++i;
+            ++it;
         }
-        // Insert at i, merging with touching neighbours.
-        const bool join_prev = i > 0 && m_busy[i - 1].end == start;
-        const bool join_next = i < m_busy.size() && m_busy[i].start == end;
+        // Insert before it, merging with touching neighbours.
+        const bool join_prev = it != m_busy.begin() + static_cast<std::ptrdiff_t>(m_head) && (it - 1)->end == start;
+        const bool join_next = it != m_busy.end() && it->start == end;
         if (join_prev && join_next) {
-            m_busy[i - 1].end = m_busy[i].end;
-            m_busy.erase(m_busy.begin() + static_cast<std::ptrdiff_t>(i));
+            (it - 1)->end = it->end;
+            m_busy.erase(it);
         } else if (join_prev) {
-            m_busy[i - 1].end = end;
+            (it - 1)->end = end;
         } else if (join_next) {
-            m_busy[i].start = start;
+            it->start = start;
         } else {
-            m_busy.insert(m_busy.begin() + static_cast<std::ptrdiff_t>(i), Slot{start, end});
+            m_busy.insert(it, Slot{start, end});
         }
         if (end > m_busy_until) m_busy_until = end;
         m_busy_total += end - start;
@@ -109,7 +117,8 @@ public:
 
 private:
     const Clock* m_clock;
-    std::deque<Slot> m_busy;  // disjoint, in time order
+    std::vector<Slot> m_busy;  // disjoint, in time order, live from m_head
+    std::size_t m_head = 0;
     Tick m_busy_until = 0;
     Tick m_busy_total = 0;
 };

@@ -127,6 +127,7 @@ int in_child(const std::function<void(std::ostream&)>& fn) {
 }
 
 int cmd_run(Cli c) {
+    make_config(c);  // a bad parameter stops here, before anything runs
     std::cout << "hcasim default scenario: two nodes, ConnectX-3-class FDR 4x HCAs on PCIe Gen3 x8, back to back\n"
                  "(every figure below is simulated time from the hardware model)\n\n";
     Cli lat = c;
@@ -144,6 +145,7 @@ int cmd_run(Cli c) {
 }
 
 int cmd_bench(const Cli& c) {
+    make_config(c);
     nlohmann::json results = nlohmann::json::array();
     for (int qps : {1, 1024}) {
         const IsolatedResult r = run_isolated([&](std::ostream& os) {
@@ -216,6 +218,13 @@ int cmd_params(const Cli& c) {
 }
 
 }  // namespace
+
+// SystemC prints a banner when its kernel starts unless told not to; the
+// command's output is for people and scripts, so it is switched off first.
+int main(int argc, char** argv) {
+    setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
+    return sc_core::sc_elab_and_sim(argc, argv);
+}
 
 int sc_main(int argc, char** argv) {
     Cli c;

@@ -217,7 +217,6 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
         for (std::uint32_t size : opt.sizes) {
             const int iters = opt.iterations;
             std::vector<int> posted(static_cast<std::size_t>(nq), 0), done(static_cast<std::size_t>(nq), 0);
-            const int per_qp = iters / nq + 1;
             auto quota = [&](int q) { return iters / nq + (q < iters % nq ? 1 : 0); };
             if (opt.op == Op::Send && !client) {
                 for (int q = 0; q < nq; ++q)
@@ -237,8 +236,15 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
                                           : opt.op == Op::Write ? IBV_WR_RDMA_WRITE
                                                                 : IBV_WR_RDMA_READ;
                 const unsigned inl = (size <= opt.inline_max && opt.op != Op::Read) ? IBV_SEND_INLINE : 0;
+                sim::Tick last_progress = t0;
+                // Post to every QP once, then only to QPs whose completions
+                // made room: the loop costs O(completions), not O(QPs).
+                std::vector<int> refill;
+                for (int q = 0; q < nq; ++q) refill.push_back(q);
                 while (total_done < iters) {
-                    for (int q = 0; q < nq; ++q) {
+                    if (h.now() - last_progress > 100000 * sim::kPsPerUs)
+                        throw std::runtime_error("bandwidth run made no progress for 100 ms of simulated time");
+                    for (int q : refill) {
                         auto& p = posted[static_cast<std::size_t>(q)];
                         auto& d = done[static_cast<std::size_t>(q)];
                         while (p < quota(q) && p - d < opt.tx_depth) {
@@ -247,19 +253,22 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
                             post_one(ep.qps[static_cast<std::size_t>(q)], wop, ep.buf, ep.mr->lkey, size,
                                      ep.remote_addr + max_size, ep.remote_rkey,
                                      (sig ? IBV_SEND_SIGNALED : 0) | inl,
-                                     static_cast<std::uint64_t>(q) * static_cast<std::uint64_t>(per_qp) + static_cast<std::uint64_t>(p));
+                                     (static_cast<std::uint64_t>(q) << 32) | static_cast<std::uint64_t>(p));
                         }
                     }
+                    refill.clear();
                     const int n = ibv_poll_cq(ep.send_cq, 32, wc);
                     for (int i = 0; i < n; ++i) {
                         if (wc[i].status != IBV_WC_SUCCESS)
                             throw std::runtime_error(std::string("bandwidth completion: ") + ibv_wc_status_str(wc[i].status));
-                        const int q = static_cast<int>(wc[i].wr_id / static_cast<std::uint64_t>(per_qp));
-                        const int upto = static_cast<int>(wc[i].wr_id % static_cast<std::uint64_t>(per_qp));
+                        const int q = static_cast<int>(wc[i].wr_id >> 32);
+                        const int upto = static_cast<int>(wc[i].wr_id & 0xffffffffu);
                         auto& d = done[static_cast<std::size_t>(q)];
                         total_done += upto - d;
                         d = upto;
+                        refill.push_back(q);
                         completion_times.push_back(h.now());
+                        last_progress = h.now();
                         completion_counts.push_back(total_done);
                     }
                 }

@@ -1,0 +1,839 @@
+// Test harness for the two-node integration tests.
+//
+// SystemC elaborates one design per process, so every scenario runs in a
+// forked child (run_isolated). Host programs cannot fail a Catch assertion
+// from inside a SystemC thread; instead they write key=value results into a
+// Record shared by every program of the run, the child serialises it, and
+// the test asserts on the parsed map in the parent.
+//
+// Also here: deterministic payload patterns, and a small verbs endpoint
+// (Side) that gives the tests control over every QP attribute.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <infiniband/verbs.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/sim/config.hpp"
+#include "testbench/system/isolated.hpp"
+#include "testbench/system/system.hpp"
+
+namespace hcasim::test {
+
+using testbench::Host;
+
+// ---------------------------------------------------------------------------
+// Deterministic data.
+
+struct SplitMix64 {
+    std::uint64_t s;
+    std::uint64_t next() {
+        std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+};
+
+// Byte i of the stream for seed is the same whatever the buffer it lands in.
+inline void fill_pattern(std::uint8_t* p, std::size_t n, std::uint64_t seed) {
+    SplitMix64 r{seed};
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const std::uint64_t v = r.next();
+        std::memcpy(p + i, &v, 8);
+    }
+    if (i < n) {
+        const std::uint64_t v = r.next();
+        std::memcpy(p + i, &v, n - i);
+    }
+}
+
+inline std::vector<std::uint8_t> pattern(std::size_t n, std::uint64_t seed) {
+    std::vector<std::uint8_t> v(n);
+    fill_pattern(v.data(), n, seed);
+    return v;
+}
+
+inline std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n) {
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+// Index of the first differing byte, or -1.
+inline long long first_mismatch(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i)
+        if (a[i] != b[i]) return static_cast<long long>(i);
+    return -1;
+}
+
+// ---------------------------------------------------------------------------
+// Results: written by the programs in the child, read by the test.
+
+class Record {
+public:
+    void set(const std::string& key, const std::string& value) {
+        std::string v = value;
+        for (char& c : v)
+            if (c == '\n' || c == '\r') c = ' ';
+        m_kv[key] = v;
+    }
+    template <typename T>
+    void num(const std::string& key, T v) {
+        std::ostringstream os;
+        os.precision(17);
+        os << v;
+        set(key, os.str());
+    }
+    // Compares got with want: <key>.mismatch is -1 when equal, else the
+    // first differing byte; <key>.hash_got and .hash_want are FNV-1a.
+    void bytes(const std::string& key, const std::uint8_t* got, const std::uint8_t* want, std::size_t n) {
+        num(key + ".mismatch", first_mismatch(got, want, n));
+        num(key + ".hash_got", fnv1a(got, n));
+        num(key + ".hash_want", fnv1a(want, n));
+    }
+    void wc(const std::string& key, const ibv_wc& w) {
+        num(key + ".status", static_cast<int>(w.status));
+        num(key + ".opcode", static_cast<int>(w.opcode));
+        num(key + ".byte_len", w.byte_len);
+        num(key + ".wr_id", w.wr_id);
+        num(key + ".qp_num", w.qp_num);
+        num(key + ".wc_flags", w.wc_flags);
+        num(key + ".imm", w.imm_data);
+    }
+    bool has(const std::string& key) const { return m_kv.count(key) != 0; }
+    std::string str() const {
+        std::string s;
+        for (const auto& [k, v] : m_kv) s += k + "=" + v + "\n";
+        return s;
+    }
+
+private:
+    std::map<std::string, std::string> m_kv;
+};
+
+struct RunResult {
+    bool ok = false;    // the child finished and no program failed
+    std::string error;  // why not
+    std::map<std::string, std::string> kv;
+
+    bool has(const std::string& k) const { return kv.count(k) != 0; }
+    std::string get(const std::string& k) const {
+        auto it = kv.find(k);
+        return it == kv.end() ? std::string("<missing " + k + ">") : it->second;
+    }
+    // LLONG_MIN when the key is missing or not a number.
+    long long num(const std::string& k) const {
+        auto it = kv.find(k);
+        if (it == kv.end()) return LLONG_MIN;
+        try {
+            return std::stoll(it->second);
+        } catch (...) {
+            return LLONG_MIN;
+        }
+    }
+    unsigned long long unum(const std::string& k) const {
+        auto it = kv.find(k);
+        if (it == kv.end()) return ULLONG_MAX;
+        try {
+            return std::stoull(it->second);
+        } catch (...) {
+            return ULLONG_MAX;
+        }
+    }
+    double real(const std::string& k) const {
+        auto it = kv.find(k);
+        if (it == kv.end()) return -1e300;
+        try {
+            return std::stod(it->second);
+        } catch (...) {
+            return -1e300;
+        }
+    }
+};
+
+using Program = std::function<void(Host&, Record&)>;
+using Overrides = std::vector<std::pair<std::string, std::string>>;
+
+// Runs one program per entry (program i on node i % nodes) in a fresh child
+// process. An empty Program runs nothing.
+inline RunResult run_programs(const Overrides& overrides, const std::vector<Program>& programs, int nodes = 2) {
+    const testbench::IsolatedResult iso = testbench::run_isolated([&](std::ostream& os) {
+        sim::Config cfg;
+        for (const auto& [k, v] : overrides) cfg.set(k, v);
+        Record rec;
+        try {
+            testbench::System sys(cfg, nodes);
+            std::vector<testbench::System::Program> progs;
+            for (const Program& p : programs) {
+                if (p)
+                    progs.push_back([&rec, &p](Host& h) { p(h, rec); });
+                else
+                    progs.push_back(nullptr);
+            }
+            sys.run(progs);
+        } catch (const std::exception& e) {
+            rec.set("error", e.what());
+        }
+        os << rec.str();
+    });
+    RunResult r;
+    std::istringstream in(iso.output);
+    std::string line;
+    while (std::getline(in, line)) {
+        const auto eq = line.find('=');
+        if (eq == std::string::npos) continue;
+        r.kv[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    if (!iso.ok) r.error = iso.error.empty() ? "child failed" : iso.error;
+    if (r.kv.count("error")) r.error += (r.error.empty() ? "" : "; ") + r.kv["error"];
+    r.ok = iso.ok && !r.kv.count("error");
+    return r;
+}
+
+inline RunResult run_pair(const Overrides& overrides, const Program& p0, const Program& p1) {
+    return run_programs(overrides, {p0, p1});
+}
+
+// ---------------------------------------------------------------------------
+// Verbs helpers for the programs (run in the child, on a SystemC thread).
+
+inline void need(bool ok, const std::string& what) {
+    if (!ok) throw std::runtime_error(what + " failed: " + std::strerror(errno));
+}
+inline void need_rc(int rc, const std::string& what) {
+    if (rc != 0) throw std::runtime_error(what + " failed: " + std::strerror(rc < 0 ? -rc : rc));
+}
+
+inline sim::Tick us(double v) { return static_cast<sim::Tick>(v * 1e6); }
+
+struct SideOptions {
+    int qps = 1;
+    int cq_depth = 512;
+    bool separate_recv_cq = true;  // false: one CQ for both queues
+    std::uint32_t max_send_wr = 64;
+    std::uint32_t max_recv_wr = 64;
+    std::uint32_t max_sge = 4;
+    std::uint32_t max_inline = 0;
+    int sq_sig_all = 0;
+    std::size_t buffer_bytes = 1 << 20;
+    int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    bool channel = false;
+};
+
+struct ConnOptions {
+    ibv_mtu mtu = IBV_MTU_4096;
+    std::uint8_t rnr_retry = 7;
+    std::uint8_t min_rnr_timer = 1;  // 10 us
+    std::uint8_t retry_cnt = 7;
+    std::uint8_t timeout = 14;
+    std::uint8_t max_rd_atomic = 16;
+    int qp_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    std::uint32_t psn = 0x1000;  // this side's first send PSN (the peer's expected PSN)
+};
+
+// What a side publishes to its peer.
+struct SideInfo {
+    std::uint16_t lid = 0;
+    std::uint32_t psn = 0;
+    std::uint64_t addr = 0;
+    std::uint32_t rkey = 0;
+    std::uint64_t length = 0;
+    std::uint32_t nqps = 0;
+    std::uint32_t qpn[8] = {};
+};
+
+inline int qp_to_init(ibv_qp* qp, int access) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = 1;
+    a.qp_access_flags = access;
+    return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+}
+
+inline int qp_to_rtr(ibv_qp* qp, std::uint16_t dlid, std::uint32_t dest_qpn, std::uint32_t rq_psn,
+                     const ConnOptions& c) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = c.mtu;
+    a.dest_qp_num = dest_qpn;
+    a.rq_psn = rq_psn;
+    a.max_dest_rd_atomic = c.max_rd_atomic;
+    a.min_rnr_timer = c.min_rnr_timer;
+    a.ah_attr.dlid = dlid;
+    a.ah_attr.port_num = 1;
+    return ibv_modify_qp(qp, &a,
+                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+}
+
+inline int qp_to_rts(ibv_qp* qp, std::uint32_t sq_psn, const ConnOptions& c) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = sq_psn;
+    a.timeout = c.timeout;
+    a.retry_cnt = c.retry_cnt;
+    a.rnr_retry = c.rnr_retry;
+    a.max_rd_atomic = c.max_rd_atomic;
+    return ibv_modify_qp(qp, &a,
+                         IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                             IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+inline ibv_qp_state qp_state(ibv_qp* qp) {
+    ibv_qp_attr a{};
+    ibv_qp_init_attr init{};
+    if (ibv_query_qp(qp, &a, IBV_QP_STATE, &init) != 0) return static_cast<ibv_qp_state>(-1);
+    return a.qp_state;
+}
+
+// One node's verbs resources: device, PD, CQs, RC QPs and one registered
+// buffer. The destructor releases nothing (it may run while an exception
+// unwinds a SystemC thread, where blocking verbs must not be called): call
+// close() at the end of a program that succeeded.
+class Side {
+public:
+    Side(Host& h, const SideOptions& o) : host(h), opt(o) {
+        int n = 0;
+        ibv_device** list = ibv_get_device_list(&n);
+        need(list != nullptr && n > 0, "ibv_get_device_list");
+        device = list[0];
+        ctx = ibv_open_device(list[0]);
+        need(ctx != nullptr, "ibv_open_device");
+        ibv_free_device_list(list);
+        pd = ibv_alloc_pd(ctx);
+        need(pd != nullptr, "ibv_alloc_pd");
+        if (o.channel) {
+            channel = ibv_create_comp_channel(ctx);
+            need(channel != nullptr, "ibv_create_comp_channel");
+        }
+        send_cq = ibv_create_cq(ctx, o.cq_depth, nullptr, channel, 0);
+        need(send_cq != nullptr, "ibv_create_cq");
+        recv_cq = send_cq;
+        if (o.separate_recv_cq) {
+            recv_cq = ibv_create_cq(ctx, o.cq_depth, nullptr, channel, 0);
+            need(recv_cq != nullptr, "ibv_create_cq");
+        }
+        const std::size_t bytes = (o.buffer_bytes + 4095) & ~std::size_t(4095);
+        buf = static_cast<std::uint8_t*>(std::aligned_alloc(4096, bytes));
+        need(buf != nullptr, "aligned_alloc");
+        std::memset(buf, 0, bytes);
+        mr = ibv_reg_mr(pd, buf, o.buffer_bytes, o.access);
+        need(mr != nullptr, "ibv_reg_mr");
+        for (int i = 0; i < o.qps; ++i) qps.push_back(create_qp(send_cq, recv_cq));
+    }
+    ~Side() = default;
+    Side(const Side&) = delete;
+    Side& operator=(const Side&) = delete;
+
+    ibv_qp* create_qp(ibv_cq* scq, ibv_cq* rcq) {
+        ibv_qp_init_attr init{};
+        init.send_cq = scq;
+        init.recv_cq = rcq;
+        init.qp_type = IBV_QPT_RC;
+        init.sq_sig_all = opt.sq_sig_all;
+        init.cap.max_send_wr = opt.max_send_wr;
+        init.cap.max_recv_wr = opt.max_recv_wr;
+        init.cap.max_send_sge = opt.max_sge;
+        init.cap.max_recv_sge = opt.max_sge;
+        init.cap.max_inline_data = opt.max_inline;
+        ibv_qp* qp = ibv_create_qp(pd, &init);
+        need(qp != nullptr, "ibv_create_qp");
+        return qp;
+    }
+
+    // Publishes this side under "<tag>/<my index>", reads the peer's and
+    // brings every QP to RTS connected to the peer's QP of the same index.
+    void connect(const std::string& tag, int peer, const ConnOptions& c = {}) {
+        ibv_port_attr port{};
+        need_rc(ibv_query_port(ctx, 1, &port), "ibv_query_port");
+        SideInfo mine;
+        mine.lid = port.lid;
+        mine.psn = c.psn & 0xffffff;
+        mine.addr = reinterpret_cast<std::uintptr_t>(buf);
+        mine.rkey = mr->rkey;
+        mine.length = opt.buffer_bytes;
+        mine.nqps = static_cast<std::uint32_t>(qps.size());
+        for (std::size_t i = 0; i < qps.size() && i < 8; ++i) mine.qpn[i] = qps[i]->qp_num;
+        host.put_value(tag + "/" + std::to_string(host.index()), mine);
+        peer_info = host.get_value<SideInfo>(tag + "/" + std::to_string(peer));
+        remote_addr = peer_info.addr;
+        remote_rkey = peer_info.rkey;
+        for (std::size_t i = 0; i < qps.size(); ++i) {
+            need_rc(qp_to_init(qps[i], c.qp_access), "ibv_modify_qp(INIT)");
+            need_rc(qp_to_rtr(qps[i], peer_info.lid, peer_info.qpn[i], peer_info.psn, c), "ibv_modify_qp(RTR)");
+            need_rc(qp_to_rts(qps[i], mine.psn, c), "ibv_modify_qp(RTS)");
+        }
+    }
+
+    ibv_sge sge(std::size_t offset, std::uint32_t len) const {
+        return ibv_sge{reinterpret_cast<std::uintptr_t>(buf + offset), len, mr->lkey};
+    }
+
+    int post_send(ibv_qp* qp, ibv_wr_opcode op, std::vector<ibv_sge> sges, unsigned flags, std::uint64_t wr_id,
+                  std::uint64_t raddr = 0, std::uint32_t rkey = 0, std::uint32_t imm = 0) {
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = sges.empty() ? nullptr : sges.data();
+        wr.num_sge = static_cast<int>(sges.size());
+        wr.opcode = op;
+        wr.send_flags = flags;
+        wr.imm_data = imm;
+        wr.wr.rdma.remote_addr = raddr;
+        wr.wr.rdma.rkey = rkey;
+        ibv_send_wr* bad = nullptr;
+        return ibv_post_send(qp, &wr, &bad);
+    }
+
+    int post_recv(ibv_qp* qp, std::vector<ibv_sge> sges, std::uint64_t wr_id) {
+        ibv_recv_wr wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = sges.empty() ? nullptr : sges.data();
+        wr.num_sge = static_cast<int>(sges.size());
+        ibv_recv_wr* bad = nullptr;
+        return ibv_post_recv(qp, &wr, &bad);
+    }
+
+    // Up to n completions, waiting at most timeout_us of simulated time.
+    std::vector<ibv_wc> poll(ibv_cq* cq, int n, double timeout_us = 20000) {
+        std::vector<ibv_wc> out;
+        const sim::Tick deadline = host.now() + us(timeout_us);
+        ibv_wc wc[16];
+        while (static_cast<int>(out.size()) < n) {
+            const int want = std::min(16, n - static_cast<int>(out.size()));
+            const int got = ibv_poll_cq(cq, want, wc);
+            if (got < 0) throw std::runtime_error("ibv_poll_cq returned " + std::to_string(got));
+            out.insert(out.end(), wc, wc + got);
+            if (got == 0) {
+                if (host.now() >= deadline) break;
+                host.sleep(200 * sim::kPsPerNs);  // 200 ns between empty polls
+            }
+        }
+        return out;
+    }
+
+    // Exactly n successful completions or an exception naming what happened.
+    std::vector<ibv_wc> poll_ok(ibv_cq* cq, int n, const std::string& what, double timeout_us = 20000) {
+        auto v = poll(cq, n, timeout_us);
+        if (static_cast<int>(v.size()) < n)
+            throw std::runtime_error(what + ": " + std::to_string(v.size()) + " of " + std::to_string(n) +
+                                     " completions within " + std::to_string(timeout_us) + " us");
+        for (const auto& w : v)
+            if (w.status != IBV_WC_SUCCESS)
+                throw std::runtime_error(what + ": completion " + ibv_wc_status_str(w.status) + " (wr_id " +
+                                         std::to_string(w.wr_id) + ")");
+        return v;
+    }
+
+    void close() {
+        for (ibv_qp* q : qps) need_rc(ibv_destroy_qp(q), "ibv_destroy_qp");
+        qps.clear();
+        need_rc(ibv_dereg_mr(mr), "ibv_dereg_mr");
+        if (recv_cq != send_cq) need_rc(ibv_destroy_cq(recv_cq), "ibv_destroy_cq");
+        need_rc(ibv_destroy_cq(send_cq), "ibv_destroy_cq");
+        if (channel) need_rc(ibv_destroy_comp_channel(channel), "ibv_destroy_comp_channel");
+        need_rc(ibv_dealloc_pd(pd), "ibv_dealloc_pd");
+        need_rc(ibv_close_device(ctx), "ibv_close_device");
+        std::free(buf);
+        buf = nullptr;
+    }
+
+    Host& host;
+    SideOptions opt;
+    ibv_device* device = nullptr;
+    ibv_context* ctx = nullptr;
+    ibv_pd* pd = nullptr;
+    ibv_comp_channel* channel = nullptr;
+    ibv_cq* send_cq = nullptr;
+    ibv_cq* recv_cq = nullptr;
+    std::vector<ibv_qp*> qps;
+    std::uint8_t* buf = nullptr;
+    ibv_mr* mr = nullptr;
+    SideInfo peer_info;
+    std::uint64_t remote_addr = 0;
+    std::uint32_t remote_rkey = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Data transfer cases: node 0 is the requester, node 1 the responder. Data
+// goes from a source to a sink, each one or more pieces (SGEs) of the
+// side's registered buffer; the sink is surrounded by guard bytes that must
+// survive. SEND: requester pieces -> receive WQE pieces. WRITE (followed by a
+// zero-byte SEND: IB ordering makes the data visible to the responder once
+// that SEND's receive completes) and WRITE WITH IMM: requester pieces ->
+// contiguous remote range. READ: contiguous remote range -> requester pieces.
+
+enum class XOp { Send, Write, WriteImm, Read };
+
+inline const char* xop_name(XOp op) {
+    switch (op) {
+    case XOp::Send: return "SEND";
+    case XOp::Write: return "RDMA WRITE";
+    case XOp::WriteImm: return "RDMA WRITE WITH IMM";
+    case XOp::Read: return "RDMA READ";
+    }
+    return "?";
+}
+
+struct XCase {
+    XOp op;
+    std::uint32_t size;
+    std::size_t src_off = 0;  // first source byte in the source side's buffer
+    std::size_t dst_off = 0;  // first sink byte in the sink side's buffer
+    int src_sges = 1;
+    int dst_sges = 1;
+    bool inline_data = false;
+    int qp = 0;
+
+    std::string describe() const {
+        std::ostringstream os;
+        os << xop_name(op) << " of " << size << " B from offset " << src_off << " (" << src_sges << " SGE) to offset "
+           << dst_off << " (" << dst_sges << " SGE)" << (inline_data ? " inline" : "") << " on QP " << qp;
+        return os.str();
+    }
+};
+
+inline constexpr std::size_t kGuardBytes = 64;
+inline constexpr std::uint8_t kGuardByte = 0x5a;
+inline constexpr std::size_t kPieceGap = 4096 + 13 + 2 * kGuardBytes;
+
+struct Piece {
+    std::size_t off;
+    std::uint32_t len;
+};
+
+// size bytes cut into n uneven pieces laid out from off with gaps between.
+inline std::vector<Piece> pieces(std::size_t off, std::uint32_t size, int n) {
+    std::vector<Piece> out;
+    if (n <= 1 || size < static_cast<std::uint32_t>(n)) {
+        out.push_back({off, size});
+        return out;
+    }
+    std::uint32_t left = size;
+    for (int j = 0; j < n; ++j) {
+        std::uint32_t len = j + 1 == n ? left : (j == 0 ? size / 4 + 1 : size / (2 * n) + 3);
+        if (len == 0) len = 1;
+        if (len > left - static_cast<std::uint32_t>(n - j - 1)) len = left - static_cast<std::uint32_t>(n - j - 1);
+        out.push_back({off, len});
+        off += len + kPieceGap;
+        left -= len;
+    }
+    return out;
+}
+
+inline std::size_t extent(const std::vector<Piece>& ps) { return ps.back().off + ps.back().len + kGuardBytes; }
+
+inline std::size_t buffer_for(const std::vector<XCase>& cases) {
+    std::size_t need = 0;
+    for (const auto& c : cases) {
+        need = std::max(need, extent(pieces(c.src_off, c.size, c.src_sges)));
+        need = std::max(need, extent(pieces(c.dst_off, c.size, c.dst_sges)));
+    }
+    return (need + 2 * 4096 + 4095) & ~std::size_t(4095);
+}
+
+inline std::uint64_t case_seed(std::size_t i, const XCase& c) {
+    return 0x5eed0000ull + i * 977 + static_cast<std::uint64_t>(c.op) * 131 + c.size;
+}
+
+inline void scatter(std::uint8_t* buf, const std::vector<Piece>& ps, const std::uint8_t* data) {
+    for (const auto& p : ps) {
+        std::memcpy(buf + p.off, data, p.len);
+        data += p.len;
+    }
+}
+
+inline std::vector<std::uint8_t> gather(const std::uint8_t* buf, const std::vector<Piece>& ps) {
+    std::vector<std::uint8_t> out;
+    for (const auto& p : ps) out.insert(out.end(), buf + p.off, buf + p.off + p.len);
+    return out;
+}
+
+inline void guard(std::uint8_t* buf, const std::vector<Piece>& ps) {
+    for (const auto& p : ps) std::memset(buf + p.off - std::min(p.off, kGuardBytes), kGuardByte,
+                                         p.len + std::min(p.off, kGuardBytes) + kGuardBytes);
+}
+
+// Guard bytes around the pieces that were overwritten.
+inline int damaged_guards(const std::uint8_t* buf, const std::vector<Piece>& ps) {
+    int bad = 0;
+    for (const auto& p : ps) {
+        for (std::size_t k = 1; k <= std::min(p.off, kGuardBytes); ++k) bad += buf[p.off - k] != kGuardByte;
+        for (std::size_t k = 0; k < kGuardBytes; ++k) bad += buf[p.off + p.len + k] != kGuardByte;
+    }
+    return bad;
+}
+
+inline std::vector<ibv_sge> sges_of(const Side& s, const std::vector<Piece>& ps) {
+    std::vector<ibv_sge> v;
+    for (const auto& p : ps) v.push_back(s.sge(p.off, p.len));
+    return v;
+}
+
+inline std::uint32_t imm_for(std::size_t i) { return htobe32(0xc0de0000u + static_cast<std::uint32_t>(i)); }
+
+// The two programs of a run of cases. Results per case i under "c<i>.":
+// req.* (the requester's first completion), nreq, resp.* (the responder's
+// receive completion), data.* (sink bytes against the pattern), guard.
+inline void run_cases_requester(Host& h, Side& s, const std::vector<XCase>& cases, Record& rec) {
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        const XCase& c = cases[i];
+        const std::string key = "c" + std::to_string(i);
+        ibv_qp* qp = s.qps[static_cast<std::size_t>(c.qp)];
+        const std::vector<std::uint8_t> want = pattern(c.size, case_seed(i, c));
+        const auto src = pieces(c.src_off, c.size, c.src_sges);
+        const auto dst = pieces(c.dst_off, c.size, c.dst_sges);
+        h.barrier(key + ".a");
+        if (c.op == XOp::Read) guard(s.buf, dst);
+        else scatter(s.buf, src, want.data());
+        h.barrier(key + ".b");
+        const unsigned inl = c.inline_data ? IBV_SEND_INLINE : 0;
+        int rc = 0, expect = 1;
+        switch (c.op) {
+        case XOp::Send:
+            rc = s.post_send(qp, IBV_WR_SEND, sges_of(s, src), IBV_SEND_SIGNALED | inl, i);
+            break;
+        case XOp::Write:
+            rc = s.post_send(qp, IBV_WR_RDMA_WRITE, sges_of(s, src), IBV_SEND_SIGNALED | inl, i,
+                             s.remote_addr + c.dst_off, s.remote_rkey);
+            if (!rc) rc = s.post_send(qp, IBV_WR_SEND, {}, IBV_SEND_SIGNALED, 1000000 + i);
+            expect = 2;
+            break;
+        case XOp::WriteImm:
+            rc = s.post_send(qp, IBV_WR_RDMA_WRITE_WITH_IMM, sges_of(s, src), IBV_SEND_SIGNALED | inl, i,
+                             s.remote_addr + c.dst_off, s.remote_rkey, imm_for(i));
+            break;
+        case XOp::Read:
+            rc = s.post_send(qp, IBV_WR_RDMA_READ, sges_of(s, dst), IBV_SEND_SIGNALED, i, s.remote_addr + c.src_off,
+                             s.remote_rkey);
+            break;
+        }
+        rec.num(key + ".post_rc", rc);
+        // Inline data is copied when posted: the buffer may change at once.
+        if (c.inline_data)
+            for (const auto& p : src) std::memset(s.buf + p.off, 0xee, p.len);
+        const auto wcs = rc ? std::vector<ibv_wc>{} : s.poll(s.send_cq, expect, 50000);
+        rec.num(key + ".nreq", wcs.size());
+        if (!wcs.empty()) rec.wc(key + ".req", wcs[0]);
+        if (wcs.size() > 1) rec.wc(key + ".req2", wcs[1]);
+        if (c.op == XOp::Read) {
+            const auto got = gather(s.buf, dst);
+            rec.bytes(key + ".data", got.data(), want.data(), want.size());
+            rec.num(key + ".guard", damaged_guards(s.buf, dst));
+        }
+        h.barrier(key + ".c");
+    }
+}
+
+inline void run_cases_responder(Host& h, Side& s, const std::vector<XCase>& cases, Record& rec) {
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        const XCase& c = cases[i];
+        const std::string key = "c" + std::to_string(i);
+        ibv_qp* qp = s.qps[static_cast<std::size_t>(c.qp)];
+        const std::vector<std::uint8_t> want = pattern(c.size, case_seed(i, c));
+        const auto src = pieces(c.src_off, c.size, c.src_sges);
+        const auto dst = pieces(c.dst_off, c.size, c.dst_sges);
+        h.barrier(key + ".a");
+        int rc = 0;
+        if (c.op == XOp::Read) {
+            scatter(s.buf, src, want.data());
+        } else {
+            guard(s.buf, dst);
+            rc = s.post_recv(qp, c.op == XOp::Send ? sges_of(s, dst) : std::vector<ibv_sge>{}, 2000000 + i);
+        }
+        rec.num(key + ".recv_rc", rc);
+        h.barrier(key + ".b");
+        if (c.op != XOp::Read && rc == 0) {
+            const auto wcs = s.poll(s.recv_cq, 1, 50000);
+            rec.num(key + ".nresp", wcs.size());
+            if (!wcs.empty()) rec.wc(key + ".resp", wcs[0]);
+            const auto got = gather(s.buf, dst);
+            rec.bytes(key + ".data", got.data(), want.data(), want.size());
+            rec.num(key + ".guard", damaged_guards(s.buf, dst));
+        }
+        h.barrier(key + ".c");
+    }
+}
+
+struct CaseRun {
+    Overrides cfg;
+    SideOptions side;
+    ConnOptions conn;
+};
+
+inline RunResult run_cases(const std::vector<XCase>& cases, CaseRun run = {}) {
+    run.side.buffer_bytes = std::max(run.side.buffer_bytes, buffer_for(cases));
+    for (const auto& c : cases) run.side.qps = std::max(run.side.qps, c.qp + 1);
+    return run_pair(
+        run.cfg,
+        [&](Host& h, Record& rec) {
+            Side s(h, run.side);
+            s.connect("cases", 1, run.conn);
+            run_cases_requester(h, s, cases, rec);
+            s.close();
+        },
+        [&](Host& h, Record& rec) {
+            ConnOptions conn = run.conn;
+            conn.psn = run.conn.psn + 0x10000;
+            Side s(h, run.side);
+            s.connect("cases", 0, conn);
+            run_cases_responder(h, s, cases, rec);
+            s.close();
+        });
+}
+
+// Parent side: every case completed successfully and delivered its bytes.
+inline void check_cases(const RunResult& r, const std::vector<XCase>& cases) {
+    INFO("run error: " << r.error);
+    CHECK(r.ok);
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        const XCase& c = cases[i];
+        const std::string k = "c" + std::to_string(i);
+        INFO("case " << i << ": " << c.describe());
+        CHECK(r.num(k + ".post_rc") == 0);
+        CHECK(r.num(k + ".nreq") == (c.op == XOp::Write ? 2 : 1));
+        CHECK(r.num(k + ".req.status") == IBV_WC_SUCCESS);
+        CHECK(r.unum(k + ".req.wr_id") == i);
+        const int req_opcode = c.op == XOp::Send    ? IBV_WC_SEND
+                               : c.op == XOp::Read  ? IBV_WC_RDMA_READ
+                                                    : IBV_WC_RDMA_WRITE;
+        CHECK(r.num(k + ".req.opcode") == req_opcode);
+        if (c.op == XOp::Write) {
+            CHECK(r.num(k + ".req2.status") == IBV_WC_SUCCESS);
+            CHECK(r.num(k + ".req2.opcode") == IBV_WC_SEND);
+        }
+        if (c.op == XOp::Read) CHECK(r.num(k + ".req.byte_len") == c.size);
+        if (c.op != XOp::Read) {
+            CHECK(r.num(k + ".recv_rc") == 0);
+            CHECK(r.num(k + ".nresp") == 1);
+            CHECK(r.num(k + ".resp.status") == IBV_WC_SUCCESS);
+            CHECK(r.unum(k + ".resp.wr_id") == 2000000 + i);
+            CHECK(r.num(k + ".resp.opcode") == (c.op == XOp::WriteImm ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV));
+            CHECK(r.num(k + ".resp.byte_len") == (c.op == XOp::Write ? 0 : c.size));
+            if (c.op == XOp::WriteImm) {
+                CHECK((r.num(k + ".resp.wc_flags") & IBV_WC_WITH_IMM) != 0);
+                CHECK(r.unum(k + ".resp.imm") == imm_for(i));
+            } else {
+                CHECK((r.num(k + ".resp.wc_flags") & IBV_WC_WITH_IMM) == 0);
+            }
+        }
+        CHECK(r.num(k + ".data.mismatch") == -1);
+        CHECK(r.get(k + ".data.hash_got") == r.get(k + ".data.hash_want"));
+        CHECK(r.num(k + ".guard") == 0);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// "The other QPs keep working": both programs call verify_qp with the same
+// tag. Node 0 SENDs 4097 B, RDMA WRITEs 65539 B (then a zero-byte SEND) and
+// RDMA READs 8195 B on the QP; node 1 checks what arrived. Completions of
+// other QPs found on the CQs are counted under <tag>.stray, not consumed
+// silently. Uses the upper half of the buffers.
+
+// Up to n completions of QP qpn; others go to stray.
+inline std::vector<ibv_wc> poll_qp(Side& s, ibv_cq* cq, std::uint32_t qpn, int n, std::vector<ibv_wc>& stray,
+                                   double timeout_us = 20000) {
+    std::vector<ibv_wc> out;
+    const sim::Tick deadline = s.host.now() + us(timeout_us);
+    while (static_cast<int>(out.size()) < n) {
+        ibv_wc w;
+        const int got = ibv_poll_cq(cq, 1, &w);
+        if (got < 0) throw std::runtime_error("ibv_poll_cq failed");
+        if (got == 1) {
+            (w.qp_num == qpn ? out : stray).push_back(w);
+            continue;
+        }
+        if (s.host.now() >= deadline) break;
+        s.host.sleep(200 * sim::kPsPerNs);
+    }
+    return out;
+}
+
+inline void verify_qp(Host& h, Side& s, std::size_t q, Record& rec, const std::string& tag, ibv_cq* scq = nullptr,
+                      ibv_cq* rcq = nullptr) {
+    if (!scq) scq = s.send_cq;
+    if (!rcq) rcq = s.recv_cq;
+    ibv_qp* qp = s.qps[q];
+    const std::size_t base = s.opt.buffer_bytes / 2;
+    constexpr std::uint32_t kSend = 4097, kWrite = 65539, kRead = 8195;
+    const std::size_t send_src = base + 3, send_dst = base + 0x2000 + 5;
+    const std::size_t write_src = base + 0x4000 + 7, write_dst = base + 0x18000 + 9;
+    const std::size_t read_src = base + 0x30000 + 11, read_dst = base + 0x34000 + 13;
+    const std::uint64_t seed = 0xabc000 + std::hash<std::string>{}(tag) % 1000;
+    std::vector<ibv_wc> stray;
+    if (h.index() == 0) {
+        fill_pattern(s.buf + send_src, kSend, seed + 1);
+        fill_pattern(s.buf + write_src, kWrite, seed + 2);
+        std::memset(s.buf + read_dst, 0, kRead);
+        h.barrier(tag + ".a");
+        int rc = s.post_send(qp, IBV_WR_SEND, {s.sge(send_src, kSend)}, IBV_SEND_SIGNALED, 1);
+        rc |= s.post_send(qp, IBV_WR_RDMA_WRITE, {s.sge(write_src, kWrite)}, IBV_SEND_SIGNALED, 2,
+                          s.remote_addr + write_dst, s.remote_rkey);
+        rc |= s.post_send(qp, IBV_WR_SEND, {}, IBV_SEND_SIGNALED, 3);
+        rc |= s.post_send(qp, IBV_WR_RDMA_READ, {s.sge(read_dst, kRead)}, IBV_SEND_SIGNALED, 4,
+                          s.remote_addr + read_src, s.remote_rkey);
+        rec.num(tag + ".post_rc", rc);
+        const auto wcs = poll_qp(s, scq, qp->qp_num, 4, stray);
+        int ok = 0;
+        for (const auto& w : wcs) ok += w.status == IBV_WC_SUCCESS;
+        rec.num(tag + ".req_ok", ok);
+        const auto want = pattern(kRead, seed + 3);
+        rec.bytes(tag + ".read", s.buf + read_dst, want.data(), kRead);
+        rec.num(tag + ".stray0", stray.size());
+        h.barrier(tag + ".b");
+    } else {
+        fill_pattern(s.buf + read_src, kRead, seed + 3);
+        std::memset(s.buf + send_dst, 0, kSend);
+        std::memset(s.buf + write_dst, 0, kWrite);
+        int rc = s.post_recv(qp, {s.sge(send_dst, kSend)}, 1);
+        rc |= s.post_recv(qp, {}, 2);
+        rec.num(tag + ".recv_rc", rc);
+        h.barrier(tag + ".a");
+        const auto wcs = poll_qp(s, rcq, qp->qp_num, 2, stray);
+        int ok = 0;
+        for (const auto& w : wcs) ok += w.status == IBV_WC_SUCCESS;
+        rec.num(tag + ".resp_ok", ok);
+        const auto want_send = pattern(kSend, seed + 1);
+        const auto want_write = pattern(kWrite, seed + 2);
+        rec.bytes(tag + ".send", s.buf + send_dst, want_send.data(), kSend);
+        rec.bytes(tag + ".write", s.buf + write_dst, want_write.data(), kWrite);
+        rec.num(tag + ".stray1", stray.size());
+        h.barrier(tag + ".b");
+    }
+}
+
+// Parent side of verify_qp.
+inline void check_qp_works(const RunResult& r, const std::string& tag) {
+    INFO("the QP verified as '" << tag << "' still transfers data");
+    CHECK(r.num(tag + ".post_rc") == 0);
+    CHECK(r.num(tag + ".recv_rc") == 0);
+    CHECK(r.num(tag + ".req_ok") == 4);
+    CHECK(r.num(tag + ".resp_ok") == 2);
+    CHECK(r.num(tag + ".send.mismatch") == -1);
+    CHECK(r.num(tag + ".write.mismatch") == -1);
+    CHECK(r.num(tag + ".read.mismatch") == -1);
+}
+
+}  // namespace hcasim::test
+
+// Use in the parent after a run: shows the child's error with the failure.
+#define HCASIM_REQUIRE_RUN(r)         \
+    do {                              \
+        INFO("run error: " << (r).error); \
+        REQUIRE((r).ok);              \
+    } while (0)
