@@ -32,7 +32,7 @@ void* alloc_ring(std::size_t bytes) {
 void free_ring(void* p) { std::free(p); }
 
 Driver::Driver(const DeviceInfo& info, hca::Hca& hca, firmware::CommandInterface& fw, const HostCosts& costs)
-    : m_info(info), m_hca(hca), m_fw(fw), m_costs(costs) {
+    : m_info(info), m_hca(hca), m_fw(fw), m_costs(costs), m_memory_written(hca.pcie().memory().written()) {
     m_hca.set_interrupt_sink(this);
 }
 
@@ -148,7 +148,27 @@ int Driver::destroy_cq(DriverCq* cq) {
 }
 
 int Driver::poll_cq(DriverCq& cq, int max, Completion* out) {
+    const sim::Tick t0 = sim::now_ps();
     HostCpu::spend(m_costs.poll_cq);
+    int n = read_cqes(cq, max, out);
+    if (n == 0 && max > 0 && m_costs.poll_fast_forward && m_costs.poll_cq > 0) {
+        // The ring can only change when the adapter writes host memory. Sleep
+        // until it does, then resume on the poll grid (t0 + k * cost) exactly
+        // where the next of a run of empty polls would have looked.
+        const sim::Tick cost = m_costs.poll_cq;
+        const sim::Tick horizon = t0 + m_costs.poll_horizon;
+        while (n == 0 && sim::now_ps() + cost <= horizon) {
+            sc_core::wait(sim::to_sc(horizon - sim::now_ps()), m_memory_written);
+            const sim::Tick w = sim::now_ps();
+            const sim::Tick grid = t0 + (w - t0 + cost - 1) / cost * cost;
+            if (grid > w) sc_core::wait(sim::to_sc(grid - w));
+            n = read_cqes(cq, max, out);
+        }
+    }
+    return n;
+}
+
+int Driver::read_cqes(DriverCq& cq, int max, Completion* out) {
     int n = 0;
     const std::uint32_t mask = (1u << cq.log_size) - 1;
     while (n < max) {

@@ -134,6 +134,8 @@ public:
     int resize_cq(DriverCq& cq, int entries);
     int destroy_cq(DriverCq* cq);
     int poll_cq(DriverCq& cq, int max, Completion* out);
+    // Takes the CQEs the ring holds now, at no CPU cost.
+    int read_cqes(DriverCq& cq, int max, Completion* out);
     int req_notify_cq(DriverCq& cq, bool solicited_only);
 
     // Queue pairs.
@@ -165,6 +167,7 @@ private:
     hca::Hca& m_hca;
     firmware::CommandInterface& m_fw;
     HostCosts m_costs;
+    const sc_core::sc_event& m_memory_written;
     std::map<std::uint32_t, int> m_pds;  // pdn -> objects using it
     std::map<std::uint32_t, std::uint32_t> m_mrs;  // key -> pdn
     std::map<std::uint32_t, std::unique_ptr<DriverCq>> m_cqs;

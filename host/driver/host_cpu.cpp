@@ -21,6 +21,12 @@ void declare_host_params(sim::ParamRegistry& r) {
        "estimate: an L1/LLC hit in a spin loop", 0.1);
     ns("host.interrupt_ns", "2500", "MSI-X arrival to the blocked thread running again",
        "estimate: interrupt handler plus a scheduler wake-up of a few microseconds");
+    r.add({"host.poll_fast_forward", K::Bool, "", "true", 0, 0, {},
+           "simulate a run of empty ibv_poll_cq calls as one step that ends at the first poll able to see a change "
+           "(same simulated time and result as polling one call at a time, far fewer thread switches)",
+           "simulator speed; set false to step every empty poll"});
+    ns("host.poll_horizon_ns", "1000", "longest fast-forwarded run of empty polls before ibv_poll_cq returns 0",
+       "keeps polling loops with their own time-outs responsive", 1);
 }
 
 HostCosts HostCosts::from(const sim::Config& c) {
@@ -33,6 +39,8 @@ HostCosts HostCosts::from(const sim::Config& c) {
     h.control_call = sim::ns_to_ps(c.get_real("host.cpu.control_call_ns"));
     h.poll_memory = sim::ns_to_ps(c.get_real("host.cpu.poll_memory_ns"));
     h.interrupt = sim::ns_to_ps(c.get_real("host.interrupt_ns"));
+    h.poll_fast_forward = c.get_bool("host.poll_fast_forward");
+    h.poll_horizon = sim::ns_to_ps(c.get_real("host.poll_horizon_ns"));
     return h;
 }
 

@@ -19,6 +19,8 @@ struct HostCosts {
     sim::Tick control_call = 0;  // a control-path call: system call into the kernel driver
     sim::Tick poll_memory = 0;   // one read of a memory word in a spin loop
     sim::Tick interrupt = 0;     // MSI-X arrival to the waiting thread running
+    bool poll_fast_forward = true;  // simulate a run of empty polls in one step
+    sim::Tick poll_horizon = 0;     // longest such step
 
     static HostCosts from(const sim::Config& c);
 };

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include <systemc>
+
 #include "model/sim/time.hpp"
 
 namespace hcasim::pcie {
@@ -26,13 +28,19 @@ public:
     void write(std::uint64_t addr, const void* src, std::size_t n) {
         std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(addr)), src, n);
         m_bytes_written += n;
+        m_written.notify(sc_core::SC_ZERO_TIME);
     }
+
+    // Notified whenever the adapter writes host memory: the only way what a
+    // polling host thread sees can change.
+    const sc_core::sc_event& written() const { return m_written; }
 
     std::uint64_t bytes_read() const { return m_bytes_read; }
     std::uint64_t bytes_written() const { return m_bytes_written; }
 
 private:
     sim::Tick m_latency;
+    sc_core::sc_event m_written;
     std::uint64_t m_bytes_read = 0;
     std::uint64_t m_bytes_written = 0;
 };

@@ -79,26 +79,38 @@ PcieHostInterface::PcieHostInterface(const sc_core::sc_module_name& name, const 
       m_down(&m_link_clock),
       m_core_latency(m_clock.cycles(p.core_latency_cycles)),
       m_rc_latency(sim::ns_to_ps(p.root_complex_latency_ns)),
-      m_memory(memory) {}
-
-std::uint64_t PcieHostInterface::wire_cycles(std::uint32_t bytes) const {
-    return (bytes + static_cast<std::uint32_t>(m_p.lanes) - 1) / static_cast<std::uint32_t>(m_p.lanes);
+      m_memory(memory) {
+    m_c_tlps_up = &counter("tlps_up");
+    m_c_tlps_down = &counter("tlps_down");
+    m_c_bytes_up = &counter("bytes_up");
+    m_c_bytes_down = &counter("bytes_down");
+    m_c_read_requests = &counter("dma_read_requests");
+    m_c_read_bytes = &counter("dma_read_bytes");
+    m_c_write_bytes = &counter("dma_write_bytes");
 }
 
-// One TLP on a direction; every few TLPs the receiver returns an ACK and an
-// UpdateFC DLLP on the opposite direction.
-sim::Timeline::Slot PcieHostInterface::send_tlp(Dir d, Tick t, std::uint32_t wire_bytes) {
+std::uint64_t PcieHostInterface::wire_cycles(std::uint64_t bytes) const {
+    return (bytes + static_cast<std::uint64_t>(m_p.lanes) - 1) / static_cast<std::uint64_t>(m_p.lanes);
+}
+
+// TLPs on one direction, sent back to back. Every few TLPs the receiver owes
+// an ACK and an UpdateFC DLLP on the opposite direction; their bytes ride
+// with the next transfer reserved there, so they cost bandwidth without
+// fragmenting its schedule.
+sim::Timeline::Slot PcieHostInterface::send_tlps(Dir d, Tick t, std::uint32_t count, std::uint64_t wire_bytes) {
+    const int di = d == Dir::Up ? 0 : 1;
     sim::Timeline& line = d == Dir::Up ? m_up : m_down;
-    sim::Timeline& back = d == Dir::Up ? m_down : m_up;
-    std::uint32_t& count = d == Dir::Up ? m_up_tlps : m_down_tlps;
+    wire_bytes += m_owed_dllp_bytes[di];
+    m_owed_dllp_bytes[di] = 0;
     const auto slot = line.reserve(t, wire_cycles(wire_bytes));
-    ++count;
-    std::uint32_t dllps = 0;
-    if (count % m_p.tlps_per_ack == 0) ++dllps;
-    if (count % m_p.tlps_per_fc_update == 0) ++dllps;
-    if (dllps) back.reserve(slot.end, wire_cycles(dllps * m_p.costs.dllp_bytes));
-    counter(d == Dir::Up ? "tlps_up" : "tlps_down")++;
-    counter(d == Dir::Up ? "bytes_up" : "bytes_down") += wire_bytes;
+    std::uint32_t& sent = m_tlps[di];
+    const std::uint32_t before = sent;
+    sent += count;
+    const std::uint32_t dllps = (sent / m_p.tlps_per_ack - before / m_p.tlps_per_ack) +
+                                (sent / m_p.tlps_per_fc_update - before / m_p.tlps_per_fc_update);
+    m_owed_dllp_bytes[1 - di] += dllps * m_p.costs.dllp_bytes;
+    *(d == Dir::Up ? m_c_tlps_up : m_c_tlps_down) += count;
+    *(d == Dir::Up ? m_c_bytes_up : m_c_bytes_down) += wire_bytes;
     return slot;
 }
 
@@ -114,43 +126,50 @@ Tick PcieHostInterface::dma_read(Tick t, std::uint64_t addr, std::uint64_t len) 
             ready = std::max(ready, m_tag_free.front());
             m_tag_free.pop_front();
         }
-        const auto req = send_tlp(Dir::Up, ready + m_core_latency, m_p.costs.read_request_wire());
+        const auto req = send_tlps(Dir::Up, ready + m_core_latency, 1, m_p.costs.read_request_wire());
         const Tick data_ready = req.end + m_rc_latency + m_memory.access_latency();
-        Tick last = data_ready;
+        // The completions of one request leave the root complex back to back.
+        std::uint32_t count = 0;
+        std::uint64_t bytes = 0;
         for_each_completion(a, n, m_p.rcb, m_p.mps, [&](std::uint64_t, std::uint32_t cn) {
-            last = send_tlp(Dir::Down, data_ready, m_p.costs.completion_wire(cn)).end;
+            ++count;
+            bytes += m_p.costs.completion_wire(cn);
         });
+        const Tick last = send_tlps(Dir::Down, data_ready, count, bytes).end;
         const Tick arrived = m_clock.after(last + m_core_latency, 0);
         m_tag_free.push_back(arrived);
         done = std::max(done, arrived);
-        counter("dma_read_requests")++;
+        ++*m_c_read_requests;
     });
-    counter("dma_read_bytes") += len;
+    *m_c_read_bytes += len;
     return done;
 }
 
 Tick PcieHostInterface::dma_write(Tick t, std::uint64_t addr, std::uint64_t len) {
-    Tick last = t;
     const Tick ready = m_clock.after(t, 0) + m_core_latency;
+    std::uint32_t count = 0;
+    std::uint64_t bytes = 0;
+    for_each_write(addr, len, m_p.mps, [&](std::uint64_t, std::uint32_t n) {
+        ++count;
+        bytes += m_p.costs.write_wire(n);
+    });
     // Posted writes stay in order (PCIe ordering rules): a CQE never lands
     // before the payload written ahead of it.
-    for_each_write(addr, len, m_p.mps, [&](std::uint64_t, std::uint32_t n) {
-        last = send_tlp(Dir::Up, std::max(ready, m_posted_floor), m_p.costs.write_wire(n)).end;
-        m_posted_floor = last;
-    });
-    counter("dma_write_bytes") += len;
+    const Tick last = send_tlps(Dir::Up, std::max(ready, m_posted_floor), count, bytes).end;
+    m_posted_floor = last;
+    *m_c_write_bytes += len;
     return last + m_rc_latency;
 }
 
 Tick PcieHostInterface::mmio_write(Tick t, std::uint32_t len) {
-    const auto slot = send_tlp(Dir::Down, t + m_rc_latency, m_p.costs.write_wire(len));
+    const auto slot = send_tlps(Dir::Down, t + m_rc_latency, 1, m_p.costs.write_wire(len));
     counter("mmio_writes")++;
     return m_clock.after(slot.end + m_core_latency, 0);
 }
 
 Tick PcieHostInterface::msix(Tick t) {
-    const auto slot = send_tlp(Dir::Up, std::max(m_clock.after(t, 0) + m_core_latency, m_posted_floor),
-                               m_p.costs.write_wire(4));
+    const auto slot = send_tlps(Dir::Up, std::max(m_clock.after(t, 0) + m_core_latency, m_posted_floor), 1,
+                                m_p.costs.write_wire(4));
     m_posted_floor = slot.end;
     counter("msix")++;
     return slot.end + m_rc_latency;

@@ -62,8 +62,8 @@ public:
 
 private:
     enum class Dir { Up, Down };
-    sim::Timeline::Slot send_tlp(Dir d, sim::Tick t, std::uint32_t wire_bytes);
-    std::uint64_t wire_cycles(std::uint32_t bytes) const;
+    sim::Timeline::Slot send_tlps(Dir d, sim::Tick t, std::uint32_t count, std::uint64_t wire_bytes);
+    std::uint64_t wire_cycles(std::uint64_t bytes) const;
 
     PcieParams m_p;
     sim::Clock m_link_clock;   // one cycle moves one byte on each lane
@@ -74,8 +74,15 @@ private:
     HostMemory& m_memory;
     std::deque<sim::Tick> m_tag_free;  // when each outstanding read tag returns
     sim::Tick m_posted_floor = 0;  // end of the last posted write upstream
-    std::uint32_t m_up_tlps = 0;
-    std::uint32_t m_down_tlps = 0;
+    std::uint32_t m_tlps[2] = {0, 0};            // TLPs sent up, down
+    std::uint64_t m_owed_dllp_bytes[2] = {0, 0};  // DLLP bytes owed on up, down
+    std::uint64_t* m_c_tlps_up = nullptr;
+    std::uint64_t* m_c_tlps_down = nullptr;
+    std::uint64_t* m_c_bytes_up = nullptr;
+    std::uint64_t* m_c_bytes_down = nullptr;
+    std::uint64_t* m_c_read_requests = nullptr;
+    std::uint64_t* m_c_read_bytes = nullptr;
+    std::uint64_t* m_c_write_bytes = nullptr;
 };
 
 }  // namespace hcasim::pcie

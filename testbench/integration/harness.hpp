@@ -233,6 +233,7 @@ struct SideOptions {
     std::size_t buffer_bytes = 1 << 20;
     int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     bool channel = false;
+    void* cq_context = nullptr;  // given to ibv_create_cq for both CQs
 };
 
 struct ConnOptions {
@@ -322,11 +323,11 @@ public:
             channel = ibv_create_comp_channel(ctx);
             need(channel != nullptr, "ibv_create_comp_channel");
         }
-        send_cq = ibv_create_cq(ctx, o.cq_depth, nullptr, channel, 0);
+        send_cq = ibv_create_cq(ctx, o.cq_depth, o.cq_context, channel, 0);
         need(send_cq != nullptr, "ibv_create_cq");
         recv_cq = send_cq;
         if (o.separate_recv_cq) {
-            recv_cq = ibv_create_cq(ctx, o.cq_depth, nullptr, channel, 0);
+            recv_cq = ibv_create_cq(ctx, o.cq_depth, o.cq_context, channel, 0);
             need(recv_cq != nullptr, "ibv_create_cq");
         }
         const std::size_t bytes = (o.buffer_bytes + 4095) & ~std::size_t(4095);

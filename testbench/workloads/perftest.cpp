@@ -68,14 +68,23 @@ ibv_mtu mtu_enum(int bytes) {
     }
 }
 
-// Polls a byte the peer writes by RDMA, as perftest's write_lat does. Gives
-// up after 100 ms of simulated time, which no healthy run comes near.
+// Polls a byte the peer writes by RDMA, as perftest's write_lat does: one
+// read per poll_memory cost. Only an adapter write to host memory can change
+// the byte, so the thread sleeps until one and resumes on its polling grid,
+// which gives the time a poll-by-poll loop would. Gives up after 100 ms of
+// simulated time, which no healthy run comes near.
 void spin_until(Host& h, const volatile std::uint8_t* p, std::uint8_t value) {
     const sim::Tick cost = std::max<sim::Tick>(1, h.node().driver().costs().poll_memory);
-    const sim::Tick deadline = h.now() + 100000 * sim::kPsPerUs;
+    const sim::Tick t0 = h.now();
+    const sim::Tick deadline = t0 + 100000 * sim::kPsPerUs;
+    const sc_core::sc_event& written = h.node().pcie().memory().written();
+    sc_core::wait(sim::to_sc(cost));
     while (*p != value) {
         if (h.now() > deadline) throw std::runtime_error("no RDMA WRITE data arrived within 100 ms of simulated time");
-        sc_core::wait(sim::to_sc(cost));
+        sc_core::wait(sim::to_sc(deadline - h.now() + cost), written);
+        const sim::Tick w = h.now();
+        const sim::Tick grid = t0 + (w - t0 + cost - 1) / cost * cost;
+        if (grid > w) sc_core::wait(sim::to_sc(grid - w));
     }
 }
 
