@@ -27,11 +27,11 @@ void declare_pcie_params(sim::ParamRegistry& r) {
     r.add({"pcie.core_clock_mhz", K::Real, "MHz", "250", 50, 2000, {},
            "clock of the adapter's PCIe core (transaction/data-link layers)",
            "Gen3 x8 hard IP cores run a 256-bit datapath at 250 MHz (vendor IP user guides)"});
-    r.add({"pcie.core_latency_cycles", K::Int, "cycles", "20", 0, 10000, {},
+    r.add({"pcie.core_latency_cycles", K::Int, "cycles", "30", 0, 10000, {},
            "adapter PCIe core latency per traversal (each TLP in or out)",
            "with pcie.root_complex_latency_ns and host.memory_latency_ns, makes a 64 B DMA read round trip "
-           "about 560 ns, the pcie-bench median of 546-560 ns for 8-64 B (calibration-facts)"});
-    r.add({"pcie.root_complex_latency_ns", K::Real, "ns", "150", 0, 100000, {},
+           "about 550 ns, the pcie-bench median of 546-560 ns for 8-64 B (calibration-facts); docs/calibration.md"});
+    r.add({"pcie.root_complex_latency_ns", K::Real, "ns", "185", 0, 100000, {},
            "root complex latency per traversal (request in, completion or write out)",
            "split of the pcie-bench DMA round trip (calibration-facts); see docs/timing-parameters.md"});
     r.add({"pcie.tlps_per_ack", K::Int, "TLPs", "4", 1, 64, {},
@@ -40,7 +40,7 @@ void declare_pcie_params(sim::ParamRegistry& r) {
            "TLPs per UpdateFC DLLP on the opposite direction", "pcie-bench model (calibration-facts)"});
     r.add({"pcie.ecrc", K::Bool, "", "false", 0, 0, {}, "end-to-end CRC on every TLP (+4 B)",
            "off by default on x86 platforms"});
-    r.add({"host.memory_latency_ns", K::Real, "ns", "90", 0, 100000, {},
+    r.add({"host.memory_latency_ns", K::Real, "ns", "100", 0, 100000, {},
            "host memory (or last-level cache) access latency for a DMA read",
            "split of the pcie-bench DMA round trip (calibration-facts)"});
 }

@@ -23,8 +23,8 @@ struct PcieParams {
     std::uint32_t rcb = 64;
     std::uint32_t read_tags = 32;
     double core_clock_mhz = 250;
-    std::uint32_t core_latency_cycles = 20;
-    double root_complex_latency_ns = 150;
+    std::uint32_t core_latency_cycles = 30;
+    double root_complex_latency_ns = 185;
     std::uint32_t tlps_per_ack = 4;
     std::uint32_t tlps_per_fc_update = 4;
     TlpCosts costs;

@@ -85,6 +85,14 @@ public:
         }
         Tick start = m_clock->edge_at_or_after(t);
         Tick end = m_clock->after(start, n);
+        if (m_head == m_busy.size() || start >= m_busy.back().end) {
+            // The common case: after everything already booked.
+            if (m_head < m_busy.size() && m_busy.back().end == start) m_busy.back().end = end;
+            else m_busy.push_back(Slot{start, end});
+            if (end > m_busy_until) m_busy_until = end;
+            m_busy_total += end - start;
+            return {start, end};
+        }
         // Intervals are disjoint and sorted, so also sorted by end: find the
         // first one that ends after we could start.
         auto it = std::upper_bound(m_busy.begin() + static_cast<std::ptrdiff_t>(m_head), m_busy.end(), start,

@@ -203,9 +203,13 @@ int cmd_params(const Cli& c) {
         else if (!s.choices.empty()) {
             for (const auto& ch : s.choices) allowed += (allowed.empty() ? "" : ", ") + ch;
         } else {
-            std::ostringstream os;
-            os << s.min << " .. " << s.max;
-            allowed = os.str();
+            auto num = [](double v) {
+                char b[32];
+                if (v == static_cast<double>(static_cast<long long>(v))) std::snprintf(b, sizeof b, "%lld", static_cast<long long>(v));
+                else std::snprintf(b, sizeof b, "%g", v);
+                return std::string(b);
+            };
+            allowed = num(s.min) + " .. " + num(s.max);
         }
         if (c.format == "md")
             std::cout << "| `" << s.key << "` | " << s.unit << " | " << s.default_value << " | " << allowed << " | "

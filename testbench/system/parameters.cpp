@@ -14,7 +14,7 @@ const ParamRegistry& parameters() {
     static const ParamRegistry registry = [] {
         ParamRegistry r;
         r.add({"sim.seed", ParamSpec::Kind::Int, "", "1", 0, 4294967295.0, {},
-               "seed of every pseudo-random choice in a run (payload patterns, workload jitter)", "-"});
+               "seed of every pseudo-random choice in a run (the workloads' payload patterns)", "-"});
         r.add({"sim.log_level", ParamSpec::Kind::Choice, "", "warn", 0, 0, {"none", "error", "warn", "info", "debug"},
                "hierarchical log level", "-"});
         pcie::declare_pcie_params(r);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 
@@ -98,6 +99,14 @@ void reap(ibv_cq* cq, int& outstanding) {
     outstanding -= n;
 }
 
+// Payload bytes are a pseudo-random pattern of (sim.seed, node): a run is a
+// function of its seed.
+void fill_pattern(Host& h, std::uint8_t* p, std::size_t n) {
+    std::mt19937_64 rng(static_cast<std::uint64_t>(h.system().config().get_int("sim.seed")) * 1000003u +
+                        static_cast<std::uint64_t>(h.index()));
+    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::uint8_t>(rng() >> 56);
+}
+
 void post_one(ibv_qp* qp, ibv_wr_opcode op, std::uint8_t* local, std::uint32_t lkey, std::uint32_t size,
               std::uint64_t raddr, std::uint32_t rkey, unsigned flags, std::uint64_t wr_id) {
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(local), size, lkey};
@@ -139,6 +148,9 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
     auto program = [&](Host& h) {
         const bool client = h.index() == 0;
         RcEndpoint ep(h, eo);
+        // Only the outgoing half: the incoming half starts at zero, below
+        // every tag the peer writes.
+        fill_pattern(h, ep.buf, max_size);
         ep.connect("lat", 1 - h.index());
         ibv_qp* qp = ep.qps[0];
         std::uint8_t* out = ep.buf;                   // what we send
@@ -221,6 +233,7 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
     auto program = [&](Host& h) {
         const bool client = h.index() == 0;
         RcEndpoint ep(h, eo);
+        fill_pattern(h, ep.buf, eo.buffer_bytes);
         ep.connect("bw", 1 - h.index());
         const int nq = static_cast<int>(ep.qps.size());
         for (std::uint32_t size : opt.sizes) {
