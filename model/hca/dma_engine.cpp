@@ -12,7 +12,10 @@ DmaEngine::DmaEngine(const sc_core::sc_module_name& name, const HcaParams& p, pc
       m_pcie(pcie),
       m_read_engine(&m_clock),
       m_write_engine(&m_clock),
-      m_setup(p.dma_setup_cycles) {}
+      m_setup(p.dma_setup_cycles) {
+    m_c_writes = &counter("writes");
+    m_c_write_bytes = &counter("write_bytes");
+}
 
 sim::Tick DmaEngine::read(sim::Tick t, const DmaSpan* spans, std::size_t n, std::uint8_t* dst) {
     sim::Tick done = t;
@@ -45,21 +48,33 @@ sim::Tick DmaEngine::write(sim::Tick t, const DmaSpan* spans, std::size_t n, con
         total += spans[i].len;
     }
     // Hold the bytes until their TLPs land: a host polling the buffer sees
-    // them at the modelled time.
-    auto data = std::make_shared<std::vector<std::uint8_t>>(src, src + total);
-    auto where = std::make_shared<std::vector<DmaSpan>>(spans, spans + n);
+    // them at the modelled time. Posted writes land in issue order, so the
+    // pending writes form a queue (buffers are recycled).
+    PendingWrite w;
+    if (!m_spare.empty()) {
+        w = std::move(m_spare.back());
+        m_spare.pop_back();
+    }
+    w.spans.assign(spans, spans + n);
+    w.data.assign(src, src + total);
+    m_pending.push_back(std::move(w));
     HCASIM_LOG(sim::LogLevel::Debug, path(), "write " << total << " bytes to 0x" << std::hex << spans[0].addr << std::dec
                                                        << " visible at " << visible);
-    at(visible, [this, data, where]() {
-        const std::uint8_t* p = data->data();
-        for (const auto& s : *where) {
-            m_pcie.memory().write(s.addr, p, s.len);
-            p += s.len;
-        }
-    });
-    counter("writes")++;
-    counter("write_bytes") += total;
+    at(visible, [this]() { apply_oldest(); });
+    ++*m_c_writes;
+    *m_c_write_bytes += total;
     return visible;
+}
+
+void DmaEngine::apply_oldest() {
+    PendingWrite& w = m_pending.front();
+    const std::uint8_t* p = w.data.data();
+    for (const auto& s : w.spans) {
+        m_pcie.memory().write(s.addr, p, s.len);
+        p += s.len;
+    }
+    if (m_spare.size() < 64) m_spare.push_back(std::move(w));
+    m_pending.pop_front();
 }
 
 sim::Tick DmaEngine::write(sim::Tick t, std::uint64_t addr, const void* src, std::uint32_t len) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "model/hca/contexts.hpp"
@@ -32,7 +33,17 @@ public:
     sim::Tick write(sim::Tick t, std::uint64_t addr, const void* src, std::uint32_t len);
 
 private:
+    struct PendingWrite {
+        std::vector<DmaSpan> spans;
+        std::vector<std::uint8_t> data;
+    };
+    void apply_oldest();
+
     pcie::PcieHostInterface& m_pcie;
+    std::deque<PendingWrite> m_pending;
+    std::vector<PendingWrite> m_spare;
+    std::uint64_t* m_c_writes = nullptr;
+    std::uint64_t* m_c_write_bytes = nullptr;
     sim::Timeline m_read_engine;
     sim::Timeline m_write_engine;
     std::uint32_t m_setup;

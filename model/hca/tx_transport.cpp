@@ -82,8 +82,7 @@ packet::PacketPtr TxTransport::make_packet(const QpContext& qp, packet::Headers&
     h.lrh.sl = qp.sl;
     h.lrh.lnh = 2;
     h.bth.dest_qp = qp.dest_qpn;
-    auto pkt = std::make_shared<packet::Packet>();
-    pkt->bytes.resize(packet::wire_bytes(h, payload_len));
+    auto pkt = m_pool.make(packet::wire_bytes(h, payload_len));
     const std::size_t hdr = packet::write_headers(h, payload_len, pkt->bytes.data());
     *payload = pkt->bytes.data() + hdr;
     return pkt;

@@ -50,6 +50,7 @@ private:
     std::deque<std::pair<sim::Tick, std::uint32_t>> m_releases;
     sim::Tick m_pump_at = ~sim::Tick(0);
     std::vector<DmaSpan> m_slices;
+    packet::PacketPool m_pool;
 };
 
 }  // namespace hcasim::hca

@@ -42,4 +42,33 @@ struct Packet {
 
 using PacketPtr = std::shared_ptr<Packet>;
 
+// Recycles packet buffers: a packet's bytes keep their capacity for the next
+// one, so steady traffic allocates no payload memory.
+class PacketPool {
+public:
+    PacketPool() : m_state(std::make_shared<State>()) {}
+
+    PacketPtr make(std::size_t bytes) {
+        Packet* p;
+        if (!m_state->free.empty()) {
+            p = m_state->free.back().release();
+            m_state->free.pop_back();
+        } else {
+            p = new Packet;
+        }
+        p->bytes.resize(bytes);
+        return PacketPtr(p, [state = m_state](Packet* q) {
+            if (state->free.size() < kKeep) state->free.emplace_back(q);
+            else delete q;
+        });
+    }
+
+private:
+    static constexpr std::size_t kKeep = 256;
+    struct State {
+        std::vector<std::unique_ptr<Packet>> free;
+    };
+    std::shared_ptr<State> m_state;
+};
+
 }  // namespace hcasim::packet
