@@ -325,6 +325,11 @@ DriverQp* Driver::find_qp(std::uint32_t qpn) {
     return it == m_qps.end() ? nullptr : it->second.get();
 }
 
+DriverCq* Driver::find_cq(std::uint32_t cqn) {
+    auto it = m_cqs.find(cqn);
+    return it == m_cqs.end() ? nullptr : it->second.get();
+}
+
 int Driver::write_send_wqe(DriverQp& qp, const SendRequest& r) {
     HostCpu::spend(m_costs.post_send);
     if (static_cast<std::uint16_t>(qp.sq_pi - qp.sq_tail) >= qp.max_send_wr) return ENOMEM;

@@ -157,6 +157,7 @@ public:
     int get_cq_event(EventChannel& ch, DriverCq*& cq);
     bool get_async_event(hca::AsyncEvent& e);
     DriverQp* find_qp(std::uint32_t qpn);
+    DriverCq* find_cq(std::uint32_t cqn);
 
     // hca::InterruptSink
     void completion_event(std::uint32_t cqn) override;

@@ -43,6 +43,8 @@ namespace {
 struct SimDevice {
     ibv_device dev;
     Driver* drv;
+    int contexts;  // open contexts using it
+    bool listed;   // still in a device list the program has not freed
 };
 struct SimContext {
     ibv_context ctx;
@@ -366,6 +368,7 @@ struct ibv_device** ibv_get_device_list(int* num_devices) {
         return nullptr;
     }
     dev->drv = d;
+    dev->listed = true;
     dev->dev.node_type = IBV_NODE_CA;
     dev->dev.transport_type = IBV_TRANSPORT_IB;
     std::snprintf(dev->dev.name, sizeof dev->dev.name, "%s", d->info().name.c_str());
@@ -379,7 +382,12 @@ struct ibv_device** ibv_get_device_list(int* num_devices) {
 
 void ibv_free_device_list(struct ibv_device** list) {
     if (!list) return;
-    // Devices stay valid for contexts opened from them: freed with the context.
+    // A device stays valid while a context opened from it is open.
+    for (ibv_device** d = list; *d; ++d) {
+        auto* sd = reinterpret_cast<SimDevice*>(*d);
+        sd->listed = false;
+        if (sd->contexts == 0) delete sd;
+    }
     std::free(list);
 }
 
@@ -398,6 +406,7 @@ struct ibv_context* ibv_open_device(struct ibv_device* device) {
     if (!c) return fail<ibv_context>(ENOMEM);
     c->drv = sd->drv;
     c->device = sd;
+    ++sd->contexts;
     c->ctx.device = device;
     c->ctx.cmd_fd = -1;
     c->ctx.async_fd = -1;
@@ -416,7 +425,7 @@ int ibv_close_device(struct ibv_context* context) {
     auto* c = reinterpret_cast<SimContext*>(context);
     c->drv->control_call();
     pthread_mutex_destroy(&context->mutex);
-    delete c->device;
+    if (--c->device->contexts == 0 && !c->device->listed) delete c->device;
     delete c;
     return 0;
 }
@@ -643,11 +652,7 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
     d->get_async_event(e);
     std::memset(event, 0, sizeof *event);
     switch (e.type) {
-    case hca::AsyncEventType::CqError: {
-        event->event_type = IBV_EVENT_CQ_ERR;
-        (void)e;
-        break;
-    }
+    case hca::AsyncEventType::CqError: event->event_type = IBV_EVENT_CQ_ERR; break;
     case hca::AsyncEventType::QpFatal: event->event_type = IBV_EVENT_QP_FATAL; break;
     case hca::AsyncEventType::QpRequestError: event->event_type = IBV_EVENT_QP_REQ_ERR; break;
     case hca::AsyncEventType::QpAccessError: event->event_type = IBV_EVENT_QP_ACCESS_ERR; break;
@@ -655,9 +660,7 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
     case hca::AsyncEventType::PortError: event->event_type = IBV_EVENT_PORT_ERR; break;
     }
     if (e.type == hca::AsyncEventType::CqError) {
-        // Find the CQ object by number through a QP-independent lookup.
-        event->element.cq = nullptr;
-        event->element.port_num = 0;
+        if (host::DriverCq* cq = d->find_cq(e.number)) event->element.cq = &static_cast<SimCq*>(cq->user_context)->cq;
     }
     if (e.type == hca::AsyncEventType::QpFatal || e.type == hca::AsyncEventType::QpRequestError ||
         e.type == hca::AsyncEventType::QpAccessError) {
