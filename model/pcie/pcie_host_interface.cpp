@@ -115,32 +115,46 @@ sim::Timeline::Slot PcieHostInterface::send_tlps(Dir d, Tick t, std::uint32_t co
 }
 
 Tick PcieHostInterface::dma_read(Tick t, std::uint64_t addr, std::uint64_t len) {
-    Tick done = t;
     if (len == 0) return t;
     const Tick issue = m_clock.after(t, 0);
-    for_each_read_request(addr, len, m_p.mrrs, [&](std::uint64_t a, std::uint32_t n) {
-        // A request needs a free tag; tags return in order because
-        // completions of one link arrive in request order.
-        Tick ready = issue;
-        if (m_tag_free.size() >= m_p.read_tags) {
-            ready = std::max(ready, m_tag_free.front());
-            m_tag_free.pop_front();
-        }
-        const auto req = send_tlps(Dir::Up, ready + m_core_latency, 1, m_p.costs.read_request_wire());
-        const Tick data_ready = req.end + m_rc_latency + m_memory.access_latency();
-        // The completions of one request leave the root complex back to back.
-        std::uint32_t count = 0;
-        std::uint64_t bytes = 0;
-        for_each_completion(a, n, m_p.rcb, m_p.mps, [&](std::uint64_t, std::uint32_t cn) {
-            ++count;
-            bytes += m_p.costs.completion_wire(cn);
-        });
-        const Tick last = send_tlps(Dir::Down, data_ready, count, bytes).end;
+    Tick done = t;
+    // Requests that have a free tag go out back to back as one burst, and
+    // their completions follow each other down the link as one burst. Tags
+    // return in order: completions of one link arrive in request order.
+    std::uint32_t burst = 0;
+    std::uint32_t completions = 0;
+    std::uint64_t completion_bytes = 0;
+    Tick burst_ready = issue;
+    auto flush = [&]() {
+        if (burst == 0) return;
+        const std::uint32_t req_wire = m_p.costs.read_request_wire();
+        const auto req = send_tlps(Dir::Up, burst_ready + m_core_latency, burst, static_cast<std::uint64_t>(burst) * req_wire);
+        const Tick first_end = m_link_clock.after(req.start, wire_cycles(req_wire));
+        const Tick data_ready = first_end + m_rc_latency + m_memory.access_latency();
+        const Tick last = send_tlps(Dir::Down, data_ready, completions, completion_bytes).end;
         const Tick arrived = m_clock.after(last + m_core_latency, 0);
-        m_tag_free.push_back(arrived);
+        for (std::uint32_t i = 0; i < burst; ++i) m_tag_free.push_back(arrived);
         done = std::max(done, arrived);
-        ++*m_c_read_requests;
+        *m_c_read_requests += burst;
+        burst = 0;
+        completions = 0;
+        completion_bytes = 0;
+    };
+    for_each_read_request(addr, len, m_p.mrrs, [&](std::uint64_t a, std::uint32_t n) {
+        while (!m_tag_free.empty() && m_tag_free.front() <= burst_ready) m_tag_free.pop_front();
+        if (m_tag_free.size() + burst >= m_p.read_tags) {
+            // Out of tags: send what we have, then wait for the oldest.
+            flush();
+            burst_ready = std::max(burst_ready, m_tag_free.front());
+            while (!m_tag_free.empty() && m_tag_free.front() <= burst_ready) m_tag_free.pop_front();
+        }
+        ++burst;
+        for_each_completion(a, n, m_p.rcb, m_p.mps, [&](std::uint64_t, std::uint32_t cn) {
+            ++completions;
+            completion_bytes += m_p.costs.completion_wire(cn);
+        });
     });
+    flush();
     *m_c_read_bytes += len;
     return done;
 }
