@@ -1,5 +1,7 @@
 #include "model/fabric/ib_switch.hpp"
 
+#include <algorithm>
+
 namespace hcasim::fabric {
 
 void declare_switch_params(sim::ParamRegistry& r) {
@@ -27,7 +29,7 @@ IbSwitch::IbSwitch(const sc_core::sc_module_name& name, const sim::Config& cfg, 
     }
 }
 
-void IbSwitch::forward(packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit) {
+void IbSwitch::forward(int in, packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit) {
     // DLID is bytes 2-3 of the LRH.
     const std::uint16_t dlid =
         static_cast<std::uint16_t>((pkt->bytes.size() >= 4) ? (pkt->bytes[2] << 8 | pkt->bytes[3]) : 0);
@@ -41,7 +43,9 @@ void IbSwitch::forward(packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick las
     const std::uint64_t cycles = (pkt->bytes.size() + static_cast<std::size_t>(m_width) - 1) / static_cast<std::size_t>(m_width);
     // Cut-through: the header is routed while the rest still arrives; the
     // output cannot finish before the input has.
-    auto slot = out.out.reserve(first_bit + m_latency, cycles);
+    sim::Tick& flow_end = m_flow_end[{in, it->second}];
+    auto slot = out.out.reserve(std::max(first_bit + m_latency, flow_end), cycles);
+    flow_end = slot.end;
     sim::Tick end = slot.end;
     if (end < last_bit) end = last_bit;
     counter("packets_forwarded")++;

@@ -32,16 +32,18 @@ private:
         Link* link = nullptr;
         sim::Timeline out;
         void arrive(packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit) override {
-            sw->forward(std::move(pkt), first_bit, last_bit);
+            sw->forward(index, std::move(pkt), first_bit, last_bit);
         }
     };
-    void forward(packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit);
+    void forward(int in, packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit);
 
     sim::Clock m_symbol_clock;  // one cycle moves one byte on each lane
     int m_width;
     sim::Tick m_latency;
     std::vector<std::unique_ptr<SwitchPort>> m_ports;
     std::map<std::uint16_t, int> m_lft;  // linear forwarding table
+    // Packets from one input to one output keep their order.
+    std::map<std::pair<int, int>, sim::Tick> m_flow_end;
 };
 
 }  // namespace hcasim::fabric

@@ -142,7 +142,8 @@ struct QpContext {
     std::uint32_t outstanding_reads = 0;
     std::uint8_t rnr_retries_left = 7;
     sim::Tick tx_hold_until = 0;    // RNR back-off
-    sim::Tick last_tx_ready = 0;    // keeps one QP's packets in order
+    sim::Tick last_tx_ready = 0;    // keeps one QP's packets in order through the pipeline
+    sim::Tick last_wire_end = 0;    // ... and on the wire
     bool scheduled = false;         // in the scheduler's ring
 
     // Responder.

@@ -1,5 +1,7 @@
 #include "model/hca/port.hpp"
 
+#include <algorithm>
+
 namespace hcasim::hca {
 
 void declare_port_params(sim::ParamRegistry& r) {
@@ -38,14 +40,14 @@ Port::Port(const sc_core::sc_module_name& name, const sim::Config& cfg)
     m_clock = m_symbol_clock;
 }
 
-sim::Tick Port::transmit(packet::PacketPtr pkt, sim::Tick t) {
+sim::Timeline::Slot Port::transmit(packet::PacketPtr pkt, sim::Tick t, sim::Tick floor) {
     const std::uint64_t cycles = (pkt->bytes.size() + static_cast<std::size_t>(m_rate.width) - 1) /
                                  static_cast<std::size_t>(m_rate.width);
-    const auto slot = m_tx.reserve(t, cycles);
+    const auto slot = m_tx.reserve(std::max(t, floor), cycles);
     counter("tx_packets")++;
     counter("tx_bytes") += pkt->bytes.size();
     if (m_link) m_link->send(this, std::move(pkt), slot.start + m_phy_latency, slot.end + m_phy_latency);
-    return slot.end;
+    return slot;
 }
 
 void Port::arrive(packet::PacketPtr pkt, sim::Tick, sim::Tick last_bit) {

@@ -30,9 +30,10 @@ public:
     void attach(fabric::Link* link) { m_link = link; }
     void on_receive(std::function<void(packet::PacketPtr, sim::Tick)> fn) { m_rx = std::move(fn); }
 
-    // Serialises pkt starting no earlier than t; returns when its last bit
-    // has left the port.
-    sim::Tick transmit(packet::PacketPtr pkt, sim::Tick t);
+    // Serialises pkt starting no earlier than t (nor before floor, which keeps
+    // one QP's packets in order); returns its slot on the wire. May be
+    // called ahead of t: the serialiser fills the earliest idle gap.
+    sim::Timeline::Slot transmit(packet::PacketPtr pkt, sim::Tick t, sim::Tick floor = 0);
     void arrive(packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit) override;
 
     const LinkRate& rate() const { return m_rate; }

@@ -45,15 +45,15 @@ bool TxTransport::has_work(const QpContext& qp) const {
 
 void TxTransport::pump() {
     const sim::Tick now = sim::now_ps();
-    while (!m_releases.empty() && m_releases.front().first <= now) {
-        m_buffer_used -= m_releases.front().second;
-        m_releases.pop_front();
+    while (!m_releases.empty() && m_releases.top().first <= now) {
+        m_buffer_used -= m_releases.top().second;
+        m_releases.pop();
     }
     const std::uint32_t max_packet = m_hca.port().max_mtu() + 128;
     while (!m_hca.scheduler().empty()) {
         if (m_buffer_used + max_packet > m_p.tx_buffer_bytes) {
             // The buffer drains as the port serialises; resume then.
-            if (!m_releases.empty()) schedule_pump(m_releases.front().first);
+            if (!m_releases.empty()) schedule_pump(m_releases.top().first);
             return;
         }
         QpContext* qp = m_hca.scheduler().next();
@@ -97,11 +97,11 @@ void TxTransport::launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_re
     m_buffer_used += bytes;
     counter("packets")++;
     counter("bytes") += bytes;
-    at(ready, [this, pkt = std::move(pkt), ready, bytes]() mutable {
-        const sim::Tick sent = m_hca.port().transmit(std::move(pkt), ready);
-        m_releases.emplace_back(sent, bytes);
-        if (!m_hca.scheduler().empty()) schedule_pump(sent);
-    });
+    // The port's serialiser takes bookings ahead of time, so the packet is
+    // booked now for when the pipeline has it ready.
+    const auto slot = m_hca.port().transmit(std::move(pkt), ready, qp.last_wire_end);
+    qp.last_wire_end = slot.end;
+    m_releases.emplace(slot.end, bytes);
 }
 
 TxTransport::Produced TxTransport::produce_read_response(QpContext& qp, sim::Tick now) {
@@ -246,7 +246,7 @@ void TxTransport::send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, st
     const std::uint64_t cycles = m_p.tx_packet_cycles;
     const sim::Tick ready = m_pipe.reserve(t, cycles).end;
     counter((syndrome & 0x60) == packet::kAethAck ? "acks" : "naks")++;
-    at(ready, [this, pkt = std::move(pkt), ready]() mutable { m_hca.port().transmit(std::move(pkt), ready); });
+    qp.last_wire_end = m_hca.port().transmit(std::move(pkt), ready, qp.last_wire_end).end;
 }
 
 void TxTransport::rewind(QpContext& qp, std::uint32_t psn, sim::Tick resume_at) {

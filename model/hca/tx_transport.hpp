@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <queue>
 
 #include "model/hca/contexts.hpp"
 #include "model/hca/hca_params.hpp"
@@ -47,7 +49,10 @@ private:
     HcaParams m_p;
     sim::Timeline m_pipe;
     std::uint32_t m_buffer_used = 0;
-    std::deque<std::pair<sim::Tick, std::uint32_t>> m_releases;
+    // Packet-buffer space returns when a packet has left the port.
+    std::priority_queue<std::pair<sim::Tick, std::uint32_t>, std::vector<std::pair<sim::Tick, std::uint32_t>>,
+                        std::greater<>>
+        m_releases;
     sim::Tick m_pump_at = ~sim::Tick(0);
     std::vector<DmaSpan> m_slices;
     packet::PacketPool m_pool;
