@@ -9,10 +9,10 @@ Block::Block(const sc_core::sc_module_name& name, Clock clock)
     dont_initialize();
 }
 
-void Block::at(Tick t, std::function<void()> fn) {
+void Block::at(Tick t, Action fn) {
     const Tick now = now_ps();
     if (t < now) t = now;
-    m_actions.push(Action{t, m_seq++, std::move(fn)});
+    m_actions.push(Timed{t, m_seq++, std::move(fn)});
     // Only the earliest pending action needs an event; later ones are found
     // when it runs.
     if (!m_running && t < m_armed_for) {
@@ -29,7 +29,7 @@ void Block::run_due() {
     m_running = true;
     while (!m_actions.empty() && m_actions.top().t <= now) {
         // Move out before running: the action may schedule more.
-        auto fn = std::move(const_cast<Action&>(m_actions.top()).fn);
+        Action fn = std::move(const_cast<Timed&>(m_actions.top()).fn);
         m_actions.pop();
         fn();
     }
