@@ -121,7 +121,10 @@ bool CommandInterface::modify_qp(std::uint32_t qpn, const QpAttributes& a, std::
     if (mask & kAttrMaxRdAtomic) qp->max_rd_atomic = a.max_rd_atomic;
     if (mask & kAttrMinRnrTimer) qp->min_rnr_timer = a.min_rnr_timer;
     if (mask & kAttrTimeout) qp->timeout = a.timeout;
-    if (mask & kAttrRetryCnt) qp->retry_cnt = a.retry_cnt;
+    if (mask & kAttrRetryCnt) {
+        qp->retry_cnt = a.retry_cnt;
+        qp->retries_left = a.retry_cnt;
+    }
     if (mask & kAttrRnrRetry) {
         qp->rnr_retry = a.rnr_retry;
         qp->rnr_retries_left = a.rnr_retry;
@@ -141,6 +144,12 @@ bool CommandInterface::modify_qp(std::uint32_t qpn, const QpAttributes& a, std::
     return true;
 }
 
+hca::QpState CommandInterface::query_qp_state(std::uint32_t qpn) {
+    execute();
+    const hca::QpContext* qp = m_hca.qp(qpn);
+    return qp ? qp->state : hca::QpState::Err;
+}
+
 bool CommandInterface::destroy_qp(std::uint32_t qpn) {
     execute();
     if (!m_hca.qp(qpn)) return false;
@@ -156,6 +165,10 @@ std::uint32_t CommandInterface::register_mr(std::uint32_t pdn, std::uint64_t va,
 
 bool CommandInterface::deregister_mr(std::uint32_t key) {
     execute();
+    // The region is the program's again only when no write the adapter
+    // issued is still on its way into it.
+    const sim::Tick drained = m_hca.dma().last_write_visible();
+    if (drained > sim::now_ps()) sc_core::wait(sim::to_sc(drained - sim::now_ps()));
     m_hca.translation().invalidate(key);
     return m_hca.mpt().remove(key);
 }

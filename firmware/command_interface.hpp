@@ -81,6 +81,8 @@ public:
     bool create_qp(std::uint32_t qpn, const QpRings& rings);
     bool modify_qp(std::uint32_t qpn, const QpAttributes& a, std::uint32_t mask);
     bool destroy_qp(std::uint32_t qpn);
+    // The state the adapter has the QP in (it may have moved it to error).
+    hca::QpState query_qp_state(std::uint32_t qpn);
     std::uint32_t register_mr(std::uint32_t pdn, std::uint64_t va, std::uint64_t length, std::uint32_t access);
     bool deregister_mr(std::uint32_t key);
 

@@ -5,7 +5,7 @@
 
 // libsystemc refers to sc_main; the tests build their systems in child
 // processes (run_isolated) and never call it.
-int sc_main(int, char**) { return 0; }
+extern "C" int sc_main(int, char**) { return 0; }
 
 int main(int argc, char** argv) {
     setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);

@@ -308,6 +308,12 @@ int Driver::modify_qp(DriverQp& qp, const firmware::QpAttributes& a, std::uint32
     return 0;
 }
 
+void Driver::query_qp_state(DriverQp& qp) {
+    control_call();
+    qp.state = m_fw.query_qp_state(qp.qpn);
+    qp.attr.state = qp.state;
+}
+
 int Driver::destroy_qp(DriverQp* qp) {
     control_call();
     m_fw.destroy_qp(qp->qpn);

@@ -146,6 +146,8 @@ public:
                   DriverQp*& out);
     int modify_qp(DriverQp& qp, const firmware::QpAttributes& a, std::uint32_t fw_mask);
     int destroy_qp(DriverQp* qp);
+    // Refreshes qp.state from the adapter.
+    void query_qp_state(DriverQp& qp);
     // Writes one WQE into the send ring (no doorbell yet); EINVAL/ENOMEM.
     int write_send_wqe(DriverQp& qp, const SendRequest& r);
     int write_recv_wqe(DriverQp& qp, std::uint64_t wr_id, const Sge* sges, std::uint32_t n);

@@ -807,7 +807,8 @@ int ibv_modify_qp(struct ibv_qp* ibqp, struct ibv_qp_attr* attr, int mask) {
 int ibv_query_qp(struct ibv_qp* ibqp, struct ibv_qp_attr* attr, int, struct ibv_qp_init_attr* init) {
     if (!ibqp || !attr || !init) return EINVAL;
     SimQp* qp = sim(ibqp);
-    drv(ibqp->context)->control_call();
+    drv(ibqp->context)->query_qp_state(*qp->dqp);
+    ibqp->state = to_ibv(qp->dqp->state);
     const fw::QpAttributes& a = qp->dqp->attr;
     std::memset(attr, 0, sizeof *attr);
     attr->qp_state = to_ibv(qp->dqp->state);

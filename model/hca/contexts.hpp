@@ -141,6 +141,9 @@ struct QpContext {
     std::uint32_t next_psn = 0;
     std::uint32_t outstanding_reads = 0;
     std::uint8_t rnr_retries_left = 7;
+    std::uint8_t retries_left = 7;       // transport retries (local ACK timeout)
+    bool ack_timer_armed = false;        // a timer event is pending
+    sim::Tick ack_deadline = 0;          // it fires a retry if still unacknowledged then
     sim::Tick tx_hold_until = 0;    // RNR back-off
     sim::Tick last_tx_ready = 0;    // keeps one QP's packets in order through the pipeline
     sim::Tick last_wire_end = 0;    // ... and on the wire

@@ -1,6 +1,7 @@
 #include "model/hca/dma_engine.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "model/pcie/pcie_host_interface.hpp"
@@ -25,6 +26,7 @@ sim::Tick DmaEngine::read(sim::Tick t, const DmaSpan* spans, std::size_t n, std:
         // The bytes are read when the request is issued: a program must not
         // change a buffer it has posted until the work completes.
         m_pcie.memory().read(spans[i].addr, dst, spans[i].len);
+        overlay_pending(spans[i], dst);
         HCASIM_LOG(sim::LogLevel::Debug, path(), "read " << spans[i].len << " bytes at 0x" << std::hex << spans[i].addr
                                                          << std::dec << " ready at " << done);
         dst += spans[i].len;
@@ -61,10 +63,28 @@ sim::Tick DmaEngine::write(sim::Tick t, const DmaSpan* spans, std::size_t n, con
     HCASIM_LOG(sim::LogLevel::Debug, path(), "write " << total << " bytes to 0x" << std::hex << spans[0].addr << std::dec
                                                        << " visible at " << visible);
     at(visible, [this]() { apply_oldest(); });
+    m_last_visible = std::max(m_last_visible, visible);
     ++*m_c_writes;
     *m_c_write_bytes += total;
     return visible;
 }
+
+// A read may not pass posted writes issued before it (PCIe ordering): bytes
+// still on their way to host memory are what the read returns.
+void DmaEngine::overlay_pending(const DmaSpan& r, std::uint8_t* dst) const {
+    const std::uint64_t r_end = r.addr + r.len;
+    for (const PendingWrite& w : m_pending) {
+        std::size_t off = 0;
+        for (const DmaSpan& s : w.spans) {
+            const std::uint64_t lo = std::max(r.addr, s.addr);
+            const std::uint64_t hi = std::min(r_end, s.addr + s.len);
+            if (lo < hi) std::memcpy(dst + (lo - r.addr), w.data.data() + off + (lo - s.addr), hi - lo);
+            off += s.len;
+        }
+    }
+}
+
+sim::Tick DmaEngine::last_write_visible() const { return m_last_visible; }
 
 void DmaEngine::apply_oldest() {
     PendingWrite& w = m_pending.front();

@@ -32,16 +32,21 @@ public:
     sim::Tick write(sim::Tick t, const DmaSpan* spans, std::size_t n, const std::uint8_t* src);
     sim::Tick write(sim::Tick t, std::uint64_t addr, const void* src, std::uint32_t len);
 
+    // When the last write issued so far is in host memory.
+    sim::Tick last_write_visible() const;
+
 private:
     struct PendingWrite {
         std::vector<DmaSpan> spans;
         std::vector<std::uint8_t> data;
     };
     void apply_oldest();
+    void overlay_pending(const DmaSpan& r, std::uint8_t* dst) const;
 
     pcie::PcieHostInterface& m_pcie;
     std::deque<PendingWrite> m_pending;
     std::vector<PendingWrite> m_spare;
+    sim::Tick m_last_visible = 0;
     std::uint64_t* m_c_writes = nullptr;
     std::uint64_t* m_c_write_bytes = nullptr;
     sim::Timeline m_read_engine;

@@ -31,6 +31,9 @@ void declare_hca_params(sim::ParamRegistry& r) {
         "estimate");
     r.add({"hca.tx_buffer_bytes", K::Int, "bytes", "65536", 4096, 1 << 26, {},
            "transmit packet buffer: packets gathered but not yet serialised", "estimate"});
+    r.add({"hca.rx_buffer_bytes", K::Int, "bytes", "16384", 0, 1 << 26, {},
+           "receive buffer between the port and the PCIe writes: how far received payload may run ahead of "
+           "host memory before the RX pipeline stalls", "estimate"});
     r.add({"hca.ack_coalesce", K::Int, "packets", "16", 1, 4096, {},
            "responder sends an ACK at least every N packets (and on every AckReq)", "estimate"});
     cyc("hca.cqe_cycles", "4", "completion engine per CQE", "estimate");
@@ -71,6 +74,7 @@ HcaParams HcaParams::from(const sim::Config& c) {
     p.tx_packet_cycles = u("hca.tx_packet_cycles");
     p.rx_packet_cycles = u("hca.rx_packet_cycles");
     p.tx_buffer_bytes = u("hca.tx_buffer_bytes");
+    p.rx_buffer_bytes = u("hca.rx_buffer_bytes");
     p.ack_coalesce = u("hca.ack_coalesce");
     p.cqe_cycles = u("hca.cqe_cycles");
     p.blueflame = c.get_bool("hca.blueflame");

@@ -22,6 +22,7 @@ struct HcaParams {
     std::uint32_t tx_packet_cycles = 16;
     std::uint32_t rx_packet_cycles = 16;
     std::uint32_t tx_buffer_bytes = 65536;
+    std::uint32_t rx_buffer_bytes = 16384;
     std::uint32_t ack_coalesce = 16;
     std::uint32_t cqe_cycles = 4;
     bool blueflame = true;

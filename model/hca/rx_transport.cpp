@@ -34,12 +34,23 @@ std::uint32_t last_psn(const SendWork& w) { return psn_add(w.first_psn, w.npsn -
 }  // namespace
 
 RxTransport::RxTransport(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca)
-    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_hca(hca), m_p(p), m_pipe(&m_clock) {}
+    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_hca(hca), m_p(p), m_pipe(&m_clock) {
+    // The receive buffer absorbs what the PCIe upstream link sends in the
+    // time of this many bytes.
+    const double up_bytes_per_ps = hca.pcie().params().direction_bytes_per_s() / 1e12;
+    m_backlog_slack = static_cast<sim::Tick>(static_cast<double>(p.rx_buffer_bytes) / up_bytes_per_ps);
+}
 
 void RxTransport::receive(packet::PacketPtr pkt, sim::Tick t) {
     const std::size_t size = pkt->bytes.size();
-    const sim::Tick done =
-        m_pipe.reserve(t, m_p.rx_packet_cycles + (size + m_p.datapath_bytes - 1) / m_p.datapath_bytes).end;
+    // The receive path drains into host memory: a packet is processed only
+    // once the PCIe writes of those before it have left the adapter, so a
+    // sender cannot outrun the receiver's PCIe (its ACKs wait).
+    const sim::Tick gate = m_hca.pcie().posted_backlog_end();
+    const sim::Tick done = m_pipe
+                               .reserve(std::max(t, gate > m_backlog_slack ? gate - m_backlog_slack : 0),
+                                        m_p.rx_packet_cycles + (size + m_p.datapath_bytes - 1) / m_p.datapath_bytes)
+                               .end;
     packet::Parsed p;
     const packet::ParseError err = packet::parse(pkt->bytes.data(), size, p);
     if (err != packet::ParseError::None) {
@@ -351,6 +362,8 @@ void RxTransport::requester(QpContext& qp, const packet::Parsed& p, const std::u
             w.acked = true;
             if (qp.outstanding_reads) --qp.outstanding_reads;
             qp.rnr_retries_left = qp.rnr_retry;
+            qp.retries_left = qp.retry_cnt;
+            restart_ack_timer(qp, t);
             retire(qp, t);
             m_hca.tx().kick(qp, t);
         }
@@ -371,7 +384,11 @@ void RxTransport::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
         if (!w.acked) progress = true;
         w.acked = true;
     }
-    if (progress) qp.rnr_retries_left = qp.rnr_retry;
+    if (progress) {
+        qp.rnr_retries_left = qp.rnr_retry;
+        qp.retries_left = qp.retry_cnt;
+        restart_ack_timer(qp, t);
+    }
     retire(qp, t);
 }
 
@@ -389,6 +406,57 @@ void RxTransport::fail_wqe(QpContext& qp, std::uint32_t psn, CqeStatus status, s
         }
     }
     m_hca.enter_error(qp, t);
+}
+
+namespace {
+sim::Tick ack_timeout_ps(const QpContext& qp) { return static_cast<sim::Tick>(4096) * sim::kPsPerNs << qp.timeout; }
+}  // namespace
+
+void RxTransport::arm_ack_timer(QpContext& qp, sim::Tick t) {
+    if (qp.timeout == 0) return;  // 0: wait forever
+    if (qp.ack_timer_armed) return;
+    qp.ack_timer_armed = true;
+    qp.ack_deadline = t + ack_timeout_ps(qp);
+    const std::uint32_t qpn = qp.qpn;
+    at(qp.ack_deadline, [this, qpn]() { ack_timeout(qpn); });
+}
+
+// Progress pushes the deadline out; the pending timer event notices when it
+// fires, so there is one event per time-out period, not one per ACK.
+void RxTransport::restart_ack_timer(QpContext& qp, sim::Tick t) {
+    if (qp.timeout == 0) return;
+    qp.ack_deadline = t + ack_timeout_ps(qp);
+}
+
+void RxTransport::ack_timeout(std::uint32_t qpn) {
+    QpContext* qp = m_hca.qp(qpn);
+    if (!qp || !qp->ack_timer_armed) return;
+    const sim::Tick now = sim::now_ps();
+    qp->ack_timer_armed = false;
+    if (qp->state != QpState::Rts && qp->state != QpState::Sqd) return;
+    const SendWork* oldest = nullptr;
+    for (const auto& w : qp->send_q) {
+        if (w.started && !w.acked) {
+            oldest = &w;
+            break;
+        }
+    }
+    if (!oldest) return;
+    if (now < qp->ack_deadline) {
+        // Acknowledged progress since the timer was set: wait on.
+        qp->ack_timer_armed = true;
+        at(qp->ack_deadline, [this, qpn]() { ack_timeout(qpn); });
+        return;
+    }
+    counter("ack_timeouts")++;
+    if (qp->retries_left == 0) {
+        HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qpn << ": no ACK, retries exhausted");
+        fail_wqe(*qp, oldest->first_psn, CqeStatus::RetryExceeded, now);
+        return;
+    }
+    --qp->retries_left;
+    m_hca.tx().rewind(*qp, oldest->first_psn, now);
+    arm_ack_timer(*qp, now);
 }
 
 void RxTransport::retire(QpContext& qp, sim::Tick t) {

@@ -27,6 +27,10 @@ public:
     // Completes, in order, the send WQEs at the head of the queue that are
     // done; an errored one moves the QP to the error state.
     void retire(QpContext& qp, sim::Tick t);
+    // Starts the local ACK timeout (IBA 9.7.6.1.3) if it is not running:
+    // 4.096 us x 2^timeout after t with no acknowledged progress, the
+    // requester resends from the oldest unacknowledged PSN, retry_cnt times.
+    void arm_ack_timer(QpContext& qp, sim::Tick t);
 
 private:
     void responder(QpContext& qp, const packet::Parsed& p, const std::uint8_t* payload, sim::Tick t);
@@ -39,11 +43,14 @@ private:
                        std::uint32_t byte_len);
     void ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t);
     void fail_wqe(QpContext& qp, std::uint32_t psn, CqeStatus status, sim::Tick t);
+    void restart_ack_timer(QpContext& qp, sim::Tick t);
+    void ack_timeout(std::uint32_t qpn);
 
     Hca& m_hca;
     HcaParams m_p;
     sim::Timeline m_pipe;
     std::vector<DmaSpan> m_spans;
+    sim::Tick m_backlog_slack = 0;
 };
 
 }  // namespace hcasim::hca

@@ -1,5 +1,7 @@
 #include "model/hca/translation_unit.hpp"
 
+#include <algorithm>
+
 #include "model/pcie/pcie_host_interface.hpp"
 
 namespace hcasim::hca {
@@ -32,8 +34,9 @@ std::uint32_t ProtectionTable::add(std::uint32_t pdn, std::uint64_t va, std::uin
         index = m_free.back();
         m_free.pop_back();
     } else {
-        index = static_cast<std::uint32_t>(m_regions.size()) + 1;  // key 0 stays invalid
-        if (m_regions.size() < index + 1) m_regions.resize(index + 1);
+        // Index 0 is never used, so key 0 stays invalid.
+        index = std::max<std::uint32_t>(1, static_cast<std::uint32_t>(m_regions.size()));
+        m_regions.resize(index + 1);
     }
     // The low byte changes every registration so a stale key stays invalid.
     ++m_generation;

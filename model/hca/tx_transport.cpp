@@ -232,6 +232,7 @@ TxTransport::Produced TxTransport::produce_request(QpContext& qp, sim::Tick now)
     }
     counter(is_read ? "read_requests" : "request_packets")++;
     launch(qp, std::move(pkt), data);
+    m_hca.rx().arm_ack_timer(qp, qp.last_wire_end);
     return Produced::One;
 }
 

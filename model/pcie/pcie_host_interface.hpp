@@ -56,6 +56,8 @@ public:
     sim::Tick msix(sim::Tick t);
 
     const PcieParams& params() const { return m_p; }
+    // When the last posted write issued so far has left the adapter.
+    sim::Tick posted_backlog_end() const { return m_posted_floor; }
     const sim::Clock& link_clock() const { return m_link_clock; }
     sim::Tick upstream_busy() const { return m_up.busy_total(); }
     sim::Tick downstream_busy() const { return m_down.busy_total(); }

@@ -53,7 +53,7 @@ bool parse_int(const std::string& v, std::int64_t& out) {
     if (v.empty()) return false;
     errno = 0;
     char* end = nullptr;
-    const long long x = std::strtoll(v.c_str(), &end, 0);
+    const long long x = std::strtoll(v.c_str(), &end, 10);
     if (errno != 0 || end == v.c_str() || *end != '\0') return false;
     out = x;
     return true;
@@ -146,8 +146,14 @@ void Config::set_assignment(const std::string& a) {
 }
 
 void Config::load_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw ConfigError("cannot read configuration file '" + path + "'");
+    std::ifstream file(path);
+    if (!file) throw ConfigError("cannot read configuration file '" + path + "'");
+    // Boost's INI reader knows '#' comments only; ';' starts one too.
+    std::stringstream in;
+    for (std::string line; std::getline(file, line);) {
+        const std::string t = trim(line);
+        in << (t.empty() || t[0] == ';' ? std::string() : line) << "\n";
+    }
     namespace po = boost::program_options;
     po::parsed_options parsed(nullptr);
     try {

@@ -51,7 +51,9 @@ public:
     Tick after(Tick t, std::uint64_t n) const { return edge(index_at_or_after(t) + n); }
 
 private:
-    std::uint64_t index_at_or_after(Tick t) const { return (t * 1000 + m_period_fs - 1) / m_period_fs; }
+    // Smallest k with edge(k) >= t; an edge's own time maps back to it even
+    // though edges are rounded up to whole picoseconds.
+    std::uint64_t index_at_or_after(Tick t) const { return t == 0 ? 0 : (t - 1) * 1000 / m_period_fs + 1; }
     Tick edge(std::uint64_t k) const { return (k * m_period_fs + 999) / 1000; }
 
     std::string m_name;

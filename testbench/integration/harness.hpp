@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -96,7 +97,7 @@ public:
     void num(const std::string& key, T v) {
         std::ostringstream os;
         os.precision(17);
-        os << v;
+        os << +v;  // unary plus: a uint8_t prints as a number, not a character
         set(key, os.str());
     }
     // Compares got with want: <key>.mismatch is -1 when equal, else the
@@ -166,6 +167,16 @@ struct RunResult {
     }
 };
 
+// In a forked child, Catch's fatal-signal handler would report a crash as
+// a failure of the parent's test case, with a summary of its own; the
+// default action lets the parent report "child killed by signal N" instead.
+// Sanitizer builds keep their handlers, which print the useful report.
+inline void default_fatal_signals() {
+#if !defined(__SANITIZE_ADDRESS__)
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, SIG_DFL);
+#endif
+}
+
 using Program = std::function<void(Host&, Record&)>;
 using Overrides = std::vector<std::pair<std::string, std::string>>;
 
@@ -173,6 +184,7 @@ using Overrides = std::vector<std::pair<std::string, std::string>>;
 // process. An empty Program runs nothing.
 inline RunResult run_programs(const Overrides& overrides, const std::vector<Program>& programs, int nodes = 2) {
     const testbench::IsolatedResult iso = testbench::run_isolated([&](std::ostream& os) {
+        default_fatal_signals();
         sim::Config cfg;
         for (const auto& [k, v] : overrides) cfg.set(k, v);
         Record rec;
@@ -199,9 +211,9 @@ inline RunResult run_programs(const Overrides& overrides, const std::vector<Prog
         if (eq == std::string::npos) continue;
         r.kv[line.substr(0, eq)] = line.substr(eq + 1);
     }
-    if (!iso.ok) r.error = iso.error.empty() ? "child failed" : iso.error;
+    if (!iso.ok || !iso.error.empty()) r.error = iso.error.empty() ? "child failed" : iso.error;
     if (r.kv.count("error")) r.error += (r.error.empty() ? "" : "; ") + r.kv["error"];
-    r.ok = iso.ok && !r.kv.count("error");
+    r.ok = iso.ok && iso.error.empty() && !r.kv.count("error");
     return r;
 }
 

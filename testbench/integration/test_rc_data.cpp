@@ -294,3 +294,199 @@ TEST_CASE("messages on several QPs in both directions at once all arrive intact"
         CHECK(r.num(std::string(n) + ".mismatches") == 0);
     }
 }
+
+TEST_CASE("an rdma read after an rdma write to the same remote range returns the written data",
+          "[integration][data][ordering]") {
+    // IB orders an RDMA READ behind the RDMA WRITEs posted before it on the
+    // QP, and PCIe does not let the responder's read pass its posted writes:
+    // the READ sees the new bytes even though nobody waited in between.
+    for (std::uint32_t size : {64u, 4096u, 65536u, 1u << 20}) {
+        const auto r = run_pair(
+            {},
+            [size](Host& h, Record& rec) {
+                SideOptions o;
+                o.buffer_bytes = 4 << 20;
+                Side s(h, o);
+                s.connect("wr", 1);
+                fill_pattern(s.buf, size, 600 + size);
+                std::memset(s.buf + (2 << 20), 0, size);
+                h.barrier("ready");
+                int rc = s.post_send(s.qps[0], IBV_WR_RDMA_WRITE, {s.sge(0, size)}, IBV_SEND_SIGNALED, 1,
+                                     s.remote_addr + 4096, s.remote_rkey);
+                rc |= s.post_send(s.qps[0], IBV_WR_RDMA_READ, {s.sge(2 << 20, size)}, IBV_SEND_SIGNALED, 2,
+                                  s.remote_addr + 4096, s.remote_rkey);
+                rec.num("post", rc);
+                const auto w = s.poll(s.send_cq, 2);
+                int ok = 0;
+                for (const auto& x : w) ok += x.status == IBV_WC_SUCCESS;
+                rec.num("ok", ok);
+                rec.bytes("read_back", s.buf + (2 << 20), s.buf, size);
+                h.barrier("done");
+                s.close();
+            },
+            [size](Host& h, Record&) {
+                SideOptions o;
+                o.buffer_bytes = 4 << 20;
+                Side s(h, o);
+                s.connect("wr", 0);
+                fill_pattern(s.buf + 4096, size, 1);  // old contents
+                h.barrier("ready");
+                h.barrier("done");
+                s.close();
+            });
+        INFO("size " << size);
+        HCASIM_REQUIRE_RUN(r);
+        CHECK(r.num("post") == 0);
+        CHECK(r.num("ok") == 2);
+        CHECK(r.num("read_back.mismatch") == -1);
+    }
+}
+
+TEST_CASE("several outstanding rdma reads complete in order with intact data", "[integration][data]") {
+    for (int rd_atomic : {1, 4, 16}) {
+        const auto r = run_pair(
+            {},
+            [rd_atomic](Host& h, Record& rec) {
+                SideOptions o;
+                o.buffer_bytes = 2 << 20;
+                Side s(h, o);
+                ConnOptions c;
+                c.max_rd_atomic = static_cast<std::uint8_t>(rd_atomic);
+                s.connect("rd", 1, c);
+                h.barrier("ready");
+                int rc = 0;
+                for (std::uint64_t i = 0; i < 12; ++i)
+                    rc |= s.post_send(s.qps[0], IBV_WR_RDMA_READ, {s.sge(i * 100000 + i, 99999)}, IBV_SEND_SIGNALED, i,
+                                      s.remote_addr + i * 100003, s.remote_rkey);
+                rec.num("post", rc);
+                const auto w = s.poll(s.send_cq, 12);
+                std::string ids;
+                for (const auto& x : w) ids += std::to_string(x.wr_id) + (x.status == IBV_WC_SUCCESS ? " " : "! ");
+                rec.set("ids", ids);
+                int bad = 0;
+                for (std::uint64_t i = 0; i < 12; ++i) {
+                    const auto want = pattern(99999, 700 + i);
+                    bad += first_mismatch(s.buf + i * 100000 + i, want.data(), want.size()) != -1;
+                }
+                rec.num("bad", bad);
+                h.barrier("done");
+                s.close();
+            },
+            [rd_atomic](Host& h, Record&) {
+                SideOptions o;
+                o.buffer_bytes = 2 << 20;
+                Side s(h, o);
+                ConnOptions c;
+                c.max_rd_atomic = static_cast<std::uint8_t>(rd_atomic);
+                s.connect("rd", 0, c);
+                for (std::uint64_t i = 0; i < 12; ++i) fill_pattern(s.buf + i * 100003, 99999, 700 + i);
+                h.barrier("ready");
+                h.barrier("done");
+                s.close();
+            });
+        INFO("max_rd_atomic " << rd_atomic);
+        HCASIM_REQUIRE_RUN(r);
+        CHECK(r.num("post") == 0);
+        CHECK(r.get("ids") == "0 1 2 3 4 5 6 7 8 9 10 11 ");
+        CHECK(r.num("bad") == 0);
+    }
+}
+
+TEST_CASE("zero-byte rdma write rdma write with imm and rdma read complete successfully", "[integration][data]") {
+    const auto r = run_pair(
+        {},
+        [](Host& h, Record& rec) {
+            Side s(h, {});
+            s.connect("z", 1);
+            h.barrier("ready");
+            int rc = s.post_send(s.qps[0], IBV_WR_RDMA_WRITE, {}, IBV_SEND_SIGNALED, 1, s.remote_addr, s.remote_rkey);
+            rc |= s.post_send(s.qps[0], IBV_WR_RDMA_WRITE_WITH_IMM, {}, IBV_SEND_SIGNALED, 2, s.remote_addr,
+                              s.remote_rkey, htobe32(0x1234));
+            rc |= s.post_send(s.qps[0], IBV_WR_RDMA_READ, {}, IBV_SEND_SIGNALED, 3, s.remote_addr, s.remote_rkey);
+            rec.num("post", rc);
+            const auto w = s.poll(s.send_cq, 3);
+            rec.num("n", w.size());
+            for (std::size_t i = 0; i < w.size(); ++i) rec.wc("w" + std::to_string(i), w[i]);
+            h.barrier("done");
+            s.close();
+        },
+        [](Host& h, Record& rec) {
+            Side s(h, {});
+            s.connect("z", 0);
+            s.post_recv(s.qps[0], {}, 9);
+            h.barrier("ready");
+            const auto w = s.poll(s.recv_cq, 1);
+            if (!w.empty()) rec.wc("imm", w[0]);
+            h.barrier("done");
+            s.close();
+        });
+    HCASIM_REQUIRE_RUN(r);
+    CHECK(r.num("post") == 0);
+    REQUIRE(r.num("n") == 3);
+    for (int i = 0; i < 3; ++i) {
+        INFO("request " << i + 1);
+        CHECK(r.num("w" + std::to_string(i) + ".status") == IBV_WC_SUCCESS);
+        CHECK(r.unum("w" + std::to_string(i) + ".wr_id") == static_cast<unsigned>(i + 1));
+    }
+    CHECK(r.num("imm.status") == IBV_WC_SUCCESS);
+    CHECK(r.num("imm.opcode") == IBV_WC_RECV_RDMA_WITH_IMM);
+    CHECK(r.num("imm.byte_len") == 0);
+    CHECK(r.unum("imm.imm") == htobe32(0x1234));
+}
+
+TEST_CASE("after ibv_dereg_mr returns the adapter writes nothing more into the region", "[integration][data][ordering]") {
+    // PCIe Gen2 x4 writes the responder's memory more slowly than FDR 4x
+    // delivers RDMA WRITEs. Once every WRITE has completed at the requester
+    // and the responder has deregistered the region, the region's bytes
+    // must no longer change (a program may free the memory at once).
+    const auto r = run_pair(
+        {{"pcie.gen", "2"}, {"pcie.lanes", "4"}},
+        [](Host& h, Record& rec) {
+            SideOptions o;
+            o.buffer_bytes = 3 << 20;
+            Side s(h, o);
+            s.connect("dereg", 1);
+            fill_pattern(s.buf, 3 << 20, 99);
+            h.barrier("ready");
+            // 24 writes of 1 MiB to the same place, each with other bytes
+            // than the one before; the last one's come from the third MiB.
+            int rc = 0;
+            for (std::uint64_t i = 0; i < 24; ++i)
+                rc |= s.post_send(s.qps[0], IBV_WR_RDMA_WRITE, {s.sge((i % 3) << 20, 1 << 20)},
+                                  i == 23 ? IBV_SEND_SIGNALED : 0, i, s.remote_addr, s.remote_rkey);
+            rec.num("post", rc);
+            const auto w = s.poll(s.send_cq, 1, 100000);
+            rec.num("completed", w.size() == 1 && w[0].status == IBV_WC_SUCCESS);
+            h.barrier("written");
+            h.barrier("checked");
+            s.close();
+        },
+        [](Host& h, Record& rec) {
+            SideOptions o;
+            o.buffer_bytes = 1 << 20;
+            Side s(h, o);
+            s.connect("dereg", 0);
+            h.barrier("ready");
+            h.barrier("written");
+            for (ibv_qp* q : s.qps) need_rc(ibv_destroy_qp(q), "ibv_destroy_qp");
+            s.qps.clear();
+            rec.num("dereg", ibv_dereg_mr(s.mr));
+            std::vector<std::uint8_t> snapshot(s.buf, s.buf + (1 << 20));
+            const auto t0 = h.now();
+            h.sleep(us(2000));
+            rec.num("changed_after_dereg", first_mismatch(s.buf, snapshot.data(), snapshot.size()));
+            const auto all = pattern(3 << 20, 99);
+            rec.num("complete_at_dereg", first_mismatch(snapshot.data(), all.data() + (2 << 20), 1 << 20));
+            rec.num("complete_later", first_mismatch(s.buf, all.data() + (2 << 20), 1 << 20));
+            rec.num("slept_us", static_cast<double>(h.now() - t0) / 1e6);
+            h.barrier("checked");
+            // Buffer and remaining resources are left to the process exit.
+        });
+    HCASIM_REQUIRE_RUN(r);
+    CHECK(r.num("post") == 0);
+    CHECK(r.num("completed") == 1);
+    CHECK(r.num("dereg") == 0);
+    INFO("first byte not yet final at dereg: " << r.num("complete_at_dereg") << ", 2 ms later: "
+                                                 << r.num("complete_later"));
+    CHECK(r.num("changed_after_dereg") == -1);
+}

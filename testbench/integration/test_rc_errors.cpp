@@ -559,13 +559,15 @@ TEST_CASE("ibv_modify_qp without a required attribute or with an illegal transit
             rec.num("init_with_sq_psn", ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN));
             rec.num("state_still_init", static_cast<int>(qp_state(qp)));
             // Out-of-range values.
-            rec.num("rtr_bad_mtu", [&] {
+            // (0 and 7 are not MTUs but are values an ibv_mtu can hold.)
+            for (int bad_mtu : {0, 7}) {
                 ibv_qp_attr x = rtr;
-                x.path_mtu = static_cast<ibv_mtu>(9);
-                return ibv_modify_qp(qp, &x,
-                                     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-            }());
+                x.path_mtu = static_cast<ibv_mtu>(bad_mtu);
+                rec.num("rtr_bad_mtu" + std::to_string(bad_mtu),
+                        ibv_modify_qp(qp, &x,
+                                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER));
+            }
             rec.num("rtr_ok", qp_to_rtr(qp, 2, 0x48, 0, c));
             ibv_qp_attr bad_retry = rts;
             bad_retry.retry_cnt = 8;
@@ -590,7 +592,8 @@ TEST_CASE("ibv_modify_qp without a required attribute or with an illegal transit
     CHECK(r.num("init_to_rts") == EINVAL);
     CHECK(r.num("init_with_sq_psn") == EINVAL);
     CHECK(r.num("state_still_init") == IBV_QPS_INIT);
-    CHECK(r.num("rtr_bad_mtu") == EINVAL);
+    CHECK(r.num("rtr_bad_mtu0") == EINVAL);
+    CHECK(r.num("rtr_bad_mtu7") == EINVAL);
     CHECK(r.num("rtr_ok") == 0);
     CHECK(r.num("rts_retry_8") == EINVAL);
     CHECK(r.num("rts_ok") == 0);

@@ -17,13 +17,6 @@
 #include "model/sim/time.hpp"
 #include "testbench/system/isolated.hpp"
 
-// libsystemc.so refers to a C-linkage sc_main. testbench/test_main.cpp
-// defines sc_main without including <systemc>, so its definition gets C++
-// linkage and the link of a test binary that uses SystemC fails. A weak
-// C-linkage stand-in until test_main.cpp provides it (a strong definition
-// there takes precedence). Never called: systems are built in run_isolated.
-extern "C" __attribute__((weak)) int sc_main(int, char**) { return 0; }
-
 using hcasim::pcie::Chunk;
 using hcasim::pcie::TlpCosts;
 
@@ -202,9 +195,8 @@ TEST_CASE("a 4096 B write at MPS 256 is 16 TLPs and 4480 wire bytes", "[pcie][un
 TEST_CASE("the PCIe host interface charges a 4096 B write 16 TLPs of serialisation time on the upstream link",
           "[pcie][unit][isolated]") {
     // Gen3: one link cycle moves one byte on each lane, at 8 GT/s x 128/130
-    // / 8 = 0.985 GB/s per lane; a 280 B write TLP takes ceil(280 / lanes)
-    // cycles. Nothing else uses the upstream direction here (the ACK and
-    // UpdateFC DLLPs for these TLPs go downstream).
+    // / 8 = 0.985 GB/s per lane. Nothing else uses the upstream direction
+    // here (the ACK and UpdateFC DLLPs for these TLPs go downstream).
     const auto r = hcasim::testbench::run_isolated([](std::ostream& os) {
         os.precision(17);
         for (int lanes : {8, 16}) {
@@ -233,11 +225,17 @@ TEST_CASE("the PCIe host interface charges a 4096 B write 16 TLPs of serialisati
         REQUIRE(in);
         INFO("Gen3 x" << lanes);
         CHECK(period == Approx(1e12 / (8e9 * 128.0 / 130.0 / 8.0)));
-        const double tlp = static_cast<double>((280 + lanes - 1) / lanes) * period;
-        CHECK(busy256 == Approx(tlp).margin(2));
-        CHECK(busy4096 == Approx(16 * tlp).margin(16));
-        // The 15 extra TLPs, back to back, are what the bigger write costs.
-        CHECK(t4096 - t256 == Approx(15 * tlp).margin(16));
+        // One TLP alone: ceil(280 / lanes) link cycles. Sixteen back to back:
+        // at least their 4480 bytes over the lanes, at most a whole number
+        // of cycles for each TLP.
+        const double one = static_cast<double>((280 + lanes - 1) / lanes) * period;
+        const double packed = static_cast<double>((4480 + lanes - 1) / lanes) * period;
+        CHECK(busy256 == Approx(one).margin(2));
+        CHECK(busy4096 >= packed - 2);
+        CHECK(busy4096 <= 16 * one + 2);
+        // The 15 extra TLPs are what the bigger write costs in time.
+        CHECK(t4096 - t256 >= packed - one - 2);
+        CHECK(t4096 - t256 <= 15 * one + 2);
     }
 }
 

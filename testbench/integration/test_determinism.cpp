@@ -1,0 +1,188 @@
+// Determinism and report formats: the same scenario gives byte-identical
+// results run after run, in the library and through the hcasim command, and
+// the CSV and JSON formats are what scripts rely on.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "testbench/integration/harness.hpp"
+#include "testbench/workloads/perftest.hpp"
+#include "testbench/workloads/report.hpp"
+
+using namespace hcasim::testbench;
+
+namespace {
+
+constexpr const char* kLatencyHeader = "bytes,iterations,t_min_us,t_max_us,t_typical_us,t_avg_us,t_stdev_us,t_99_us,t_999_us";
+constexpr const char* kBandwidthHeader = "bytes,iterations,bw_peak_MBps,bw_avg_MBps,msg_rate_Mpps";
+
+RunInfo info(const std::string& title) {
+    RunInfo i;
+    i.title = title;
+    i.op = "write";
+    i.settings.emplace_back("preset", "default");
+    return i;
+}
+
+// Latency then bandwidth of the same configuration, each in its own child
+// (one SystemC design per process), printed in every format.
+std::string scenario(Format f) {
+    const auto lat = run_isolated([f](std::ostream& os) {
+        hcasim::test::default_fatal_signals();
+        hcasim::sim::Config cfg;
+        System sys(cfg);
+        LatencyOptions o;
+        o.op = Op::Write;
+        o.sizes = {2, 4096, 65536};
+        o.iterations = 50;
+        print_latency(os, f, info("RDMA Write Latency Test"), run_latency(sys, o));
+    });
+    const auto bw = run_isolated([f](std::ostream& os) {
+        hcasim::test::default_fatal_signals();
+        hcasim::sim::Config cfg;
+        System sys(cfg);
+        BandwidthOptions o;
+        o.op = Op::Write;
+        o.sizes = {2, 4096, 65536};
+        o.iterations = 300;
+        print_bandwidth(os, f, info("RDMA Write BW Test"), run_bandwidth(sys, o));
+    });
+    REQUIRE(lat.ok);
+    REQUIRE(bw.ok);
+    return lat.output + "\n" + bw.output;
+}
+
+struct Command {
+    int exit_code = -1;
+    std::string out;
+};
+
+Command run_hcasim(const std::string& args) {
+    const std::string cmd = std::string("'") + HCASIM_BINARY + "' " + args + " 2>/dev/null";
+    Command c;
+    FILE* p = popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[4096];
+    for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) c.out.append(buf, n);
+    const int status = pclose(p);
+    c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return c;
+}
+
+std::vector<std::string> lines(const std::string& s) {
+    std::vector<std::string> out;
+    std::istringstream in(s);
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("the same latency and bandwidth scenario run twice gives byte-identical csv output",
+          "[determinism][integration]") {
+    const std::string first = scenario(Format::Csv);
+    const std::string second = scenario(Format::Csv);
+    REQUIRE_FALSE(first.empty());
+    CHECK(first == second);
+    const auto l = lines(first);
+    REQUIRE(l.size() == 1 + 3 + 1 + 1 + 3);  // header + 3 rows, blank, header + 3 rows
+    CHECK(l[0] == kLatencyHeader);
+    CHECK(l[5] == kBandwidthHeader);
+}
+
+TEST_CASE("the same scenario run twice gives byte-identical text and json output", "[determinism][integration]") {
+    CHECK(scenario(Format::Text) == scenario(Format::Text));
+    CHECK(scenario(Format::Json) == scenario(Format::Json));
+}
+
+TEST_CASE("hcasim lat run twice prints byte-identical csv", "[determinism][cli]") {
+    const Command a = run_hcasim("lat --sizes 2:4096 --iters 50 --format csv");
+    const Command b = run_hcasim("lat --sizes 2:4096 --iters 50 --format csv");
+    CHECK(a.exit_code == 0);
+    CHECK(b.exit_code == 0);
+    REQUIRE_FALSE(a.out.empty());
+    CHECK(a.out == b.out);
+    const auto l = lines(a.out);
+    REQUIRE(l.size() == 1 + 12);  // 2, 4, ..., 4096
+    CHECK(l[0] == kLatencyHeader);
+    CHECK(l[1].rfind("2,50,", 0) == 0);
+    CHECK(l[12].rfind("4096,50,", 0) == 0);
+}
+
+TEST_CASE("hcasim bw run twice prints byte-identical csv with the bandwidth header", "[determinism][cli]") {
+    const Command a = run_hcasim("bw --sizes 64,65536 --iters 200 --format csv");
+    const Command b = run_hcasim("bw --sizes 64,65536 --iters 200 --format csv");
+    CHECK(a.exit_code == 0);
+    CHECK(a.out == b.out);
+    const auto l = lines(a.out);
+    REQUIRE(l.size() == 3);
+    CHECK(l[0] == kBandwidthHeader);
+    CHECK(l[1].rfind("64,200,", 0) == 0);
+    CHECK(l[2].rfind("65536,200,", 0) == 0);
+}
+
+TEST_CASE("every csv row has one value per header column and the values are numbers", "[determinism][cli]") {
+    for (const char* args : {"lat --sizes 2,1024 --iters 20 --format csv", "bw --sizes 2,1024 --iters 100 --format csv"}) {
+        INFO(args);
+        const Command c = run_hcasim(args);
+        REQUIRE(c.exit_code == 0);
+        const auto l = lines(c.out);
+        REQUIRE(l.size() == 3);
+        const auto columns = std::count(l[0].begin(), l[0].end(), ',');
+        for (std::size_t i = 1; i < l.size(); ++i) {
+            INFO(l[i]);
+            CHECK(std::count(l[i].begin(), l[i].end(), ',') == columns);
+            std::istringstream row(l[i]);
+            for (std::string cell; std::getline(row, cell, ',');) {
+                std::size_t used = 0;
+                double v = -1;
+                CHECK_NOTHROW(v = std::stod(cell, &used));
+                CHECK(used == cell.size());
+                CHECK(v >= 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("hcasim --format json output parses and carries the rows", "[determinism][cli]") {
+    SECTION("latency") {
+        const Command c = run_hcasim("lat --sizes 2,4096 --iters 20 --format json");
+        REQUIRE(c.exit_code == 0);
+        nlohmann::json j;
+        REQUIRE_NOTHROW(j = nlohmann::json::parse(c.out));
+        CHECK(j["kind"] == "latency");
+        REQUIRE(j["rows"].is_array());
+        REQUIRE(j["rows"].size() == 2);
+        CHECK(j["rows"][0]["bytes"] == 2);
+        CHECK(j["rows"][1]["bytes"] == 4096);
+        for (const auto& row : j["rows"]) {
+            CHECK(row["iterations"] == 20);
+            for (const char* k : {"t_min_us", "t_max_us", "t_typical_us", "t_avg_us", "t_stdev_us", "t_99_us", "t_999_us"})
+                CHECK(row[k].is_number());
+            CHECK(row["t_min_us"].get<double>() > 0);
+            CHECK(row["t_min_us"].get<double>() <= row["t_typical_us"].get<double>());
+            CHECK(row["t_typical_us"].get<double>() <= row["t_max_us"].get<double>());
+        }
+    }
+    SECTION("bandwidth") {
+        const Command c = run_hcasim("bw --sizes 4096,65536 --iters 200 --format json");
+        REQUIRE(c.exit_code == 0);
+        nlohmann::json j;
+        REQUIRE_NOTHROW(j = nlohmann::json::parse(c.out));
+        CHECK(j["kind"] == "bandwidth");
+        REQUIRE(j["rows"].size() == 2);
+        for (const auto& row : j["rows"]) {
+            CHECK(row["iterations"] == 200);
+            for (const char* k : {"bw_peak_MBps", "bw_avg_MBps", "msg_rate_Mpps"}) CHECK(row[k].is_number());
+            CHECK(row["bw_avg_MBps"].get<double>() > 0);
+            CHECK(row["bw_peak_MBps"].get<double>() >= row["bw_avg_MBps"].get<double>());
+        }
+    }
+}

@@ -1,0 +1,239 @@
+// Timing from the model itself: latency grows with message size, large
+// messages stream at the rate the slower of the IB link and the PCIe link
+// allows (never faster), PCIe width matters only when PCIe is the
+// bottleneck, and a switch adds latency. Every figure is simulated time,
+// each scenario in its own child process.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+#include "testbench/integration/harness.hpp"
+#include "testbench/workloads/perftest.hpp"
+
+using namespace hcasim::test;
+using hcasim::testbench::BandwidthOptions;
+using hcasim::testbench::BandwidthRow;
+using hcasim::testbench::LatencyOptions;
+using hcasim::testbench::LatencyRow;
+using hcasim::testbench::Op;
+using hcasim::testbench::kPerftestMB;
+
+namespace {
+
+struct Measured {
+    bool ok = false;
+    std::string error;
+    std::vector<double> values;  // per row: latency t_typical, or bandwidth avg and peak
+};
+
+Measured latency(const Overrides& cfg, Op op, const std::vector<std::uint32_t>& sizes, int iterations = 20) {
+    const auto iso = hcasim::testbench::run_isolated([&](std::ostream& os) {
+        default_fatal_signals();
+        hcasim::sim::Config c;
+        for (const auto& [k, v] : cfg) c.set(k, v);
+        hcasim::testbench::System sys(c);
+        LatencyOptions o;
+        o.op = op;
+        o.sizes = sizes;
+        o.iterations = iterations;
+        os.precision(17);
+        for (const LatencyRow& r : run_latency(sys, o)) os << r.t_typical_us << "\n";
+    });
+    Measured m;
+    m.ok = iso.ok;
+    m.error = iso.error;
+    std::istringstream in(iso.output);
+    for (double v; in >> v;) m.values.push_back(v);
+    return m;
+}
+
+Measured bandwidth(const Overrides& cfg, Op op = Op::Write, int mtu = 4096, int iterations = 200) {
+    const auto iso = hcasim::testbench::run_isolated([&](std::ostream& os) {
+        default_fatal_signals();
+        hcasim::sim::Config c;
+        for (const auto& [k, v] : cfg) c.set(k, v);
+        hcasim::testbench::System sys(c);
+        BandwidthOptions o;
+        o.op = op;
+        o.sizes = {1u << 20};
+        o.iterations = iterations;
+        o.mtu = mtu;
+        os.precision(17);
+        for (const BandwidthRow& r : run_bandwidth(sys, o)) os << r.bw_avg_MBps << " " << r.bw_peak_MBps << "\n";
+    });
+    Measured m;
+    m.ok = iso.ok;
+    m.error = iso.error;
+    std::istringstream in(iso.output);
+    for (double v; in >> v;) m.values.push_back(v);
+    return m;
+}
+
+// The payload rate the configuration allows, in bytes per second.
+struct Limits {
+    double link;        // RDMA WRITE middle packets on the IB link
+    double pcie_read;   // the sender's DMA reads: completion TLPs downstream
+    double pcie_write;  // the receiver's DMA writes: posted TLPs upstream
+    double min() const { return std::min({link, pcie_read, pcie_write}); }
+};
+
+Limits limits(const Overrides& overrides, int mtu) {
+    hcasim::sim::Config cfg;
+    for (const auto& [k, v] : overrides) cfg.set(k, v);
+    const std::string speed = cfg.get_choice("link.speed");
+    double lane_gbps = 0, encoding = 0;
+    if (speed == "sdr") lane_gbps = 2.5, encoding = 8.0 / 10.0;
+    if (speed == "ddr") lane_gbps = 5.0, encoding = 8.0 / 10.0;
+    if (speed == "qdr") lane_gbps = 10.0, encoding = 8.0 / 10.0;
+    if (speed == "fdr10") lane_gbps = 10.3125, encoding = 64.0 / 66.0;
+    if (speed == "fdr") lane_gbps = 14.0625, encoding = 64.0 / 66.0;
+    if (speed == "edr") lane_gbps = 25.78125, encoding = 64.0 / 66.0;
+    const double width = static_cast<double>(cfg.get_int("link.width"));
+    const double link_bytes = lane_gbps * 1e9 * encoding * width / 8.0;
+    // LRH 8 + BTH 12 + ICRC 4 + VCRC 2 around each full-MTU packet.
+    const double link = link_bytes * mtu / (mtu + 8 + 12 + 4 + 2);
+    const int gen = static_cast<int>(cfg.get_int("pcie.gen"));
+    const double lane = gen == 1   ? 2.5e9 * 8 / 10 / 8
+                        : gen == 2 ? 5e9 * 8 / 10 / 8
+                        : gen == 3 ? 8e9 * 128 / 130 / 8
+                                   : 16e9 * 128 / 130 / 8;
+    const double pcie = lane * static_cast<double>(cfg.get_int("pcie.lanes"));
+    const double mps = static_cast<double>(cfg.get_int("pcie.mps"));
+    const double ecrc = cfg.get_bool("pcie.ecrc") ? 4 : 0;
+    return {link, pcie * mps / (mps + 20 + ecrc), pcie * mps / (mps + 24 + ecrc)};
+}
+
+void check_bandwidth_at_limit(const Overrides& cfg, Op op = Op::Write, int mtu = 4096) {
+    const Limits lim = limits(cfg, mtu);
+    const double expect = lim.min() / kPerftestMB;
+    std::ostringstream what;
+    for (const auto& [k, v] : cfg) what << k << "=" << v << " ";
+    what << "op " << hcasim::testbench::op_name(op) << " MTU " << mtu << ": link " << lim.link / kPerftestMB
+         << " MB/s, PCIe read " << lim.pcie_read / kPerftestMB << " MB/s, PCIe write " << lim.pcie_write / kPerftestMB
+         << " MB/s";
+    INFO(what.str());
+    const Measured m = bandwidth(cfg, op, mtu);
+    INFO("run error: " << m.error);
+    REQUIRE(m.ok);
+    REQUIRE(m.values.size() == 2);
+    const double avg = m.values[0], peak = m.values[1];
+    INFO("measured avg " << avg << " MB/s, peak " << peak << " MB/s; limit " << expect << " MB/s");
+    CHECK(avg >= 0.95 * expect);
+    CHECK(avg <= expect);
+    // The peak is the best window of a quarter of the run; completions come
+    // in bunches, so allow it 0.5 % of measurement noise above the limit.
+    CHECK(peak <= 1.005 * expect);
+}
+
+}  // namespace
+
+TEST_CASE("rdma write latency grows strictly with message size", "[timing]") {
+    const Measured m = latency({}, Op::Write, {64, 4096, 65536, 1u << 20});
+    INFO("run error: " << m.error);
+    REQUIRE(m.ok);
+    REQUIRE(m.values.size() == 4);
+    INFO("t_typical us: " << m.values[0] << " " << m.values[1] << " " << m.values[2] << " " << m.values[3]);
+    CHECK(m.values[0] > 0);
+    CHECK(m.values[0] < m.values[1]);
+    CHECK(m.values[1] < m.values[2]);
+    CHECK(m.values[2] < m.values[3]);
+    // A 1 MiB message can be no faster than its serialisation on FDR 4x.
+    CHECK(m.values[3] >= 1048576 / (limits({}, 4096).link) * 1e6);
+}
+
+TEST_CASE("send and rdma read latency grow strictly with message size", "[timing]") {
+    for (Op op : {Op::Send, Op::Read}) {
+        const Measured m = latency({}, op, {64, 4096, 65536, 1u << 20});
+        INFO(hcasim::testbench::op_name(op) << " run error: " << m.error);
+        REQUIRE(m.ok);
+        REQUIRE(m.values.size() == 4);
+        INFO("t_typical us: " << m.values[0] << " " << m.values[1] << " " << m.values[2] << " " << m.values[3]);
+        CHECK(m.values[0] > 0);
+        CHECK(m.values[0] < m.values[1]);
+        CHECK(m.values[1] < m.values[2]);
+        CHECK(m.values[2] < m.values[3]);
+    }
+}
+
+TEST_CASE("large rdma write bandwidth approaches the FDR link payload rate and never exceeds it", "[timing][bw]") {
+    check_bandwidth_at_limit({});
+}
+
+TEST_CASE("large rdma write bandwidth approaches the QDR link payload rate and never exceeds it", "[timing][bw]") {
+    check_bandwidth_at_limit({{"link.speed", "qdr"}});
+}
+
+TEST_CASE("large rdma write bandwidth at path MTU 1024 approaches the link payload rate for that MTU",
+          "[timing][bw]") {
+    check_bandwidth_at_limit({}, Op::Write, 1024);
+}
+
+TEST_CASE("large rdma read bandwidth approaches the link payload rate and never exceeds it", "[timing][bw]") {
+    check_bandwidth_at_limit({}, Op::Read);
+}
+
+TEST_CASE("large rdma write bandwidth on EDR with PCIe Gen3 x16 approaches the link payload rate", "[timing][bw]") {
+    check_bandwidth_at_limit({{"link.speed", "edr"}, {"pcie.lanes", "16"}});
+}
+
+TEST_CASE("large rdma write bandwidth on PCIe Gen2 x8 approaches the PCIe payload rate and never exceeds it",
+          "[timing][bw]") {
+    check_bandwidth_at_limit({{"pcie.gen", "2"}, {"pcie.lanes", "8"}});
+}
+
+TEST_CASE("large rdma write bandwidth on PCIe Gen2 x4 approaches the PCIe payload rate and never exceeds it",
+          "[timing][bw]") {
+    check_bandwidth_at_limit({{"pcie.gen", "2"}, {"pcie.lanes", "4"}});
+}
+
+TEST_CASE("doubling PCIe lanes raises large-message bandwidth when PCIe is the bottleneck", "[timing][bw]") {
+    const Overrides x4{{"pcie.gen", "2"}, {"pcie.lanes", "4"}};
+    const Overrides x8{{"pcie.gen", "2"}, {"pcie.lanes", "8"}};
+    REQUIRE(limits(x4, 4096).min() < limits(x4, 4096).link);  // PCIe-bound by construction
+    REQUIRE(limits(x8, 4096).min() < limits(x8, 4096).link);
+    const Measured a = bandwidth(x4);
+    const Measured b = bandwidth(x8);
+    INFO("x4 run error: " << a.error);
+    INFO("x8 run error: " << b.error);
+    REQUIRE(a.ok);
+    REQUIRE(b.ok);
+    REQUIRE(a.values.size() == 2);
+    REQUIRE(b.values.size() == 2);
+    INFO("Gen2 x4 " << a.values[0] << " MB/s, Gen2 x8 " << b.values[0] << " MB/s");
+    CHECK(b.values[0] > 1.8 * a.values[0]);
+}
+
+TEST_CASE("doubling PCIe lanes leaves large-message bandwidth unchanged when the link is the bottleneck",
+          "[timing][bw]") {
+    const Overrides x8{{"link.speed", "qdr"}, {"pcie.lanes", "8"}};
+    const Overrides x16{{"link.speed", "qdr"}, {"pcie.lanes", "16"}};
+    REQUIRE(limits(x8, 4096).min() == limits(x8, 4096).link);  // link-bound by construction
+    const Measured a = bandwidth(x8);
+    const Measured b = bandwidth(x16);
+    INFO("x8 run error: " << a.error);
+    INFO("x16 run error: " << b.error);
+    REQUIRE(a.ok);
+    REQUIRE(b.ok);
+    REQUIRE(a.values.size() == 2);
+    REQUIRE(b.values.size() == 2);
+    INFO("QDR on Gen3 x8 " << a.values[0] << " MB/s, on Gen3 x16 " << b.values[0] << " MB/s");
+    CHECK(b.values[0] == Approx(a.values[0]).epsilon(0.01));
+}
+
+TEST_CASE("a switch between the nodes adds latency compared to back to back", "[timing]") {
+    const std::vector<std::uint32_t> sizes{2, 4096, 65536};
+    const Measured b2b = latency({}, Op::Write, sizes);
+    const Measured sw = latency({{"fabric.topology", "switch"}}, Op::Write, sizes);
+    INFO("back to back run error: " << b2b.error);
+    INFO("switch run error: " << sw.error);
+    REQUIRE(b2b.ok);
+    REQUIRE(sw.ok);
+    REQUIRE(b2b.values.size() == sizes.size());
+    REQUIRE(sw.values.size() == sizes.size());
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+        INFO(sizes[i] << " B: back to back " << b2b.values[i] << " us, switch " << sw.values[i] << " us");
+        // At least the switch's cut-through delay (85 cycles at 500 MHz).
+        CHECK(sw.values[i] > b2b.values[i] + 0.1);
+    }
+}
