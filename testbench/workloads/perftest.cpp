@@ -248,8 +248,12 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
             }
             h.barrier("bw" + std::to_string(size));
             if (client) {
-                std::vector<sim::Tick> completion_times;
-                std::vector<int> completion_counts;
+                // When each message completed: a signaled completion covers the
+                // unsignaled messages of its QP since the previous one, which
+                // are spread evenly over that interval.
+                std::vector<sim::Tick> message_done;
+                message_done.reserve(static_cast<std::size_t>(iters));
+                std::vector<sim::Tick> qp_last(static_cast<std::size_t>(nq), 0);
                 const sim::Tick t0 = h.now();
                 const auto wall0 = std::chrono::steady_clock::now();
                 int total_done = 0;
@@ -286,12 +290,16 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
                         const int q = static_cast<int>(wc[i].wr_id >> 32);
                         const int upto = static_cast<int>(wc[i].wr_id & 0xffffffffu);
                         auto& d = done[static_cast<std::size_t>(q)];
-                        total_done += upto - d;
+                        sim::Tick& prev = qp_last[static_cast<std::size_t>(q)];
+                        if (prev == 0) prev = t0;
+                        const int k = upto - d;
+                        for (int j = 1; j <= k; ++j)
+                            message_done.push_back(prev + (h.now() - prev) * static_cast<sim::Tick>(j) / static_cast<sim::Tick>(k));
+                        prev = h.now();
+                        total_done += k;
                         d = upto;
                         refill.push_back(q);
-                        completion_times.push_back(h.now());
                         last_progress = h.now();
-                        completion_counts.push_back(total_done);
                     }
                 }
                 const sim::Tick t1 = h.now();
@@ -302,17 +310,16 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
                 const double secs = static_cast<double>(t1 - t0) / 1e12;
                 r.bw_avg_MBps = static_cast<double>(size) * iters / secs / kPerftestMB;
                 r.msg_rate_Mpps = iters / secs / 1e6;
-                // Peak: the best rate over any window of at least a quarter of
-                // the run (and tx_depth messages).
-                const int window = std::max(opt.tx_depth, iters / 4);
+                // Peak: the best rate over any window of half the run
+                // (at least tx_depth messages).
+                std::sort(message_done.begin(), message_done.end());
+                const std::size_t window = static_cast<std::size_t>(std::max(opt.tx_depth, iters / 2));
                 double peak = r.bw_avg_MBps;
-                std::size_t lo = 0;
-                for (std::size_t hi = 0; hi < completion_times.size(); ++hi) {
-                    while (lo + 1 < hi && completion_counts[hi] - completion_counts[lo + 1] >= window) ++lo;
-                    const int msgs = completion_counts[hi] - (lo < hi ? completion_counts[lo] : 0);
-                    const sim::Tick dt = completion_times[hi] - (lo < hi ? completion_times[lo] : t0);
-                    if (msgs >= window && dt > 0)
-                        peak = std::max(peak, static_cast<double>(size) * msgs / (static_cast<double>(dt) / 1e12) / kPerftestMB);
+                for (std::size_t hi = window; hi < message_done.size(); ++hi) {
+                    const sim::Tick dt = message_done[hi] - message_done[hi - window];
+                    if (dt > 0)
+                        peak = std::max(peak, static_cast<double>(size) * static_cast<double>(window) /
+                                                  (static_cast<double>(dt) / 1e12) / kPerftestMB);
                 }
                 r.bw_peak_MBps = peak;
                 rows.push_back(r);
