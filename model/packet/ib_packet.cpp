@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <iterator>
 
 namespace hcasim::packet {
 namespace {
@@ -104,6 +105,95 @@ inline std::uint16_t get_le16(const std::uint8_t* p) { return static_cast<std::u
 inline bool is_global(const std::uint8_t* buf) { return (buf[1] & 3) == kLnhGlobal; }
 inline std::size_t bth_offset(bool global) { return kLrhBytes + (global ? kGrhBytes : 0); }
 
+// The fields the ICRC sees as 1s (IBA 7.8.1): in a local packet the LRH VL;
+// in a global packet the whole LRH (a router rewrites it) and the GRH TClass,
+// FlowLabel and HopLmt; in both the BTH resv8a byte.
+struct VariantByte {
+    std::size_t offset;
+    std::uint8_t mask;
+};
+// clang-format off
+constexpr VariantByte kLocalVariant[] = {
+    {0, 0xf0},                                          // VL
+    {kLrhBytes + kBthResv8aOffset, 0xff},               // resv8a
+};
+constexpr VariantByte kGlobalVariant[] = {
+    {0, 0xff}, {1, 0xff}, {2, 0xff}, {3, 0xff},         // LRH
+    {4, 0xff}, {5, 0xff}, {6, 0xff}, {7, 0xff},
+    {kLrhBytes + 0, 0x0f},                              // TClass[7:4]
+    {kLrhBytes + 1, 0xff},                              // TClass[3:0], FlowLabel[19:16]
+    {kLrhBytes + 2, 0xff}, {kLrhBytes + 3, 0xff},       // FlowLabel[15:0]
+    {kLrhBytes + 7, 0xff},                              // HopLmt
+    {kLrhBytes + kGrhBytes + kBthResv8aOffset, 0xff},   // resv8a
+};
+// clang-format on
+constexpr std::size_t kLocalVariantCount = std::size(kLocalVariant);
+constexpr std::size_t kGlobalVariantCount = std::size(kGlobalVariant);
+
+// seal() and parse() compute the ICRC as a plain CRC-32 over the real packet
+// bytes, so that it can share one pass with the VCRC. Forcing a variant field
+// to 1s xors its 0 bits (delta) into the message, and by linearity xoring a
+// byte d into the message at offset j has the same effect as xoring Z^-j(d)
+// into the starting register, Z being the register's step over one zero byte
+// (for j < 4 that is d << 8j: the register overlays the first four bytes).
+// Z^-j is tabulated per nibble for each variant byte.
+constexpr std::uint32_t kCrc32Reflected = 0xEDB88320u;
+
+// Inverse of one bit step r -> (r >> 1) ^ (r & 1 ? poly : 0). The poly's top
+// bit is set and (r >> 1)'s is not, so the top bit tells whether it was xored.
+constexpr std::uint32_t crc32_unstep(std::uint32_t r) {
+    const std::uint32_t lsb = r >> 31;
+    return ((lsb != 0 ? r ^ kCrc32Reflected : r) << 1) | lsb;
+}
+
+using UnshiftTable = std::array<std::array<std::uint32_t, 16>, 2>;  // [low/high nibble][value]
+
+template <std::size_t N>
+constexpr std::array<UnshiftTable, N> make_unshift_tables(const VariantByte (&bytes)[N]) {
+    std::array<UnshiftTable, N> t{};
+    for (std::size_t k = 0; k < N; ++k) {
+        for (unsigned half = 0; half < 2; ++half) {
+            for (std::uint32_t v = 0; v < 16; ++v) {
+                std::uint32_t r = v << (4 * half);
+                for (std::size_t i = 0; i < 8 * bytes[k].offset; ++i) r = crc32_unstep(r);
+                t[k][half][v] = r;
+            }
+        }
+    }
+    return t;
+}
+
+constexpr std::array<UnshiftTable, kLocalVariantCount> kLocalUnshift = make_unshift_tables(kLocalVariant);
+constexpr std::array<UnshiftTable, kGlobalVariantCount> kGlobalUnshift = make_unshift_tables(kGlobalVariant);
+static_assert(kGlobalUnshift[3][1][0xa] == 0xa0000000u, "a byte at offset 3 must overlay the register's top byte");
+
+template <std::size_t N>
+std::uint32_t masking_register(const std::uint8_t* buf, const VariantByte (&bytes)[N],
+                               const std::array<UnshiftTable, N>& tables) {
+    std::uint32_t r = 0;
+    for (std::size_t k = 0; k < N; ++k) {
+        const auto delta = static_cast<std::uint8_t>(bytes[k].mask & ~buf[bytes[k].offset]);
+        r ^= tables[k][0][delta & 0xf] ^ tables[k][1][delta >> 4];
+    }
+    return r;
+}
+
+// The CRC-32 starting register that makes a CRC over the real bytes of a
+// packet equal to the ICRC's CRC over its masked copy. Needs the headers
+// through the BTH.
+std::uint32_t icrc_start_register(const std::uint8_t* buf) {
+    const std::uint32_t masking = is_global(buf) ? masking_register(buf, kGlobalVariant, kGlobalUnshift)
+                                                 : masking_register(buf, kLocalVariant, kLocalUnshift);
+    return 0xffffffffu ^ masking;
+}
+
+// Raw ICRC and VCRC registers over the first len bytes of a packet (len =
+// offset of the ICRC field, at least through the BTH), in one pass. The VCRC
+// register still has to take in the ICRC field.
+CrcRegisters link_crc_registers(const std::uint8_t* buf, std::size_t len) {
+    return crc32_crc16_update(icrc_start_register(buf), 0xffff, buf, len);
+}
+
 }  // namespace
 
 OpcodeLayout opcode_layout(std::uint8_t opcode) { return kLayoutTable[opcode]; }
@@ -187,8 +277,11 @@ void seal(std::uint8_t* buf, std::size_t total_len) {
     const std::size_t icrc_at = total_len - kCrcBytes;
     const std::size_t pad = (buf[bth + 1] >> 4) & 3;
     if (pad <= icrc_at - bth - kBthBytes) std::memset(buf + icrc_at - pad, 0, pad);
-    put_le32(buf + icrc_at, icrc(buf, icrc_at));
-    put_le16(buf + icrc_at + kIcrcBytes, vcrc(buf, icrc_at + kIcrcBytes));
+    const CrcRegisters regs = link_crc_registers(buf, icrc_at);
+    put_le32(buf + icrc_at, ~regs.crc32);
+    // The VCRC covers the ICRC just stored.
+    put_le16(buf + icrc_at + kIcrcBytes,
+             static_cast<std::uint16_t>(~crc16_update(regs.crc16, buf + icrc_at, kIcrcBytes)));
 }
 
 std::size_t build(const Headers& h, const std::uint8_t* payload, std::size_t payload_len, std::uint8_t* buf) {
@@ -204,23 +297,18 @@ std::uint32_t icrc(const std::uint8_t* buf, std::size_t len) {
     // and CRC the copy followed by the rest of the packet in place.
     std::uint8_t head[kLrhBytes + kGrhBytes + kBthBytes];
     const bool global = len >= 2 && is_global(buf);
-    const std::size_t bth = bth_offset(global);
-    const std::size_t n = std::min(len, bth + kBthBytes);
+    const std::size_t n = std::min(len, bth_offset(global) + kBthBytes);
     if (n != 0) std::memcpy(head, buf, n);
-    auto force = [&](std::size_t i, std::uint8_t ones) {
-        if (i < n) head[i] |= ones;
+    auto force = [&](const auto& variant) {
+        for (const VariantByte& v : variant) {
+            if (v.offset < n) head[v.offset] |= v.mask;
+        }
     };
     if (global) {
-        for (std::size_t i = 0; i < kLrhBytes; ++i) force(i, 0xff);  // routers rewrite the whole LRH
-        force(kLrhBytes + 0, 0x0f);                                   // TClass[7:4]
-        force(kLrhBytes + 1, 0xff);                                   // TClass[3:0], FlowLabel[19:16]
-        force(kLrhBytes + 2, 0xff);                                   // FlowLabel[15:0]
-        force(kLrhBytes + 3, 0xff);
-        force(kLrhBytes + 7, 0xff);  // HopLmt
+        force(kGlobalVariant);
     } else {
-        force(0, 0xf0);  // VL
+        force(kLocalVariant);
     }
-    force(bth + kBthResv8aOffset, 0xff);
     std::uint32_t crc = crc32_update(0xffffffffu, head, n);
     crc = crc32_update(crc, buf + n, len - n);
     return ~crc;
@@ -259,8 +347,11 @@ ParseError parse(const std::uint8_t* buf, std::size_t n, Parsed& out) {
     const std::uint16_t pkt_len = get16(buf + 4) & 0x7ff;
     if (std::size_t{pkt_len} * 4 + kVcrcBytes != n) return ParseError::BadLength;
     const std::size_t icrc_at = n - kCrcBytes;
-    if (get_le16(buf + icrc_at + kIcrcBytes) != vcrc(buf, icrc_at + kIcrcBytes)) return ParseError::BadVcrc;
-    if (get_le32(buf + icrc_at) != icrc(buf, icrc_at)) return ParseError::BadIcrc;
+    const CrcRegisters regs = link_crc_registers(buf, icrc_at);
+    // The VCRC covers the ICRC as received, so a damaged ICRC is a VCRC error.
+    const auto vcrc_value = static_cast<std::uint16_t>(~crc16_update(regs.crc16, buf + icrc_at, kIcrcBytes));
+    if (get_le16(buf + icrc_at + kIcrcBytes) != vcrc_value) return ParseError::BadVcrc;
+    if (get_le32(buf + icrc_at) != ~regs.crc32) return ParseError::BadIcrc;
 
     Headers& h = out.h;
     h.lrh.vl = buf[0] >> 4;

@@ -332,6 +332,64 @@ TEST_CASE("Appending a CRC least-significant byte first leaves a constant residu
     CHECK(residues16.size() == 1);
 }
 
+TEST_CASE("The fused CRC pass equals the two separate CRCs for every length up to 1100 and unaligned starts",
+          "[packet][crc][fused]") {
+    // Covers both sides of the length at which the fused fold takes over.
+    const auto data = random_bytes(1100 + 16, 20);
+    SplitMix64 seeds{21};
+    for (std::size_t offset = 0; offset < 16; ++offset) {
+        for (std::size_t n = 0; n <= 1100; ++n) {
+            const auto init32 = static_cast<std::uint32_t>(seeds.next());
+            const auto init16 = static_cast<std::uint16_t>(seeds.next());
+            const std::uint8_t* p = data.data() + offset;
+            const CrcRegisters got = crc32_crc16_update(init32, init16, p, n);
+            if (got.crc32 != crc32_update(init32, p, n) || got.crc16 != crc16_update(init16, p, n) ||
+                got.crc32 != crc32_update_portable(init32, p, n) || got.crc16 != crc16_update_portable(init16, p, n)) {
+                FAIL("mismatch at offset " << offset << " length " << n);
+            }
+        }
+    }
+    SUCCEED();
+}
+
+TEST_CASE("The fused CRC pass matches the bitwise reference on large unaligned buffers", "[packet][crc][fused]") {
+    // 8207/8208 straddle the largest length whose starting registers are added
+    // after the fold (larger buffers take them up front).
+    const auto data = random_bytes(70000, 22);
+    SplitMix64 seeds{23};
+    for (std::size_t n : {1000u, 4095u, 4096u, 4097u, 4111u, 4138u, 4172u, 8176u, 8191u, 8192u, 8195u, 8207u, 8208u,
+                          8209u, 8223u, 8224u, 9001u, 65543u}) {
+        for (std::size_t offset : {0u, 1u, 3u, 7u, 13u}) {
+            INFO("length " << n << " offset " << offset);
+            const std::uint8_t* p = data.data() + offset;
+            for (int k = 0; k < 2; ++k) {
+                const std::uint32_t init32 = k == 0 ? 0xffffffffu : static_cast<std::uint32_t>(seeds.next());
+                const std::uint16_t init16 = k == 0 ? 0xffff : static_cast<std::uint16_t>(seeds.next());
+                const CrcRegisters got = crc32_crc16_update(init32, init16, p, n);
+                CHECK(got.crc32 == ref_crc32(init32, p, n));
+                CHECK(got.crc16 == ref_crc16(init16, p, n));
+            }
+        }
+    }
+}
+
+TEST_CASE("The fused CRC pass computed in pieces equals the CRCs of the whole buffer", "[packet][crc][fused]") {
+    const auto data = random_bytes(9000, 24);
+    SplitMix64 r{25};
+    for (int trial = 0; trial < 200; ++trial) {
+        const std::size_t n = r.next() % data.size();
+        CrcRegisters c{0xffffffffu, 0xffff};
+        std::size_t pos = 0;
+        while (pos < n) {
+            const std::size_t step = std::min<std::size_t>(n - pos, r.next() % 3000);
+            c = crc32_crc16_update(c.crc32, c.crc16, data.data() + pos, step);
+            pos += step;
+        }
+        REQUIRE(c.crc32 == crc32_update(0xffffffffu, data.data(), n));
+        REQUIRE(c.crc16 == crc16_update(0xffff, data.data(), n));
+    }
+}
+
 // ===========================================================================
 // Layout
 
@@ -609,6 +667,91 @@ TEST_CASE("Every single-bit flip in a packet is detected", "[packet][icrc]") {
                 pkt[byte] ^= static_cast<std::uint8_t>(1u << bit);
                 if (parse_vec(pkt) == ParseError::None) FAIL("undetected flip at byte " << byte << " bit " << bit);
                 pkt[byte] ^= static_cast<std::uint8_t>(1u << bit);
+            }
+        }
+    }
+    SUCCEED();
+}
+
+TEST_CASE("seal stores exactly icrc() and vcrc() and parse accepts it, for every length and odd alignments",
+          "[packet][icrc][fused]") {
+    // icrc() masks a copy of the headers; seal() and parse() fold the masking
+    // into the CRC-32's starting register and share one pass with the VCRC.
+    std::vector<std::size_t> lengths;
+    for (std::size_t n = 0; n <= 300; ++n) lengths.push_back(n);
+    for (std::size_t n : {1000u, 1001u, 4093u, 4094u, 4095u, 4096u}) lengths.push_back(n);
+    SplitMix64 r{30};
+    for (bool grh : {false, true}) {
+        for (std::size_t len : lengths) {
+            for (std::size_t offset : {1u, 3u, 6u}) {
+                INFO("grh " << grh << " payload " << len << " offset " << offset);
+                Headers h = sample_headers(len % 3 == 0 ? Opcode::RcWriteOnly : Opcode::UdSendOnly, grh);
+                h.lrh.vl = static_cast<std::uint8_t>(r.next() & 0xf);
+                if (grh) {
+                    h.grh->tclass = static_cast<std::uint8_t>(r.next());
+                    h.grh->flow_label = static_cast<std::uint32_t>(r.next() & 0xfffff);
+                    h.grh->hop_limit = static_cast<std::uint8_t>(r.next());
+                }
+                const std::size_t total = wire_bytes(h, len);
+                std::vector<std::uint8_t> storage(total + offset, 0xcc);
+                std::uint8_t* buf = storage.data() + offset;
+                const std::size_t hdr = write_headers(h, len, buf);
+                buf[(grh ? 48 : 8) + 4] = static_cast<std::uint8_t>(r.next());  // BTH resv8a, also masked
+                for (std::size_t i = 0; i < len; ++i) buf[hdr + i] = r.byte();
+                seal(buf, total);
+
+                const std::size_t at = total - 6;
+                const std::uint32_t stored_ic = std::uint32_t{buf[at]} | std::uint32_t{buf[at + 1]} << 8 |
+                                                std::uint32_t{buf[at + 2]} << 16 | std::uint32_t{buf[at + 3]} << 24;
+                const auto stored_vc = static_cast<std::uint16_t>(buf[at + 4] | buf[at + 5] << 8);
+                REQUIRE(stored_ic == icrc(buf, at));
+                REQUIRE(stored_vc == vcrc(buf, at + 4));
+
+                Parsed p;
+                REQUIRE(parse(buf, total, p) == ParseError::None);
+                CHECK(p.payload_len == len);
+                // One flipped bit in the body: a VCRC error; with the VCRC
+                // restamped by vcrc(), an ICRC error.
+                if (len != 0) {
+                    const std::size_t flip = hdr + r.next() % len;
+                    buf[flip] ^= 0x04;
+                    CHECK(parse(buf, total, p) == ParseError::BadVcrc);
+                    const std::uint16_t vc = vcrc(buf, at + 4);
+                    buf[at + 4] = static_cast<std::uint8_t>(vc);
+                    buf[at + 5] = static_cast<std::uint8_t>(vc >> 8);
+                    CHECK(parse(buf, total, p) == ParseError::BadIcrc);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("seal and parse agree with icrc() for every value of every header byte", "[packet][icrc][fused]") {
+    // Exercises the ICRC's masking at each variant offset, for a short packet
+    // (two separate CRC passes) and a long one (the fused pass).
+    for (bool grh : {false, true}) {
+        for (std::size_t len : {5u, 300u}) {
+            const auto base = make_packet(sample_headers(Opcode::RcSendOnly, grh), random_bytes(len, 31 + len));
+            const std::size_t at = base.size() - 6;
+            const std::size_t headers = (grh ? 48 : 8) + 12;
+            for (std::size_t byte = 0; byte < headers; ++byte) {
+                for (unsigned v = 0; v < 256; ++v) {
+                    auto pkt = base;
+                    pkt[byte] = static_cast<std::uint8_t>(v);
+                    if (byte == 0) pkt[0] &= 0xf0;                                                  // LVer 0
+                    if (byte == 1) pkt[1] = static_cast<std::uint8_t>((pkt[1] & 0xfc) | (base[1] & 3));  // keep LNH
+                    seal(pkt.data(), pkt.size());
+                    if (stored_icrc(pkt) != icrc(pkt.data(), at) || stored_vcrc(pkt) != vcrc(pkt.data(), at + 4)) {
+                        FAIL("grh " << grh << " payload " << len << " byte " << byte << " value " << v);
+                    }
+                    auto restamped = pkt;
+                    restamp_crcs(restamped);
+                    if (restamped != pkt) FAIL("restamp differs at byte " << byte << " value " << v);
+                    const ParseError e = parse_vec(pkt);
+                    if (e == ParseError::BadVcrc || e == ParseError::BadIcrc) {
+                        FAIL("parse rejects a sealed packet: byte " << byte << " value " << v);
+                    }
+                }
             }
         }
     }
