@@ -15,6 +15,8 @@ DmaEngine::DmaEngine(const sc_core::sc_module_name& name, const HcaParams& p, pc
       m_write_engine(&m_clock),
       m_setup(p.dma_setup_cycles) {
     m_c_writes = &counter("writes");
+    m_n_read_bytes = &counter("read_bytes");
+    m_n_reads = &counter("reads");
     m_c_write_bytes = &counter("write_bytes");
 }
 
@@ -30,9 +32,9 @@ sim::Tick DmaEngine::read(sim::Tick t, const DmaSpan* spans, std::size_t n, std:
         HCASIM_LOG(sim::LogLevel::Debug, path(), "read " << spans[i].len << " bytes at 0x" << std::hex << spans[i].addr
                                                          << std::dec << " ready at " << done);
         dst += spans[i].len;
-        counter("read_bytes") += spans[i].len;
+        (*m_n_read_bytes) += spans[i].len;
     }
-    counter("reads")++;
+    (*m_n_reads)++;
     return done;
 }
 

@@ -52,6 +52,9 @@ private:
     sim::Timeline m_read_engine;
     sim::Timeline m_write_engine;
     std::uint32_t m_setup;
+    // Hot counters, looked up once.
+    std::uint64_t* m_n_read_bytes = nullptr;
+    std::uint64_t* m_n_reads = nullptr;
 };
 
 }  // namespace hcasim::hca

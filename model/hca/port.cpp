@@ -38,21 +38,25 @@ Port::Port(const sc_core::sc_module_name& name, const sim::Config& cfg)
       m_phy_latency(sim::ns_to_ps(cfg.get_real("port.phy_latency_ns"))),
       m_max_mtu(static_cast<std::uint32_t>(cfg.get_int("port.max_mtu"))) {
     m_clock = m_symbol_clock;
+    m_n_tx_packets = &counter("tx_packets");
+    m_n_tx_bytes = &counter("tx_bytes");
+    m_n_rx_packets = &counter("rx_packets");
+    m_n_rx_bytes = &counter("rx_bytes");
 }
 
 sim::Timeline::Slot Port::transmit(packet::PacketPtr pkt, sim::Tick t, sim::Tick floor) {
     const std::uint64_t cycles = (pkt->bytes.size() + static_cast<std::size_t>(m_rate.width) - 1) /
                                  static_cast<std::size_t>(m_rate.width);
     const auto slot = m_tx.reserve(std::max(t, floor), cycles);
-    counter("tx_packets")++;
-    counter("tx_bytes") += pkt->bytes.size();
+    (*m_n_tx_packets)++;
+    (*m_n_tx_bytes) += pkt->bytes.size();
     if (m_link) m_link->send(this, std::move(pkt), slot.start + m_phy_latency, slot.end + m_phy_latency);
     return slot;
 }
 
 void Port::arrive(packet::PacketPtr pkt, sim::Tick, sim::Tick last_bit) {
-    counter("rx_packets")++;
-    counter("rx_bytes") += pkt->bytes.size();
+    (*m_n_rx_packets)++;
+    (*m_n_rx_bytes) += pkt->bytes.size();
     const sim::Tick t = last_bit + m_phy_latency;
     at(t, [this, pkt = std::move(pkt), t]() mutable { m_rx(std::move(pkt), t); });
 }

@@ -51,6 +51,11 @@ private:
     std::uint16_t m_lid = 0;
     fabric::Link* m_link = nullptr;
     std::function<void(packet::PacketPtr, sim::Tick)> m_rx;
+    // Hot counters, looked up once.
+    std::uint64_t* m_n_tx_packets = nullptr;
+    std::uint64_t* m_n_tx_bytes = nullptr;
+    std::uint64_t* m_n_rx_packets = nullptr;
+    std::uint64_t* m_n_rx_bytes = nullptr;
 };
 
 }  // namespace hcasim::hca

@@ -4,7 +4,9 @@ namespace hcasim::hca {
 
 QpScheduler::QpScheduler(const sc_core::sc_module_name& name, const HcaParams& p)
     : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_arbiter(&m_clock),
-      m_cycles(p.scheduler_cycles) {}
+      m_cycles(p.scheduler_cycles) {
+    m_n_decisions = &counter("decisions");
+}
 
 void QpScheduler::make_ready(QpContext& qp) {
     if (qp.scheduled) return;
@@ -17,7 +19,7 @@ QpContext* QpScheduler::next() {
     QpContext* qp = m_ring.front();
     m_ring.pop_front();
     qp->scheduled = false;
-    counter("decisions")++;
+    (*m_n_decisions)++;
     return qp;
 }
 

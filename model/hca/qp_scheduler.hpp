@@ -29,6 +29,8 @@ private:
     std::deque<QpContext*> m_ring;
     sim::Timeline m_arbiter;
     std::uint32_t m_cycles;
+    // Hot counters, looked up once.
+    std::uint64_t* m_n_decisions = nullptr;
 };
 
 }  // namespace hcasim::hca

@@ -39,6 +39,7 @@ RxTransport::RxTransport(const sc_core::sc_module_name& name, const HcaParams& p
     // time of this many bytes.
     const double up_bytes_per_ps = hca.pcie().params().direction_bytes_per_s() / 1e12;
     m_backlog_slack = static_cast<sim::Tick>(static_cast<double>(p.rx_buffer_bytes) / up_bytes_per_ps);
+    m_n_packets = &counter("packets");
 }
 
 void RxTransport::receive(packet::PacketPtr pkt, sim::Tick t) {
@@ -68,7 +69,7 @@ void RxTransport::receive(packet::PacketPtr pkt, sim::Tick t) {
         counter("dropped_unknown_qp")++;
         return;
     }
-    counter("packets")++;
+    (*m_n_packets)++;
     const std::uint8_t* payload = pkt->bytes.data() + p.payload_offset;
     if (p.h.bth.opcode <= static_cast<std::uint8_t>(Opcode::RcReadRequest)) {
         responder(*qp, p, payload, done);

@@ -51,6 +51,8 @@ private:
     sim::Timeline m_pipe;
     std::vector<DmaSpan> m_spans;
     sim::Tick m_backlog_slack = 0;
+    // Hot counters, looked up once.
+    std::uint64_t* m_n_packets = nullptr;
 };
 
 }  // namespace hcasim::hca

@@ -18,7 +18,11 @@ std::uint32_t packets_for(std::uint32_t len, std::uint32_t mtu) { return len == 
 }  // namespace
 
 TxTransport::TxTransport(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca)
-    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_hca(hca), m_p(p), m_pipe(&m_clock) {}
+    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_hca(hca), m_p(p), m_pipe(&m_clock) {
+    m_n_packets = &counter("packets");
+    m_n_bytes = &counter("bytes");
+    m_n_request_packets = &counter("request_packets");
+}
 
 void TxTransport::kick(QpContext& qp, sim::Tick t) {
     if (qp.state != QpState::Rts && qp.state != QpState::Rtr && qp.state != QpState::Sqd) return;
@@ -95,8 +99,8 @@ void TxTransport::launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_re
     const sim::Tick ready = m_pipe.reserve(std::max(data_ready, qp.last_tx_ready), cycles).end;
     qp.last_tx_ready = ready;
     m_buffer_used += bytes;
-    counter("packets")++;
-    counter("bytes") += bytes;
+    (*m_n_packets)++;
+    (*m_n_bytes) += bytes;
     // The port's serialiser takes bookings ahead of time, so the packet is
     // booked now for when the pipeline has it ready.
     const auto slot = m_hca.port().transmit(std::move(pkt), ready, qp.last_wire_end);

@@ -56,6 +56,10 @@ private:
     sim::Tick m_pump_at = ~sim::Tick(0);
     std::vector<DmaSpan> m_slices;
     packet::PacketPool m_pool;
+    // Hot counters, looked up once.
+    std::uint64_t* m_n_packets = nullptr;
+    std::uint64_t* m_n_bytes = nullptr;
+    std::uint64_t* m_n_request_packets = nullptr;
 };
 
 }  // namespace hcasim::hca
