@@ -43,24 +43,43 @@ sim::Tick DmaEngine::read(sim::Tick t, std::uint64_t addr, std::uint32_t len, vo
     return read(t, &s, 1, static_cast<std::uint8_t*>(dst));
 }
 
-sim::Tick DmaEngine::write(sim::Tick t, const DmaSpan* spans, std::size_t n, const std::uint8_t* src) {
-    sim::Tick visible = t;
-    std::size_t total = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-        const sim::Tick issue = m_write_engine.reserve(t, m_setup).end;
-        visible = std::max(visible, m_pcie.dma_write(issue, spans[i].addr, spans[i].len));
-        total += spans[i].len;
-    }
-    // Hold the bytes until their TLPs land: a host polling the buffer sees
-    // them at the modelled time. Posted writes land in issue order, so the
-    // pending writes form a queue (buffers are recycled).
+DmaEngine::PendingWrite DmaEngine::spare() {
     PendingWrite w;
     if (!m_spare.empty()) {
         w = std::move(m_spare.back());
         m_spare.pop_back();
     }
-    w.spans.assign(spans, spans + n);
+    return w;
+}
+
+sim::Tick DmaEngine::write(sim::Tick t, const DmaSpan* spans, std::size_t n, const std::uint8_t* src) {
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < n; ++i) total += spans[i].len;
+    PendingWrite w = spare();
     w.data.assign(src, src + total);
+    return issue_write(t, spans, n, std::move(w), total);
+}
+
+sim::Tick DmaEngine::write(sim::Tick t, const DmaSpan* spans, std::size_t n, const packet::PacketPtr& owner,
+                           const std::uint8_t* src) {
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < n; ++i) total += spans[i].len;
+    PendingWrite w = spare();
+    w.owner = owner;
+    w.src = src;
+    return issue_write(t, spans, n, std::move(w), total);
+}
+
+// Hold the bytes until their TLPs land: a host polling the buffer sees them
+// at the modelled time. Posted writes land in issue order, so the pending
+// writes form a queue.
+sim::Tick DmaEngine::issue_write(sim::Tick t, const DmaSpan* spans, std::size_t n, PendingWrite&& w, std::size_t total) {
+    sim::Tick visible = t;
+    for (std::size_t i = 0; i < n; ++i) {
+        const sim::Tick issue = m_write_engine.reserve(t, m_setup).end;
+        visible = std::max(visible, m_pcie.dma_write(issue, spans[i].addr, spans[i].len));
+    }
+    w.spans.assign(spans, spans + n);
     m_pending.push_back(std::move(w));
     HCASIM_LOG(sim::LogLevel::Debug, path(), "write " << total << " bytes to 0x" << std::hex << spans[0].addr << std::dec
                                                        << " visible at " << visible);
@@ -80,7 +99,7 @@ void DmaEngine::overlay_pending(const DmaSpan& r, std::uint8_t* dst) const {
         for (const DmaSpan& s : w.spans) {
             const std::uint64_t lo = std::max(r.addr, s.addr);
             const std::uint64_t hi = std::min(r_end, s.addr + s.len);
-            if (lo < hi) std::memcpy(dst + (lo - r.addr), w.data.data() + off + (lo - s.addr), hi - lo);
+            if (lo < hi) std::memcpy(dst + (lo - r.addr), w.bytes() + off + (lo - s.addr), hi - lo);
             off += s.len;
         }
     }
@@ -90,11 +109,12 @@ sim::Tick DmaEngine::last_write_visible() const { return m_last_visible; }
 
 void DmaEngine::apply_oldest() {
     PendingWrite& w = m_pending.front();
-    const std::uint8_t* p = w.data.data();
+    const std::uint8_t* p = w.bytes();
     for (const auto& s : w.spans) {
         m_pcie.memory().write(s.addr, p, s.len);
         p += s.len;
     }
+    w.owner.reset();
     if (m_spare.size() < 64) m_spare.push_back(std::move(w));
     m_pending.pop_front();
 }

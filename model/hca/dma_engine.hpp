@@ -11,6 +11,7 @@
 
 #include "model/hca/contexts.hpp"
 #include "model/hca/hca_params.hpp"
+#include "model/packet/packet.hpp"
 #include "model/sim/block.hpp"
 
 namespace hcasim::pcie {
@@ -31,6 +32,10 @@ public:
     // returned time.
     sim::Tick write(sim::Tick t, const DmaSpan* spans, std::size_t n, const std::uint8_t* src);
     sim::Tick write(sim::Tick t, std::uint64_t addr, const void* src, std::uint32_t len);
+    // As above for payload that lives in a packet: the packet is kept until
+    // the write lands instead of copying its bytes.
+    sim::Tick write(sim::Tick t, const DmaSpan* spans, std::size_t n, const packet::PacketPtr& owner,
+                    const std::uint8_t* src);
 
     // When the last write issued so far is in host memory.
     sim::Tick last_write_visible() const;
@@ -38,8 +43,13 @@ public:
 private:
     struct PendingWrite {
         std::vector<DmaSpan> spans;
-        std::vector<std::uint8_t> data;
+        std::vector<std::uint8_t> data;  // a copy of the bytes, or
+        packet::PacketPtr owner;         // the packet that holds them
+        const std::uint8_t* src = nullptr;
+        const std::uint8_t* bytes() const { return owner ? src : data.data(); }
     };
+    sim::Tick issue_write(sim::Tick t, const DmaSpan* spans, std::size_t n, PendingWrite&& w, std::size_t total);
+    PendingWrite spare();
     void apply_oldest();
     void overlay_pending(const DmaSpan& r, std::uint8_t* dst) const;
 

@@ -71,6 +71,8 @@ void RxTransport::receive(packet::PacketPtr pkt, sim::Tick t) {
     }
     (*m_n_packets)++;
     const std::uint8_t* payload = pkt->bytes.data() + p.payload_offset;
+    // The packet stays alive until the payload writes that point into it land.
+    m_current = std::move(pkt);
     if (p.h.bth.opcode <= static_cast<std::uint8_t>(Opcode::RcReadRequest)) {
         responder(*qp, p, payload, done);
     } else if (p.h.bth.opcode <= static_cast<std::uint8_t>(Opcode::RcAcknowledge)) {
@@ -78,6 +80,7 @@ void RxTransport::receive(packet::PacketPtr pkt, sim::Tick t) {
     } else {
         counter("dropped_unsupported_transport")++;
     }
+    m_current.reset();
 }
 
 void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::uint8_t* payload, sim::Tick t) {
@@ -170,7 +173,7 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
         if (len) {
             m_spans.clear();
             slice_spans(qp.recv_spans, qp.recv_offset, len, m_spans);
-            m_hca.dma().write(t, m_spans.data(), m_spans.size(), payload);
+            m_hca.dma().write(t, m_spans.data(), m_spans.size(), m_current, payload);
         }
         qp.recv_offset += len;
         if (last) {
@@ -207,7 +210,7 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
         if (len) {
             m_spans.clear();
             slice_spans(qp.write_spans, qp.write_total - qp.write_remaining, len, m_spans);
-            m_hca.dma().write(t, m_spans.data(), m_spans.size(), payload);
+            m_hca.dma().write(t, m_spans.data(), m_spans.size(), m_current, payload);
         }
         qp.write_remaining -= len;
         if (last) {
@@ -351,7 +354,7 @@ void RxTransport::requester(QpContext& qp, const packet::Parsed& p, const std::u
         if (len) {
             m_spans.clear();
             slice_spans(w.spans, w.read_received, len, m_spans);
-            m_hca.dma().write(t, m_spans.data(), m_spans.size(), payload);
+            m_hca.dma().write(t, m_spans.data(), m_spans.size(), m_current, payload);
         }
         w.read_received += len;
         w.done_at = std::max(w.done_at, t);

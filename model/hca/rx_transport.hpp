@@ -51,6 +51,7 @@ private:
     sim::Timeline m_pipe;
     std::vector<DmaSpan> m_spans;
     sim::Tick m_backlog_slack = 0;
+    packet::PacketPtr m_current;  // the packet being processed
     // Hot counters, looked up once.
     std::uint64_t* m_n_packets = nullptr;
 };
