@@ -17,6 +17,12 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Pcie
       m_rx("rx_transport", m_p, *this),
       m_doorbell("doorbell_unit", m_p, *this) {
     m_port.on_receive([this](packet::PacketPtr pkt, sim::Tick t) { m_rx.receive(std::move(pkt), t); });
+    // The transmit buffer must hold the largest packet the port can send.
+    const std::uint32_t largest = m_port.max_mtu() + 128;
+    if (m_p.tx_buffer_bytes < largest)
+        throw sim::ConfigError("hca.tx_buffer_bytes=" + std::to_string(m_p.tx_buffer_bytes) +
+                               " cannot hold one packet of port.max_mtu=" + std::to_string(m_port.max_mtu()) +
+                               " (needs at least " + std::to_string(largest) + " bytes)");
 }
 
 QpContext& Hca::install_qp(std::uint32_t qpn) {

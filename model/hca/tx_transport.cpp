@@ -53,7 +53,7 @@ void TxTransport::pump() {
         m_buffer_used -= m_releases.top().second;
         m_releases.pop();
     }
-    const std::uint32_t max_packet = m_hca.port().max_mtu() + 128;
+    const std::uint32_t max_packet = m_hca.port().max_mtu() + 128;  // headers and trailers fit in 128 B
     while (!m_hca.scheduler().empty()) {
         if (m_buffer_used + max_packet > m_p.tx_buffer_bytes) {
             // The buffer drains as the port serialises; resume then.

@@ -230,6 +230,9 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
     eo.cq_depth = std::max(1024, opt.qps * opt.tx_depth * 2 + 16);
     eo.max_sge = 1;
 
+    // A signaled completion at least every tx_depth posts, or the sender
+    // would wait for one that never comes (perftest's rule too).
+    const int cq_mod = std::max(1, std::min(opt.cq_mod, opt.tx_depth));
     auto program = [&](Host& h) {
         const bool client = h.index() == 0;
         RcEndpoint ep(h, eo);
@@ -275,7 +278,7 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
                         auto& d = done[static_cast<std::size_t>(q)];
                         while (p < quota(q) && p - d < opt.tx_depth) {
                             ++p;
-                            const bool sig = p % opt.cq_mod == 0 || p == quota(q);
+                            const bool sig = p % cq_mod == 0 || p == quota(q);
                             post_one(ep.qps[static_cast<std::size_t>(q)], wop, ep.buf, ep.mr->lkey, size,
                                      ep.remote_addr + max_size, ep.remote_rkey,
                                      (sig ? IBV_SEND_SIGNALED : 0) | inl,
