@@ -110,12 +110,10 @@ bool CommandInterface::modify_qp(std::uint32_t qpn, const QpAttributes& a, std::
     }
     if (mask & kAttrDestQpn) qp->dest_qpn = a.dest_qpn;
     if (mask & kAttrRqPsn) {
-        qp->rq_psn = a.rq_psn & hca::kPsnMask;
-        qp->epsn = qp->rq_psn;
+        qp->epsn = a.rq_psn & hca::kPsnMask;
     }
     if (mask & kAttrSqPsn) {
-        qp->sq_psn = a.sq_psn & hca::kPsnMask;
-        qp->next_psn = qp->sq_psn;
+        qp->next_psn = a.sq_psn & hca::kPsnMask;
     }
     if (mask & kAttrMaxDestRdAtomic) qp->max_dest_rd_atomic = a.max_dest_rd_atomic;
     if (mask & kAttrMaxRdAtomic) qp->max_rd_atomic = a.max_rd_atomic;

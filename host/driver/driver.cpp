@@ -149,7 +149,7 @@ int Driver::destroy_cq(DriverCq* cq) {
 
 int Driver::poll_cq(DriverCq& cq, int max, Completion* out) {
     const sim::Tick t0 = sim::now_ps();
-    HostCpu::spend(m_costs.poll_cq);
+    spend_cpu(m_costs.poll_cq);
     int n = read_cqes(cq, max, out);
     if (n == 0 && max > 0 && m_costs.poll_fast_forward && m_costs.poll_cq > 0) {
         // The ring can only change when the adapter writes host memory. Sleep
@@ -202,13 +202,13 @@ int Driver::read_cqes(DriverCq& cq, int max, Completion* out) {
     if (n) {
         // Publish the consumer index so the adapter can reuse the entries.
         cq.db->consumer_index = cq.consumer;
-        HostCpu::spend(m_costs.poll_cqe * static_cast<sim::Tick>(n));
+        spend_cpu(m_costs.poll_cqe * static_cast<sim::Tick>(n));
     }
     return n;
 }
 
 int Driver::req_notify_cq(DriverCq& cq, bool solicited_only) {
-    HostCpu::spend(m_costs.req_notify);
+    spend_cpu(m_costs.req_notify);
     hca::DoorbellWrite w;
     w.offset = hca::kUarCqArm;
     w.number = cq.cqn;
@@ -337,7 +337,7 @@ DriverCq* Driver::find_cq(std::uint32_t cqn) {
 }
 
 int Driver::write_send_wqe(DriverQp& qp, const SendRequest& r) {
-    HostCpu::spend(m_costs.post_send);
+    spend_cpu(m_costs.post_send);
     if (static_cast<std::uint16_t>(qp.sq_pi - qp.sq_tail) >= qp.max_send_wr) return ENOMEM;
     if (r.num_sge > qp.max_send_sge) return EINVAL;
     std::uint64_t total = 0;
@@ -384,7 +384,7 @@ int Driver::write_send_wqe(DriverQp& qp, const SendRequest& r) {
 }
 
 int Driver::write_recv_wqe(DriverQp& qp, std::uint64_t wr_id, const Sge* sges, std::uint32_t n) {
-    HostCpu::spend(m_costs.post_recv);
+    spend_cpu(m_costs.post_recv);
     if (static_cast<std::uint16_t>(qp.rq_pi - qp.rq_tail) >= qp.max_recv_wr) return ENOMEM;
     if (n > qp.max_recv_sge) return EINVAL;
     const std::uint32_t stride = 1u << qp.rq_log_stride;

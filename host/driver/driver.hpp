@@ -121,7 +121,7 @@ public:
     const DeviceInfo& info() const { return m_info; }
     hca::Hca& hca() { return m_hca; }
     const HostCosts& costs() const { return m_costs; }
-    void control_call() { HostCpu::spend(m_costs.control_call); }
+    void control_call() { spend_cpu(m_costs.control_call); }
 
     // Protection domains and memory.
     int alloc_pd(std::uint32_t& pdn);

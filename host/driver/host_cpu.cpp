@@ -44,7 +44,7 @@ HostCosts HostCosts::from(const sim::Config& c) {
     return h;
 }
 
-void HostCpu::spend(sim::Tick d) {
+void spend_cpu(sim::Tick d) {
     if (d) sc_core::wait(sim::to_sc(d));
 }
 

@@ -25,15 +25,7 @@ struct HostCosts {
     static HostCosts from(const sim::Config& c);
 };
 
-class HostCpu {
-public:
-    explicit HostCpu(const HostCosts& c) : m_costs(c) {}
-    const HostCosts& costs() const { return m_costs; }
-    // Spends d of CPU time in the calling host thread.
-    static void spend(sim::Tick d);
-
-private:
-    HostCosts m_costs;
-};
+// Spends d of CPU time in the calling host thread.
+void spend_cpu(sim::Tick d);
 
 }  // namespace hcasim::host

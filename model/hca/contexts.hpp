@@ -125,8 +125,6 @@ struct QpContext {
     std::uint16_t dlid = 0;
     std::uint8_t sl = 0;
     std::uint32_t dest_qpn = 0;
-    std::uint32_t sq_psn = 0;
-    std::uint32_t rq_psn = 0;
     std::uint8_t retry_cnt = 7;
     std::uint8_t rnr_retry = 7;
     std::uint8_t min_rnr_timer = 0;

@@ -14,10 +14,10 @@ DmaEngine::DmaEngine(const sc_core::sc_module_name& name, const HcaParams& p, pc
       m_read_engine(&m_clock),
       m_write_engine(&m_clock),
       m_setup(p.dma_setup_cycles) {
-    m_c_writes = &counter("writes");
+    m_n_writes = &counter("writes");
     m_n_read_bytes = &counter("read_bytes");
     m_n_reads = &counter("reads");
-    m_c_write_bytes = &counter("write_bytes");
+    m_n_write_bytes = &counter("write_bytes");
 }
 
 sim::Tick DmaEngine::read(sim::Tick t, const DmaSpan* spans, std::size_t n, std::uint8_t* dst) {
@@ -85,8 +85,8 @@ sim::Tick DmaEngine::issue_write(sim::Tick t, const DmaSpan* spans, std::size_t 
                                                        << " visible at " << visible);
     at(visible, [this]() { apply_oldest(); });
     m_last_visible = std::max(m_last_visible, visible);
-    ++*m_c_writes;
-    *m_c_write_bytes += total;
+    ++*m_n_writes;
+    *m_n_write_bytes += total;
     return visible;
 }
 

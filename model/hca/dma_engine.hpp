@@ -57,8 +57,8 @@ private:
     std::deque<PendingWrite> m_pending;
     std::vector<PendingWrite> m_spare;
     sim::Tick m_last_visible = 0;
-    std::uint64_t* m_c_writes = nullptr;
-    std::uint64_t* m_c_write_bytes = nullptr;
+    std::uint64_t* m_n_writes = nullptr;
+    std::uint64_t* m_n_write_bytes = nullptr;
     sim::Timeline m_read_engine;
     sim::Timeline m_write_engine;
     std::uint32_t m_setup;

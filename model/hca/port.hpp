@@ -40,7 +40,6 @@ public:
     std::uint16_t lid() const { return m_lid; }
     void set_lid(std::uint16_t lid) { m_lid = lid; }
     std::uint32_t max_mtu() const { return m_max_mtu; }
-    sim::Tick tx_busy() const { return m_tx.busy_total(); }
 
 private:
     LinkRate m_rate;

@@ -25,9 +25,9 @@ class TxTransport : public sim::Block {
 public:
     TxTransport(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca);
 
-    // New send WQEs were posted (doorbell) or parsed (fetch engine).
+    // New send WQEs were posted (doorbell) or parsed (fetch engine), or the
+    // QP may go on after a wait.
     void kick(QpContext& qp, sim::Tick t);
-    void wqes_arrived(QpContext& qp, sim::Tick t) { kick(qp, t); }
     // An ACK, RNR NAK or NAK with this AETH syndrome for psn, sent at t.
     void send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::uint32_t psn);
     // Go back to psn (after an RNR or sequence NAK), not before resume_at.

@@ -95,7 +95,7 @@ void WqeFetchEngine::fetch_send(QpContext& qp, sim::Tick t) {
             m_hca.flush(*q, parsed);
             return;
         }
-        m_hca.tx().wqes_arrived(*q, parsed);
+        m_hca.tx().kick(*q, parsed);
     });
 }
 

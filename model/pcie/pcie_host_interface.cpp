@@ -80,13 +80,13 @@ PcieHostInterface::PcieHostInterface(const sc_core::sc_module_name& name, const 
       m_core_latency(m_clock.cycles(p.core_latency_cycles)),
       m_rc_latency(sim::ns_to_ps(p.root_complex_latency_ns)),
       m_memory(memory) {
-    m_c_tlps_up = &counter("tlps_up");
-    m_c_tlps_down = &counter("tlps_down");
-    m_c_bytes_up = &counter("bytes_up");
-    m_c_bytes_down = &counter("bytes_down");
-    m_c_read_requests = &counter("dma_read_requests");
-    m_c_read_bytes = &counter("dma_read_bytes");
-    m_c_write_bytes = &counter("dma_write_bytes");
+    m_n_tlps_up = &counter("tlps_up");
+    m_n_tlps_down = &counter("tlps_down");
+    m_n_bytes_up = &counter("bytes_up");
+    m_n_bytes_down = &counter("bytes_down");
+    m_n_read_requests = &counter("dma_read_requests");
+    m_n_read_bytes = &counter("dma_read_bytes");
+    m_n_write_bytes = &counter("dma_write_bytes");
 }
 
 std::uint64_t PcieHostInterface::wire_cycles(std::uint64_t bytes) const {
@@ -109,8 +109,8 @@ sim::Timeline::Slot PcieHostInterface::send_tlps(Dir d, Tick t, std::uint32_t co
     const std::uint32_t dllps = (sent / m_p.tlps_per_ack - before / m_p.tlps_per_ack) +
                                 (sent / m_p.tlps_per_fc_update - before / m_p.tlps_per_fc_update);
     m_owed_dllp_bytes[1 - di] += dllps * m_p.costs.dllp_bytes;
-    *(d == Dir::Up ? m_c_tlps_up : m_c_tlps_down) += count;
-    *(d == Dir::Up ? m_c_bytes_up : m_c_bytes_down) += wire_bytes;
+    *(d == Dir::Up ? m_n_tlps_up : m_n_tlps_down) += count;
+    *(d == Dir::Up ? m_n_bytes_up : m_n_bytes_down) += wire_bytes;
     return slot;
 }
 
@@ -135,7 +135,7 @@ Tick PcieHostInterface::dma_read(Tick t, std::uint64_t addr, std::uint64_t len) 
         const Tick arrived = m_clock.after(last + m_core_latency, 0);
         for (std::uint32_t i = 0; i < burst; ++i) m_tag_free.push_back(arrived);
         done = std::max(done, arrived);
-        *m_c_read_requests += burst;
+        *m_n_read_requests += burst;
         burst = 0;
         completions = 0;
         completion_bytes = 0;
@@ -155,7 +155,7 @@ Tick PcieHostInterface::dma_read(Tick t, std::uint64_t addr, std::uint64_t len) 
         });
     });
     flush();
-    *m_c_read_bytes += len;
+    *m_n_read_bytes += len;
     return done;
 }
 
@@ -171,7 +171,7 @@ Tick PcieHostInterface::dma_write(Tick t, std::uint64_t addr, std::uint64_t len)
     // before the payload written ahead of it.
     const Tick last = send_tlps(Dir::Up, std::max(ready, m_posted_floor), count, bytes).end;
     m_posted_floor = last;
-    *m_c_write_bytes += len;
+    *m_n_write_bytes += len;
     return last + m_rc_latency;
 }
 

@@ -78,13 +78,13 @@ private:
     sim::Tick m_posted_floor = 0;  // end of the last posted write upstream
     std::uint32_t m_tlps[2] = {0, 0};            // TLPs sent up, down
     std::uint64_t m_owed_dllp_bytes[2] = {0, 0};  // DLLP bytes owed on up, down
-    std::uint64_t* m_c_tlps_up = nullptr;
-    std::uint64_t* m_c_tlps_down = nullptr;
-    std::uint64_t* m_c_bytes_up = nullptr;
-    std::uint64_t* m_c_bytes_down = nullptr;
-    std::uint64_t* m_c_read_requests = nullptr;
-    std::uint64_t* m_c_read_bytes = nullptr;
-    std::uint64_t* m_c_write_bytes = nullptr;
+    std::uint64_t* m_n_tlps_up = nullptr;
+    std::uint64_t* m_n_tlps_down = nullptr;
+    std::uint64_t* m_n_bytes_up = nullptr;
+    std::uint64_t* m_n_bytes_down = nullptr;
+    std::uint64_t* m_n_read_requests = nullptr;
+    std::uint64_t* m_n_read_bytes = nullptr;
+    std::uint64_t* m_n_write_bytes = nullptr;
 };
 
 }  // namespace hcasim::pcie

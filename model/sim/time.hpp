@@ -91,7 +91,6 @@ public:
             // The common case: after everything already booked.
             if (m_head < m_busy.size() && m_busy.back().end == start) m_busy.back().end = end;
             else m_busy.push_back(Slot{start, end});
-            if (end > m_busy_until) m_busy_until = end;
             m_busy_total += end - start;
             return {start, end};
         }
@@ -117,19 +116,16 @@ public:
         } else {
             m_busy.insert(it, Slot{start, end});
         }
-        if (end > m_busy_until) m_busy_until = end;
         m_busy_total += end - start;
         return {start, end};
     }
 
-    Tick busy_until() const { return m_busy_until; }
     Tick busy_total() const { return m_busy_total; }
 
 private:
     const Clock* m_clock;
     std::vector<Slot> m_busy;  // disjoint, in time order, live from m_head
     std::size_t m_head = 0;
-    Tick m_busy_until = 0;
     Tick m_busy_total = 0;
 };
 
