@@ -1,6 +1,19 @@
 #include "model/hca/hca.hpp"
 
+#include "model/hca/rtl_dma_engine.hpp"
+#include "model/hca/tlm_dma_engine.hpp"
+
 namespace hcasim::hca {
+
+namespace {
+
+std::unique_ptr<DmaEngine> make_dma_engine(const HcaParams& p, pcie::PcieHostInterface& pcie) {
+    if (p.dma_impl == "tlm") return std::make_unique<TlmDmaEngine>("dma_engine", p, pcie);
+    if (p.dma_impl == "rtl") return std::make_unique<RtlDmaEngine>("dma_engine", p, pcie, p.dma_rtl_channels, p.dma_vcd);
+    throw sim::ConfigError("invalid value '" + p.dma_impl + "' for hca.dma.impl: expected one of tlm, rtl");
+}
+
+}  // namespace
 
 Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::PcieHostInterface& pcie)
     : sc_core::sc_module(name),
@@ -8,7 +21,7 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Pcie
       m_pcie(pcie),
       m_mpt_table(m_p.max_mr),
       m_port("port", cfg),
-      m_dma("dma_engine", m_p, pcie),
+      m_dma(make_dma_engine(m_p, pcie)),
       m_translation("translation", m_p, m_mpt_table, pcie),
       m_completion("completion_engine", m_p, *this),
       m_scheduler("qp_scheduler", m_p),
@@ -107,7 +120,7 @@ void Hca::state_changed(QpContext& qp, sim::Tick t) {
 }
 
 std::vector<sim::Block*> Hca::blocks() {
-    return {&m_doorbell, &m_scheduler, &m_fetch, &m_translation, &m_dma, &m_tx, &m_rx, &m_completion, &m_port};
+    return {&m_doorbell, &m_scheduler, &m_fetch, &m_translation, &m_dma->block(), &m_tx, &m_rx, &m_completion, &m_port};
 }
 
 }  // namespace hcasim::hca

@@ -79,7 +79,7 @@ public:
     QpScheduler& scheduler() { return m_scheduler; }
     WqeFetchEngine& fetch() { return m_fetch; }
     TranslationUnit& translation() { return m_translation; }
-    DmaEngine& dma() { return m_dma; }
+    DmaEngine& dma() { return *m_dma; }
     TxTransport& tx() { return m_tx; }
     RxTransport& rx() { return m_rx; }
     CompletionEngine& completion() { return m_completion; }
@@ -96,7 +96,7 @@ private:
     InterruptSink* m_sink = nullptr;
 
     Port m_port;
-    DmaEngine m_dma;
+    std::unique_ptr<DmaEngine> m_dma;  // hca.dma.impl picks the implementation
     TranslationUnit m_translation;
     CompletionEngine m_completion;
     QpScheduler m_scheduler;

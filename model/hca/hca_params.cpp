@@ -25,6 +25,17 @@ void declare_hca_params(sim::ParamRegistry& r) {
     r.add({"hca.mtt_cache_entries", K::Int, "entries", "2048", 1, 1 << 24, {},
            "on-chip cache of page translations (a miss DMA-reads the 8 B entry)", "estimate"});
     cyc("hca.dma_setup_cycles", "4", "DMA engine per-request setup", "estimate");
+    // The DMA engine implementation (docs/architecture.md, "The DMA engine in RTL").
+    r.add({"hca.dma.impl", K::Choice, "", "tlm", 0, 0, {"tlm", "rtl"},
+           "DMA engine: tlm = the SystemC model, rtl = the Verilog engine of rtl/ clocked under Verilator",
+           "tlm: the faster reference; rtl for verification runs"});
+    r.add({"hca.dma.rtl_channels", K::Int, "engines", "8", 1, 64, {},
+           "hca.dma.impl=rtl: instances of the RTL engine; a request takes the first one free at its issue time "
+           "and waits for the earliest one otherwise",
+           "estimate: enough for the transmit, receive, WQE and CQE streams of a busy port to overlap"});
+    r.add({"hca.dma.vcd", K::Text, "", "", 0, 0, {},
+           "hca.dma.impl=rtl: VCD waveform file of the RTL engine (one file per engine instance, see README); "
+           "empty: none", "-"});
     cyc("hca.tx_packet_cycles", "16", "TX transport per-packet header build, plus payload at datapath width",
         "estimate");
     cyc("hca.rx_packet_cycles", "16", "RX transport per-packet parse and checks, plus payload at datapath width",
@@ -71,6 +82,9 @@ HcaParams HcaParams::from(const sim::Config& c) {
     p.mpt_cache_entries = u("hca.mpt_cache_entries");
     p.mtt_cache_entries = u("hca.mtt_cache_entries");
     p.dma_setup_cycles = u("hca.dma_setup_cycles");
+    p.dma_impl = c.get_choice("hca.dma.impl");
+    p.dma_rtl_channels = u("hca.dma.rtl_channels");
+    p.dma_vcd = c.get_text("hca.dma.vcd");
     p.tx_packet_cycles = u("hca.tx_packet_cycles");
     p.rx_packet_cycles = u("hca.rx_packet_cycles");
     p.tx_buffer_bytes = u("hca.tx_buffer_bytes");

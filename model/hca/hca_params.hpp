@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "model/sim/config.hpp"
 
@@ -19,6 +20,10 @@ struct HcaParams {
     std::uint32_t mpt_cache_entries = 256;
     std::uint32_t mtt_cache_entries = 2048;
     std::uint32_t dma_setup_cycles = 4;
+    // DMA engine implementation: the SystemC model or the verilated RTL.
+    std::string dma_impl = "tlm";
+    std::uint32_t dma_rtl_channels = 8;
+    std::string dma_vcd;  // waveform file of the RTL engine; empty: none
     std::uint32_t tx_packet_cycles = 16;
     std::uint32_t rx_packet_cycles = 16;
     std::uint32_t tx_buffer_bytes = 65536;

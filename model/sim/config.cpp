@@ -30,6 +30,8 @@ std::string allowed(const ParamSpec& s) {
     switch (s.kind) {
     case ParamSpec::Kind::Bool:
         return "true or false";
+    case ParamSpec::Kind::Text:
+        return "any text";
     case ParamSpec::Kind::Choice: {
         for (std::size_t i = 0; i < s.choices.size(); ++i) os << (i ? ", " : "one of ") << s.choices[i];
         return os.str();
@@ -113,6 +115,9 @@ void Config::set(const std::string& key_in, const std::string& value_in) {
         } else {
             throw ConfigError(bad);
         }
+        return;
+    case ParamSpec::Kind::Text:
+        m_values[key] = value;
         return;
     case ParamSpec::Kind::Choice:
         if (std::find(s.choices.begin(), s.choices.end(), value) == s.choices.end()) throw ConfigError(bad);
@@ -230,6 +235,12 @@ bool Config::get_bool(const std::string& key) const {
 const std::string& Config::get_choice(const std::string& key) const {
     const ParamSpec& s = spec(key);
     if (s.kind != ParamSpec::Kind::Choice) throw ConfigError(key + " is not a choice parameter");
+    return m_values.at(key);
+}
+
+const std::string& Config::get_text(const std::string& key) const {
+    const ParamSpec& s = spec(key);
+    if (s.kind != ParamSpec::Kind::Text) throw ConfigError(key + " is not a text parameter");
     return m_values.at(key);
 }
 

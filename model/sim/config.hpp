@@ -18,7 +18,7 @@ public:
 };
 
 struct ParamSpec {
-    enum class Kind { Int, Real, Bool, Choice };
+    enum class Kind { Int, Real, Bool, Choice, Text };
     std::string key;          // "pcie.lanes"
     Kind kind = Kind::Int;
     std::string unit;         // "lanes", "ns", "cycles", "bytes", ...
@@ -65,6 +65,7 @@ public:
     double get_real(const std::string& key) const;
     bool get_bool(const std::string& key) const;
     const std::string& get_choice(const std::string& key) const;
+    const std::string& get_text(const std::string& key) const;
     const std::string& raw(const std::string& key) const;
 
     // The keys set away from their defaults, in key order (for reports).

@@ -200,6 +200,7 @@ int cmd_params(const Cli& c) {
     for (const auto& s : all) {
         std::string allowed;
         if (s.kind == sim::ParamSpec::Kind::Bool) allowed = "true, false";
+        else if (s.kind == sim::ParamSpec::Kind::Text) allowed = "text";
         else if (!s.choices.empty()) {
             for (const auto& ch : s.choices) allowed += (allowed.empty() ? "" : ", ") + ch;
         } else {
