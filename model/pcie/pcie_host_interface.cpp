@@ -133,7 +133,13 @@ Tick PcieHostInterface::dma_read(Tick t, std::uint64_t addr, std::uint64_t len) 
         const Tick data_ready = first_end + m_rc_latency + m_memory.access_latency();
         const Tick last = send_tlps(Dir::Down, data_ready, completions, completion_bytes).end;
         const Tick arrived = m_clock.after(last + m_core_latency, 0);
-        for (std::uint32_t i = 0; i < burst; ++i) m_tag_free.push_back(arrived);
+        // Each request's tag returns when its own last completion is in,
+        // not when the whole burst's is: a long read keeps the tags busy.
+        for (std::uint32_t i = 0; i < burst; ++i) {
+            const Tick back = m_link_clock.cycles(wire_cycles(completion_bytes - m_burst_cpl_end[i]));
+            m_tag_free.push_back(m_clock.after((last > back ? last - back : 0) + m_core_latency, 0));
+        }
+        m_burst_cpl_end.clear();
         done = std::max(done, arrived);
         *m_n_read_requests += burst;
         burst = 0;
@@ -153,6 +159,7 @@ Tick PcieHostInterface::dma_read(Tick t, std::uint64_t addr, std::uint64_t len) 
             ++completions;
             completion_bytes += m_p.costs.completion_wire(cn);
         });
+        m_burst_cpl_end.push_back(completion_bytes);
     });
     flush();
     *m_n_read_bytes += len;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <vector>
 
 #include "model/pcie/host_memory.hpp"
 #include "model/pcie/tlp.hpp"
@@ -75,6 +76,7 @@ private:
     sim::Tick m_rc_latency;
     HostMemory& m_memory;
     std::deque<sim::Tick> m_tag_free;  // when each outstanding read tag returns
+    std::vector<std::uint64_t> m_burst_cpl_end;  // completion bytes of a burst up to each request's end
     sim::Tick m_posted_floor = 0;  // end of the last posted write upstream
     std::uint32_t m_tlps[2] = {0, 0};            // TLPs sent up, down
     std::uint64_t m_owed_dllp_bytes[2] = {0, 0};  // DLLP bytes owed on up, down
