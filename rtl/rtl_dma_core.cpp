@@ -21,17 +21,19 @@ namespace hcasim::rtl {
 namespace {
 
 constexpr std::uint32_t kK = RtlDmaCore::kDataBytes;
+constexpr std::uint64_t kAllLanes = kK >= 64 ? ~std::uint64_t(0) : (std::uint64_t(1) << kK) - 1;
 // Cycles without any handshake before the engine counts as hung.
 constexpr std::uint64_t kWatchdogCycles = 1000000;
 
 template <typename W>
 void put_beat(W& wide, const std::uint8_t* bytes) {
-    static_assert(sizeof(wide[0]) * 8 == kK, "a beat is eight 32-bit words");
+    static_assert(sizeof(W) == kK, "the verilated data width is RtlDmaCore::kDataBytes");
     std::memcpy(&wide[0], bytes, kK);
 }
 
 template <typename W>
 void get_beat(const W& wide, std::uint8_t* bytes) {
+    static_assert(sizeof(W) == kK, "the verilated data width is RtlDmaCore::kDataBytes");
     std::memcpy(bytes, &wide[0], kK);
 }
 
@@ -190,8 +192,10 @@ sim::Tick RtlDmaCore::run(sim::Tick t, const CoreDescriptor* d, std::size_t n, H
             const int i = by_tag[top->m_axis_rd_data_id];
             if (i < 0 || d[i].write) throw std::runtime_error("RTL DMA read data for unknown tag " + std::to_string(top->m_axis_rd_data_id));
             get_beat(top->m_axis_rd_data_data, beat);
-            const std::uint32_t keep = top->m_axis_rd_data_keep;
-            for (std::uint32_t lane = 0; lane < kK; ++lane) {
+            const std::uint64_t keep = top->m_axis_rd_data_keep;
+            if (keep == kAllLanes && buf_off[i] + kK <= d[i].len) {
+                std::memcpy(d[i].buffer + buf_off[i], beat, kK);
+            } else for (std::uint32_t lane = 0; lane < kK; ++lane) {
                 if (!(keep >> lane & 1)) continue;
                 const std::uint64_t at = buf_off[i] + lane;
                 if (at >= d[i].len) throw std::runtime_error("RTL DMA read data past the end of tag " + std::to_string(d[i].tag));
@@ -207,8 +211,11 @@ sim::Tick RtlDmaCore::run(sim::Tick t, const CoreDescriptor* d, std::size_t n, H
                 tlp_base = addr & ~std::uint64_t(kK - 1);
             }
             get_beat(top->m_axis_wr_data, beat);
-            const std::uint32_t keep = top->m_axis_wr_keep;
-            for (std::uint32_t lane = 0; lane < kK; ++lane) {
+            const std::uint64_t keep = top->m_axis_wr_keep;
+            const std::uint64_t beat_addr = tlp_base + std::uint64_t(tlp_beat) * kK;
+            if (keep == kAllLanes && beat_addr >= addr && beat_addr + kK <= addr + len) {
+                std::memcpy(tlp.data() + (beat_addr - addr), beat, kK);
+            } else for (std::uint32_t lane = 0; lane < kK; ++lane) {
                 if (!(keep >> lane & 1)) continue;
                 const std::uint64_t a = tlp_base + std::uint64_t(tlp_beat) * kK + lane;
                 if (a < addr || a >= addr + len) throw std::runtime_error("RTL DMA write byte outside its TLP");

@@ -54,7 +54,7 @@ struct CoreStats {
 class RtlDmaCore {
 public:
     // Verilog parameters of the verilated engine.
-    static constexpr std::uint32_t kDataBytes = 32;
+    static constexpr std::uint32_t kDataBytes = 64;
     static constexpr std::uint32_t kOutstandingReads = 16;
     static constexpr std::uint32_t kSlots = 16;
 

@@ -25,7 +25,10 @@ Commands:
                 simulated ConnectX-3-class FDR 4x HCAs on PCIe Gen3 x8
   lat           latency per message size (perftest ib_*_lat columns)
   bw            bandwidth and message rate per size (perftest ib_*_bw columns)
-  bench         simulator speed: simulated packets per wall second, 1 and 1024 QPs
+  bench         simulator speed: simulated packets per wall second, 1 and 1024 QPs;
+                with --dma rtl: co-simulation speed of the RTL DMA engine (RTL
+                cycles per wall second) and the wall-time ratio of the same
+                bandwidth run with the RTL and with the SystemC DMA engine
   params        every configuration parameter: unit, default, range, source
   presets       the device presets
 
@@ -45,6 +48,8 @@ struct Cli {
     std::string config_file;
     std::vector<std::string> sets;
     bool counters = false;
+    std::string vcd;
+    std::string dma = "tlm";
 };
 
 sim::Config make_config(const Cli& c) {
@@ -52,6 +57,11 @@ sim::Config make_config(const Cli& c) {
     cfg.load_preset(c.preset);
     if (!c.config_file.empty()) cfg.load_file(c.config_file);
     for (const auto& s : c.sets) cfg.set_assignment(s);
+    if (!c.vcd.empty()) {
+        if (cfg.get_choice("hca.dma.impl") != "rtl")
+            throw sim::ConfigError("--vcd " + c.vcd + " records the RTL DMA engine: add --set hca.dma.impl=rtl");
+        cfg.set("hca.dma.vcd", c.vcd);
+    }
     return cfg;
 }
 
@@ -144,7 +154,62 @@ int cmd_run(Cli c) {
     return in_child([&](std::ostream& os) { cmd_bw(bw, os); });
 }
 
+// The same bandwidth run with the SystemC and with the RTL DMA engine, each
+// in its own process: the wall-time ratio, and the RTL's cycles per wall
+// second (clocked cycles of every engine instance over the RTL run's wall time).
+int cmd_bench_rtl(const Cli& c) {
+    make_config(c);
+    nlohmann::json runs = nlohmann::json::array();
+    for (const char* impl : {"tlm", "rtl"}) {
+        const IsolatedResult r = run_isolated([&](std::ostream& os) {
+            sim::Config cfg = make_config(c);
+            cfg.set("hca.dma.impl", impl);
+            BandwidthOptions o;
+            o.op = Op::Write;
+            o.sizes = {static_cast<std::uint32_t>(c.sizes.empty() ? 65536 : parse_sizes(c.sizes).front())};
+            o.qps = 1;
+            o.tx_depth = 128;
+            o.iterations = c.iters > 0 ? c.iters : 5000;
+            o.mtu = 4096;
+            System sys(cfg);
+            const auto rows = run_bandwidth(sys, o);
+            nlohmann::json j;
+            j["dma"] = impl;
+            j["message_bytes"] = o.sizes.front();
+            j["messages"] = o.iterations;
+            j["wall_seconds"] = rows[0].wall_seconds;
+            j["sim_bw_avg_MBps"] = rows[0].bw_avg_MBps;
+            if (std::string(impl) == "rtl") {
+                std::uint64_t clocked = 0, elapsed = 0;
+                for (const char* n : {"node0", "node1"}) {
+                    clocked += sys.counter(std::string(n) + ".hca.dma_engine.rtl_clocked_cycles");
+                    elapsed += sys.counter(std::string(n) + ".hca.dma_engine.rtl_elapsed_cycles");
+                }
+                j["rtl_clocked_cycles"] = clocked;
+                j["rtl_cycles_with_work"] = elapsed;
+            }
+            os << j.dump();
+        });
+        if (!r.ok) {
+            std::cerr << "hcasim: error: " << r.error << "\n";
+            return 1;
+        }
+        runs.push_back(nlohmann::json::parse(r.output));
+    }
+    const double tlm = runs[0]["wall_seconds"].get<double>();
+    const double rtl = runs[1]["wall_seconds"].get<double>();
+    nlohmann::json out;
+    out["bench"] = "rtl_dma_cosim_rc_write_bw";
+    out["rtl_cycles_per_wall_second"] = static_cast<double>(runs[1]["rtl_clocked_cycles"].get<std::uint64_t>()) / rtl;
+    out["wall_ratio_rtl_vs_tlm"] = rtl / tlm;
+    out["runs"] = runs;
+    std::cout << out.dump() << "\n";
+    return 0;
+}
+
 int cmd_bench(const Cli& c) {
+    if (c.dma == "rtl") return cmd_bench_rtl(c);
+    if (c.dma != "tlm") throw std::invalid_argument("invalid --dma '" + c.dma + "': expected tlm or rtl");
     make_config(c);
     nlohmann::json results = nlohmann::json::array();
     for (int qps : {1, 1024}) {
@@ -246,7 +311,10 @@ int sc_main(int argc, char** argv) {
         ("preset,p", po::value(&c.preset), "device preset name or file (default cx3-fdr)")
         ("config,c", po::value(&c.config_file), "INI file of parameter overrides")
         ("set,s", po::value(&c.sets), "override one parameter: --set pcie.lanes=16 (repeatable)")
-        ("counters", po::bool_switch(&c.counters), "print the hardware counters after the run");
+        ("counters", po::bool_switch(&c.counters), "print the hardware counters after the run")
+        ("vcd", po::value(&c.vcd), "with --set hca.dma.impl=rtl: write VCD waveforms of the RTL DMA engine "
+                                    "(FILE's stem + .<engine>.ch<k>.vcd per engine instance)")
+        ("dma", po::value(&c.dma), "bench: tlm (default) or rtl (RTL co-simulation speed and wall ratio)");
     po::options_description hidden;
     hidden.add_options()("command", po::value(&c.command));
     po::options_description all;
