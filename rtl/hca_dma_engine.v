@@ -74,10 +74,12 @@ module hca_dma_engine #
     output wire                         m_axis_rd_data_last,
     output wire [TAG_WIDTH-1:0]         m_axis_rd_data_id,
 
-    // Write payload from the packet buffer (descriptor wr_data_tag)
+    // Write payload from the packet buffer: the descriptor named by
+    // wr_data_tag while wr_data_tag_valid
     input  wire                         s_axis_wr_data_valid,
     output wire                         s_axis_wr_data_ready,
     input  wire [DATA_WIDTH-1:0]        s_axis_wr_data_data,
+    output wire                         wr_data_tag_valid,
     output wire [TAG_WIDTH-1:0]         wr_data_tag,
 
     // Host posted-write TLP beats
@@ -270,6 +272,7 @@ wr_inst (
     .s_axis_data_valid(s_axis_wr_data_valid),
     .s_axis_data_ready(s_axis_wr_data_ready),
     .s_axis_data_data(s_axis_wr_data_data),
+    .data_tag_valid(wr_data_tag_valid),
     .data_tag(wr_data_tag),
     .m_axis_wr_valid(m_axis_wr_valid),
     .m_axis_wr_ready(m_axis_wr_ready),

@@ -42,10 +42,11 @@ module hca_dma_wr #
     input  wire [SLOT_WIDTH-1:0]        s_desc_slot,
 
     // Payload from the packet buffer, packed from byte 0 of the descriptor
-    // named by data_tag
+    // named by data_tag while data_tag_valid
     input  wire                         s_axis_data_valid,
     output wire                         s_axis_data_ready,
     input  wire [DATA_WIDTH-1:0]        s_axis_data_data,
+    output wire                         data_tag_valid,
     output wire [TAG_WIDTH-1:0]         data_tag,
 
     // Posted-write TLP beats to host memory; addr/len name the whole TLP
@@ -132,6 +133,7 @@ wire [DATA_WIDTH-1:0] beat_data = need_input ? (s_axis_data_data << {shift_reg, 
 
 assign s_desc_ready = !active_reg;
 assign s_axis_data_ready = active_reg && out_free && need_input;
+assign data_tag_valid = active_reg;
 assign data_tag = tag_reg;
 
 assign m_axis_wr_valid = out_valid_reg;

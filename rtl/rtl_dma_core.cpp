@@ -2,7 +2,7 @@
 // in the global namespace. They are not ours, so their warnings are off.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
-#include "Vhca_dma_engine.h"
+#include "Vhca_dma_engine_cosim.h"
 #include "verilated.h"
 #include "verilated_vcd_c.h"
 #pragma GCC diagnostic pop
@@ -41,7 +41,7 @@ void get_beat(const W& wide, std::uint8_t* bytes) {
 
 struct RtlDmaCore::Impl {
     std::unique_ptr<VerilatedContext> ctx;
-    std::unique_ptr<Vhca_dma_engine> top;
+    std::unique_ptr<Vhca_dma_engine_cosim> top;
     std::unique_ptr<VerilatedVcdC> vcd;
     std::string vcd_path;
     bool gate = true;
@@ -76,7 +76,7 @@ RtlDmaCore::RtlDmaCore(const sim::Clock& clock, std::uint32_t mrrs, std::uint32_
     m.vcd_path = std::move(vcd_path);
     m.ctx = std::make_unique<VerilatedContext>();
     m.ctx->traceEverOn(!m.vcd_path.empty());
-    m.top = std::make_unique<Vhca_dma_engine>(m.ctx.get(), "hca_dma_engine");
+    m.top = std::make_unique<Vhca_dma_engine_cosim>(m.ctx.get(), "hca_dma_engine_cosim");
     auto* top = m.top.get();
     top->cfg_mrrs = static_cast<std::uint16_t>(mrrs);
     top->cfg_mps = static_cast<std::uint16_t>(mps);
@@ -87,7 +87,12 @@ RtlDmaCore::RtlDmaCore(const sim::Clock& clock, std::uint32_t mrrs, std::uint32_
         top->clk = 1;
         top->eval();
     }
+    // One clock out of reset: the skid buffers become ready.
     top->rst = 0;
+    top->clk = 0;
+    top->eval();
+    top->clk = 1;
+    top->eval();
     top->clk = 0;
     top->eval();
     if (!m.vcd_path.empty()) {
@@ -106,7 +111,7 @@ RtlDmaCore::~RtlDmaCore() {
 sim::Tick RtlDmaCore::run(sim::Tick t, const CoreDescriptor* d, std::size_t n, HostPort& host,
                           std::vector<CoreStatus>& out) {
     Impl& m = *m_impl;
-    Vhca_dma_engine* top = m.top.get();
+    Vhca_dma_engine_cosim* top = m.top.get();
     if (n == 0) return t;
     if (n > 256) throw std::invalid_argument("RTL DMA run of more than 256 descriptors (tags are 8 bits)");
 
@@ -148,7 +153,7 @@ sim::Tick RtlDmaCore::run(sim::Tick t, const CoreDescriptor* d, std::size_t n, H
         const bool cpl_valid = head && head->beat_ready(head->next, m_clock) <= e;
         top->s_axis_rd_cpl_valid = cpl_valid;
         if (cpl_valid) put_beat(top->s_axis_rd_cpl_data, head->beats.data() + std::size_t(head->next) * kK);
-        const int wr_i = by_tag[top->wr_data_tag];
+        const int wr_i = top->wr_data_tag_valid ? by_tag[top->wr_data_tag] : -1;
         bool wr_valid = false;
         if (wr_i >= 0 && d[wr_i].write && buf_off[wr_i] < d[wr_i].len) {
             const std::uint64_t off = buf_off[wr_i];
@@ -159,10 +164,6 @@ sim::Tick RtlDmaCore::run(sim::Tick t, const CoreDescriptor* d, std::size_t n, H
             wr_valid = true;
         }
         top->s_axis_wr_data_valid = wr_valid;
-        top->m_axis_status_ready = 1;
-        top->m_axis_rd_req_ready = 1;
-        top->m_axis_rd_data_ready = 1;
-        top->m_axis_wr_ready = 1;
         top->eval();
 
         const bool desc_fire = desc_valid && top->s_axis_desc_ready;
