@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 
 #include "model/pcie/pcie_host_interface.hpp"
@@ -19,6 +20,13 @@ RtlDmaEngine::RtlDmaEngine(const sc_core::sc_module_name& name, const HcaParams&
       m_channels(channels),
       m_channel_free(channels, 0) {
     if (channels == 0) throw sim::ConfigError("hca.dma.rtl_channels=0: the RTL DMA engine needs at least one channel");
+    // A waveform file that cannot be written is a configuration error now,
+    // not a failure in the middle of a run.
+    if (!m_vcd.empty()) {
+        const std::string first = vcd_file(0);
+        std::ofstream probe(first);
+        if (!probe) throw sim::ConfigError("hca.dma.vcd: cannot write VCD file '" + first + "'");
+    }
     m_n_reads = &counter("reads");
     m_n_writes = &counter("writes");
     m_n_read_bytes = &counter("read_bytes");
@@ -42,16 +50,15 @@ rtl::RtlDmaCore& RtlDmaEngine::channel(sim::Tick t) {
         }
         if (m_channel_free[k] < m_channel_free[pick]) pick = k;
     }
-    if (!m_channels[pick]) {
-        std::string vcd;
-        if (!m_vcd.empty()) {
-            const auto dot = m_vcd.rfind(".vcd");
-            const std::string stem = dot != std::string::npos && dot + 4 == m_vcd.size() ? m_vcd.substr(0, dot) : m_vcd;
-            vcd = stem + "." + path() + ".ch" + std::to_string(pick) + ".vcd";
-        }
-        m_channels[pick] = make_core(vcd);
-    }
+    if (!m_channels[pick]) m_channels[pick] = make_core(m_vcd.empty() ? "" : vcd_file(pick));
     return *m_channels[pick];
+}
+
+// <stem>.<block path>.ch<k>.vcd, stem being hca.dma.vcd without ".vcd".
+std::string RtlDmaEngine::vcd_file(std::size_t k) const {
+    const auto dot = m_vcd.rfind(".vcd");
+    const std::string stem = dot != std::string::npos && dot + 4 == m_vcd.size() ? m_vcd.substr(0, dot) : m_vcd;
+    return stem + "." + path() + ".ch" + std::to_string(k) + ".vcd";
 }
 
 void RtlDmaEngine::trace_channel0(const std::string& path) {

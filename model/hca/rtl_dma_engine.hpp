@@ -62,6 +62,7 @@ private:
 
     rtl::RtlDmaCore& channel(sim::Tick t);
     std::unique_ptr<rtl::RtlDmaCore> make_core(const std::string& vcd);
+    std::string vcd_file(std::size_t k) const;
     // Runs the descriptors on one channel; returns the last status time.
     sim::Tick run(sim::Tick t, std::vector<rtl::CoreDescriptor>& d, std::vector<rtl::CoreStatus>& st);
     sim::Tick do_write(sim::Tick t, const DmaSpan* spans, std::size_t n, const std::uint8_t* src);

@@ -57,6 +57,13 @@ public:
     sim::Tick msix(sim::Tick t);
 
     const PcieParams& params() const { return m_p; }
+    // Forgets the ACK/UpdateFC DLLP accounting (TLPs counted towards the
+    // next DLLP, DLLP bytes owed): for a testbench that runs independent
+    // cases on one link and needs each to time as if it were the first.
+    void forget_dllp_accounting() {
+        m_tlps[0] = m_tlps[1] = 0;
+        m_owed_dllp_bytes[0] = m_owed_dllp_bytes[1] = 0;
+    }
     // When the last posted write issued so far has left the adapter.
     sim::Tick posted_backlog_end() const { return m_posted_floor; }
     const sim::Clock& link_clock() const { return m_link_clock; }
