@@ -12,7 +12,7 @@
 module hca_dma_wr #
 (
     // Width of the data path in bits (a multiple of 8, power of two bytes)
-    parameter DATA_WIDTH = 256,
+    parameter DATA_WIDTH = 512,
     // Byte lanes of the data path
     parameter KEEP_WIDTH = DATA_WIDTH/8,
     // Host address width
