@@ -26,9 +26,14 @@ module axis_skid #
 
 reg             s_ready_reg = 1'b0, s_ready_next;
 reg             m_valid_reg = 1'b0, m_valid_next;
-reg [WIDTH-1:0] m_data_reg = {WIDTH{1'b0}}, m_data_next;
+reg [WIDTH-1:0] m_data_reg = {WIDTH{1'b0}};
 reg             temp_valid_reg = 1'b0, temp_valid_next;
-reg [WIDTH-1:0] temp_data_reg = {WIDTH{1'b0}}, temp_data_next;
+reg [WIDTH-1:0] temp_data_reg = {WIDTH{1'b0}};
+
+// Data registers load under these in the clocked process
+reg store_input_to_output;
+reg store_input_to_temp;
+reg store_temp_to_output;
 
 assign s_ready = s_ready_reg;
 assign m_valid = m_valid_reg;
@@ -36,21 +41,22 @@ assign m_data = m_data_reg;
 
 always @* begin
     m_valid_next = m_valid_reg;
-    m_data_next = m_data_reg;
     temp_valid_next = temp_valid_reg;
-    temp_data_next = temp_data_reg;
+    store_input_to_output = 1'b0;
+    store_input_to_temp = 1'b0;
+    store_temp_to_output = 1'b0;
 
     if (s_ready_reg) begin
         if (m_ready || !m_valid_reg) begin
             m_valid_next = s_valid;
-            m_data_next = s_data;
+            store_input_to_output = s_valid;
         end else begin
             temp_valid_next = s_valid;
-            temp_data_next = s_data;
+            store_input_to_temp = s_valid;
         end
     end else if (m_ready) begin
         m_valid_next = temp_valid_reg;
-        m_data_next = temp_data_reg;
+        store_temp_to_output = 1'b1;
         temp_valid_next = 1'b0;
     end
 
@@ -61,9 +67,15 @@ end
 always @(posedge clk) begin
     s_ready_reg <= s_ready_next;
     m_valid_reg <= m_valid_next;
-    m_data_reg <= m_data_next;
     temp_valid_reg <= temp_valid_next;
-    temp_data_reg <= temp_data_next;
+    if (store_input_to_output) begin
+        m_data_reg <= s_data;
+    end else if (store_temp_to_output) begin
+        m_data_reg <= temp_data_reg;
+    end
+    if (store_input_to_temp) begin
+        temp_data_reg <= s_data;
+    end
 
     if (rst) begin
         s_ready_reg <= 1'b0;

@@ -78,6 +78,9 @@ localparam OR_WIDTH = $clog2(OUTSTANDING_READS);
 localparam OFF_WIDTH = $clog2(KEEP_WIDTH);
 localparam BEAT_WIDTH = BURST_WIDTH - OFF_WIDTH + 1;
 
+// What the output data register loads
+localparam [2:0] OUT_HOLD = 3'd0, OUT_BEAT = 3'd1, OUT_SHIFTED = 3'd2, OUT_JOINED = 3'd3, OUT_FLUSH = 3'd4;
+
 // Request generator
 reg                     req_active_reg = 1'b0, req_active_next;
 reg [ADDR_WIDTH-1:0]    req_addr_reg = {ADDR_WIDTH{1'b0}}, req_addr_next;
@@ -105,12 +108,16 @@ reg [OFF_WIDTH-1:0]     shift_reg = {OFF_WIDTH{1'b0}}, shift_next;
 reg [LEN_WIDTH-1:0]     out_rem_reg = {LEN_WIDTH{1'b0}}, out_rem_next;
 reg [TAG_WIDTH-1:0]     cur_tag_reg = {TAG_WIDTH{1'b0}}, cur_tag_next;
 reg [SLOT_WIDTH-1:0]    cur_slot_reg = {SLOT_WIDTH{1'b0}}, cur_slot_next;
-reg [DATA_WIDTH-1:0]    prev_reg = {DATA_WIDTH{1'b0}}, prev_next;
+reg [DATA_WIDTH-1:0]    prev_reg = {DATA_WIDTH{1'b0}};
+// Wide registers load under an enable in the clocked process: the data
+// path is only shifted in the cycles that use it
+reg                     prev_we;
 reg                     flush_reg = 1'b0, flush_next;
 
 // Output register
 reg                     out_valid_reg = 1'b0, out_valid_next;
-reg [DATA_WIDTH-1:0]    out_data_reg = {DATA_WIDTH{1'b0}}, out_data_next;
+reg [DATA_WIDTH-1:0]    out_data_reg = {DATA_WIDTH{1'b0}};
+reg [2:0]               out_data_sel;  // which beat out_data_reg loads, OUT_*
 reg [KEEP_WIDTH-1:0]    out_keep_reg = {KEEP_WIDTH{1'b0}}, out_keep_next;
 reg                     out_last_reg = 1'b0, out_last_next;
 reg [TAG_WIDTH-1:0]     out_id_reg = {TAG_WIDTH{1'b0}}, out_id_next;
@@ -166,9 +173,6 @@ wire [OFF_WIDTH-1:0] beat_shift = head_first_beat ? fifo_shift[head] : shift_reg
 wire [LEN_WIDTH-1:0] beat_rem = head_first_beat ? fifo_len[head] : out_rem_reg;
 wire [OFF_WIDTH:0] beat_avail = KEEP_WIDTH[OFF_WIDTH:0] - {1'b0, beat_shift};
 wire [OFF_WIDTH:0] beat_take = beat_rem < KEEP_WIDTH ? beat_rem[OFF_WIDTH:0] : KEEP_WIDTH[OFF_WIDTH:0];
-wire [DATA_WIDTH-1:0] cur_shifted = s_axis_cpl_data >> {beat_shift, 3'b000};
-wire [DATA_WIDTH-1:0] joined = (prev_reg >> {beat_shift, 3'b000}) |
-                               (s_axis_cpl_data << {beat_avail, 3'b000});
 wire [OFF_WIDTH:0] flush_take = out_rem_reg[OFF_WIDTH:0];
 
 always @* begin
@@ -188,11 +192,11 @@ always @* begin
     out_rem_next = out_rem_reg;
     cur_tag_next = cur_tag_reg;
     cur_slot_next = cur_slot_reg;
-    prev_next = prev_reg;
+    prev_we = 1'b0;
     flush_next = flush_reg;
 
     out_valid_next = out_valid_reg && !m_axis_data_ready;
-    out_data_next = out_data_reg;
+    out_data_sel = OUT_HOLD;
     out_keep_next = out_keep_reg;
     out_last_next = out_last_reg;
     out_id_next = out_id_reg;
@@ -224,7 +228,7 @@ always @* begin
     if (flush_reg && out_free) begin
         // The descriptor's tail sits in the last beat alone
         out_valid_next = 1'b1;
-        out_data_next = prev_reg >> {shift_reg, 3'b000};
+        out_data_sel = OUT_FLUSH;
         out_keep_next = keep_first(flush_take);
         out_last_next = 1'b1;
         out_id_next = cur_tag_reg;
@@ -237,19 +241,19 @@ always @* begin
             cur_tag_next = fifo_tag[head];
             cur_slot_next = fifo_slot[head];
         end
-        prev_next = s_axis_cpl_data;
+        prev_we = 1'b1;
         out_id_next = head_first_beat ? fifo_tag[head] : cur_tag_reg;
         out_slot_next = head_first_beat ? fifo_slot[head] : cur_slot_reg;
         if (beat_shift == {OFF_WIDTH{1'b0}}) begin
             out_valid_next = 1'b1;
-            out_data_next = s_axis_cpl_data;
+            out_data_sel = OUT_BEAT;
             out_keep_next = keep_first(beat_take);
             out_last_next = beat_rem <= KEEP_WIDTH;
             out_rem_next = beat_rem - {{LEN_WIDTH-OFF_WIDTH-1{1'b0}}, beat_take};
         end else if (head_first_beat) begin
             if (beat_rem <= {{LEN_WIDTH-OFF_WIDTH-1{1'b0}}, beat_avail}) begin
                 out_valid_next = 1'b1;
-                out_data_next = cur_shifted;
+                out_data_sel = OUT_SHIFTED;
                 out_keep_next = keep_first(beat_rem[OFF_WIDTH:0]);
                 out_last_next = 1'b1;
                 out_rem_next = {LEN_WIDTH{1'b0}};
@@ -258,7 +262,7 @@ always @* begin
             end
         end else begin
             out_valid_next = 1'b1;
-            out_data_next = joined;
+            out_data_sel = OUT_JOINED;
             out_keep_next = keep_first(beat_take);
             out_last_next = beat_rem <= KEEP_WIDTH;
             out_rem_next = beat_rem - {{LEN_WIDTH-OFF_WIDTH-1{1'b0}}, beat_take};
@@ -290,10 +294,18 @@ always @(posedge clk) begin
     out_rem_reg <= out_rem_next;
     cur_tag_reg <= cur_tag_next;
     cur_slot_reg <= cur_slot_next;
-    prev_reg <= prev_next;
+    if (prev_we) begin
+        prev_reg <= s_axis_cpl_data;
+    end
     flush_reg <= flush_next;
     out_valid_reg <= out_valid_next;
-    out_data_reg <= out_data_next;
+    case (out_data_sel)
+        OUT_BEAT: out_data_reg <= s_axis_cpl_data;
+        OUT_SHIFTED: out_data_reg <= s_axis_cpl_data >> {beat_shift, 3'b000};
+        OUT_JOINED: out_data_reg <= (prev_reg >> {beat_shift, 3'b000}) | (s_axis_cpl_data << {beat_avail, 3'b000});
+        OUT_FLUSH: out_data_reg <= prev_reg >> {shift_reg, 3'b000};
+        default: ;
+    endcase
     out_keep_reg <= out_keep_next;
     out_last_reg <= out_last_next;
     out_id_reg <= out_id_next;

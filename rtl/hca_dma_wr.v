@@ -78,7 +78,10 @@ reg [TAG_WIDTH-1:0]     tag_reg = {TAG_WIDTH{1'b0}}, tag_next;
 reg [SLOT_WIDTH-1:0]    slot_reg = {SLOT_WIDTH{1'b0}}, slot_next;
 reg [OFF_WIDTH-1:0]     shift_reg = {OFF_WIDTH{1'b0}}, shift_next;
 reg [IN_WIDTH-1:0]      in_left_reg = {IN_WIDTH{1'b0}}, in_left_next;
-reg [DATA_WIDTH-1:0]    prev_reg = {DATA_WIDTH{1'b0}}, prev_next;
+// Wide registers load under an enable in the clocked process: the data
+// path is only shifted in the cycles that use it
+reg [DATA_WIDTH-1:0]    prev_reg = {DATA_WIDTH{1'b0}};
+reg                     prev_we;
 
 // The TLP being emitted
 reg [ADDR_WIDTH-1:0]    tlp_addr_reg = {ADDR_WIDTH{1'b0}}, tlp_addr_next;
@@ -88,7 +91,8 @@ reg [BEAT_WIDTH-1:0]    tlp_left_reg = {BEAT_WIDTH{1'b0}}, tlp_left_next;
 reg                     out_valid_reg = 1'b0, out_valid_next;
 reg [ADDR_WIDTH-1:0]    out_addr_reg = {ADDR_WIDTH{1'b0}}, out_addr_next;
 reg [BURST_WIDTH-1:0]   out_len_reg = {BURST_WIDTH{1'b0}}, out_len_next;
-reg [DATA_WIDTH-1:0]    out_data_reg = {DATA_WIDTH{1'b0}}, out_data_next;
+reg [DATA_WIDTH-1:0]    out_data_reg = {DATA_WIDTH{1'b0}};
+reg                     out_data_we;
 reg [KEEP_WIDTH-1:0]    out_keep_reg = {KEEP_WIDTH{1'b0}}, out_keep_next;
 reg                     out_last_reg = 1'b0, out_last_next;
 reg                     out_done_reg = 1'b0, out_done_next;
@@ -127,9 +131,6 @@ wire [KEEP_WIDTH-1:0] keep_hi = last_beat ? keep_first({1'b0, cur_end} + 1'b1)
 wire need_input = in_left_reg != {IN_WIDTH{1'b0}};
 wire out_free = !out_valid_reg || m_axis_wr_ready;
 wire [OFF_WIDTH:0] back_shift = KEEP_WIDTH[OFF_WIDTH:0] - {1'b0, shift_reg};
-wire [DATA_WIDTH-1:0] carried = shift_reg == {OFF_WIDTH{1'b0}} ? {DATA_WIDTH{1'b0}}
-                                                               : prev_reg >> {back_shift, 3'b000};
-wire [DATA_WIDTH-1:0] beat_data = need_input ? (s_axis_data_data << {shift_reg, 3'b000}) | carried : carried;
 
 assign s_desc_ready = !active_reg;
 assign s_axis_data_ready = active_reg && out_free && need_input;
@@ -155,7 +156,7 @@ always @* begin
     slot_next = slot_reg;
     shift_next = shift_reg;
     in_left_next = in_left_reg;
-    prev_next = prev_reg;
+    prev_we = 1'b0;
     tlp_addr_next = tlp_addr_reg;
     tlp_len_next = tlp_len_reg;
     tlp_left_next = tlp_left_reg;
@@ -163,7 +164,7 @@ always @* begin
     out_valid_next = out_valid_reg && !m_axis_wr_ready;
     out_addr_next = out_addr_reg;
     out_len_next = out_len_reg;
-    out_data_next = out_data_reg;
+    out_data_we = 1'b0;
     out_keep_next = out_keep_reg;
     out_last_next = out_last_reg;
     out_done_next = out_done_reg;
@@ -177,7 +178,6 @@ always @* begin
         slot_next = s_desc_slot;
         shift_next = s_desc_addr[OFF_WIDTH-1:0];
         in_left_next = s_desc_len[LEN_WIDTH-1:OFF_WIDTH] + {{IN_WIDTH-1{1'b0}}, s_desc_len[OFF_WIDTH-1:0] != 0};
-        prev_next = {DATA_WIDTH{1'b0}};
         tlp_left_next = {BEAT_WIDTH{1'b0}};
     end
 
@@ -185,7 +185,7 @@ always @* begin
         out_valid_next = 1'b1;
         out_addr_next = cur_addr;
         out_len_next = cur_len;
-        out_data_next = beat_data;
+        out_data_we = 1'b1;
         out_keep_next = keep_lo & keep_hi;
         out_last_next = last_beat;
         out_done_next = desc_last;
@@ -199,7 +199,7 @@ always @* begin
         tlp_left_next = cur_left - 1'b1;
         if (need_input) begin
             in_left_next = in_left_reg - 1'b1;
-            prev_next = s_axis_data_data;
+            prev_we = 1'b1;
         end
         if (desc_last) begin
             active_next = 1'b0;
@@ -215,14 +215,21 @@ always @(posedge clk) begin
     slot_reg <= slot_next;
     shift_reg <= shift_next;
     in_left_reg <= in_left_next;
-    prev_reg <= prev_next;
+    if (prev_we) begin
+        prev_reg <= s_axis_data_data;
+    end
     tlp_addr_reg <= tlp_addr_next;
     tlp_len_reg <= tlp_len_next;
     tlp_left_reg <= tlp_left_next;
     out_valid_reg <= out_valid_next;
     out_addr_reg <= out_addr_next;
     out_len_reg <= out_len_next;
-    out_data_reg <= out_data_next;
+    // The beat at host alignment: this input beat shifted up, the tail of the
+    // previous one below it (or the tail alone once the input is used up).
+    if (out_data_we) begin
+        out_data_reg <= (need_input ? s_axis_data_data << {shift_reg, 3'b000} : {DATA_WIDTH{1'b0}}) |
+                        (shift_reg == {OFF_WIDTH{1'b0}} ? {DATA_WIDTH{1'b0}} : prev_reg >> {back_shift, 3'b000});
+    end
     out_keep_reg <= out_keep_next;
     out_last_reg <= out_last_next;
     out_done_reg <= out_done_next;
