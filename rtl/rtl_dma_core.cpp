@@ -125,6 +125,16 @@ sim::Tick RtlDmaCore::run(sim::Tick t, const CoreDescriptor* d, std::size_t n, H
     }
 
     const sim::Tick start = m_clock.edge_at_or_after(std::max(t, m_free_at));
+    // Edges by index: edge k is at m_clock.cycles(k), no division per cycle.
+    auto index_of = [&](sim::Tick edge) {
+        std::uint64_t k = static_cast<std::uint64_t>(std::llround(static_cast<double>(edge) / m_clock.period_ps()));
+        while (m_clock.cycles(k) < edge) ++k;
+        while (k > 0 && m_clock.cycles(k - 1) >= edge) --k;
+        return k;
+    };
+    const std::uint64_t k_start = index_of(start);
+    std::uint64_t k = k_start;
+    std::uint64_t k_last = k_start;
     sim::Tick e = start;
     sim::Tick last_edge = start;
     std::size_t next_desc = 0;
@@ -177,7 +187,8 @@ sim::Tick RtlDmaCore::run(sim::Tick t, const CoreDescriptor* d, std::size_t n, H
                 throw std::runtime_error("RTL DMA engine idle with " + std::to_string(n - reported) +
                                          " descriptor(s) unreported");
             const sim::Tick due = m_clock.edge_at_or_after(m.reads.front().beat_ready(m.reads.front().next, m_clock));
-            e = std::max(due, m_clock.after(e, 1));
+            k = std::max(index_of(due), k + 1);
+            e = m_clock.cycles(k);
             continue;
         }
 
@@ -235,6 +246,7 @@ sim::Tick RtlDmaCore::run(sim::Tick t, const CoreDescriptor* d, std::size_t n, H
         m.dump(e);
         ++m_stats.clocked_cycles;
         last_edge = e;
+        k_last = k;
         max_inflight = std::max<std::uint32_t>(max_inflight, top->stat_rd_inflight);
 
         if (desc_fire) ++next_desc;
@@ -255,7 +267,7 @@ sim::Tick RtlDmaCore::run(sim::Tick t, const CoreDescriptor* d, std::size_t n, H
             r.beats.assign(std::size_t(r.n) * kK, 0);
             r.last_ready = host.read_request(e, req_addr, req_len, r.beats.data() + off);
             // Beats arrive in request order, the first one edge after the request at the earliest.
-            r.first_ready = m_clock.after(e, 1);
+            r.first_ready = m_clock.cycles(k + 1);
             if (!m.reads.empty()) r.first_ready = std::max(r.first_ready, m.reads.back().last_ready);
             r.last_ready = std::max(r.last_ready, r.first_ready);
             m.reads.push_back(std::move(r));
@@ -274,7 +286,7 @@ sim::Tick RtlDmaCore::run(sim::Tick t, const CoreDescriptor* d, std::size_t n, H
         idle_cycles = progress ? 0 : idle_cycles + 1;
         if (idle_cycles > kWatchdogCycles)
             throw std::runtime_error("RTL DMA engine made no progress for " + std::to_string(kWatchdogCycles) + " cycles");
-        e = m_clock.after(e, 1);
+        e = m_clock.cycles(++k);
     }
     if (!m.reads.empty()) throw std::runtime_error("RTL DMA engine reported every descriptor with host reads still in flight");
     // Leave the clock low for the next run.
@@ -284,11 +296,10 @@ sim::Tick RtlDmaCore::run(sim::Tick t, const CoreDescriptor* d, std::size_t n, H
     top->s_axis_wr_data_valid = 0;
     top->eval();
     if (m.vcd) m.vcd->flush();
-    m_stats.elapsed_cycles +=
-        static_cast<std::uint64_t>(std::llround(static_cast<double>(last_edge - start) / m_clock.period_ps())) + 1;
+    m_stats.elapsed_cycles += k_last - k_start + 1;
     m_stats.max_inflight = std::max(m_stats.max_inflight, max_inflight);
     m_last_max_inflight = max_inflight;
-    m_free_at = m_clock.after(last_edge, 1);
+    m_free_at = m_clock.cycles(k_last + 1);
     return last_edge;
 }
 
