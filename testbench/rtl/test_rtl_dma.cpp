@@ -27,7 +27,11 @@ struct Command {
 
 // Runs a command in dir; stdout and stderr apart.
 Command run(const std::string& binary, const std::string& args, const std::string& dir = ".") {
-    const std::string err_file = dir + "/stderr.txt";
+    // Tests run in parallel from one directory: a stderr file of our own.
+    static int calls = 0;
+    const std::string err_file = (std::filesystem::temp_directory_path() /
+                                  ("hcasim-rtl-stderr-" + std::to_string(getpid()) + "-" + std::to_string(++calls)))
+                                     .string();
     const std::string cmd = "cd '" + dir + "' && '" + binary + "' " + args + " 2>'" + err_file + "'";
     Command c;
     FILE* p = popen(cmd.c_str(), "r");
