@@ -170,7 +170,7 @@ int cmd_bench_rtl(const Cli& c) {
             o.sizes = {static_cast<std::uint32_t>(c.sizes.empty() ? 65536 : parse_sizes(c.sizes).front())};
             o.qps = 1;
             o.tx_depth = 128;
-            o.iterations = c.iters > 0 ? c.iters : 5000;
+            o.iterations = c.iters > 0 ? c.iters : 20000;
             o.mtu = 4096;
             System sys(cfg);
             timespec c0{}, c1{};
