@@ -1,0 +1,295 @@
+#include "testbench/workloads/kvipl_perftest.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+#include "host/kvipl/kvipl.h"
+
+namespace hcasim::testbench {
+
+namespace {
+
+void need(KVIP_RETURN r, const char* what) {
+    if (r != KVIP_SUCCESS) throw std::runtime_error(std::string(what) + " returned KVIP code " + std::to_string(static_cast<int>(r)));
+}
+
+constexpr std::size_t kSlot = 128;  // one descriptor: control, address and one data segment fit in 64 B
+
+struct Buffer {
+    std::uint8_t* p;
+    explicit Buffer(std::size_t n) : p(static_cast<std::uint8_t*>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096))) {
+        std::memset(p, 0, (n + 4095) / 4096 * 4096);
+    }
+    ~Buffer() { std::free(p); }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+};
+
+// One side of a KVIPL run: NIC, tag, registered descriptors and data, a VI
+// with completion queues per work queue, connected to the other node.
+struct KvipEndpoint {
+    KVIP_NIC_HANDLE nic = nullptr;
+    KVIP_PROTECTION_HANDLE ptag = nullptr;
+    KVIP_VI_HANDLE vi = nullptr;
+    Buffer descs;
+    Buffer data;
+    KVIP_MEM_HANDLE desc_mh = 0, data_mh = 0;
+    std::size_t slots;
+    std::uint64_t remote_addr = 0;
+    KVIP_MEM_HANDLE remote_mh = 0;
+
+    KvipEndpoint(Host& h, std::size_t data_bytes, std::size_t slots_)
+        : descs(slots_ * kSlot), data(data_bytes), slots(slots_) {
+        need(KvipOpenNic(L"hcasim0", nullptr, &nic), "KvipOpenNic");
+        need(KvipCreatePtag(nic, &ptag), "KvipCreatePtag");
+        KVIP_MEM_ATTRIBUTES ma{ptag, KVIP_FALSE, KVIP_FALSE};
+        need(KvipRegisterMem(nic, descs.p, static_cast<KVIP_ULONG>(slots * kSlot), &ma, &desc_mh), "KvipRegisterMem");
+        ma.EnableRdmaWrite = KVIP_TRUE;
+        ma.EnableRdmaRead = KVIP_TRUE;
+        need(KvipRegisterMem(nic, data.p, static_cast<KVIP_ULONG>(data_bytes), &ma, &data_mh), "KvipRegisterMem");
+        KVIP_NIC_ATTRIBUTES na{};
+        need(KvipQueryNic(nic, &na), "KvipQueryNic");
+        KVIP_VI_ATTRIBUTES va{};
+        va.ReliabilityLevel = KVIP_SERVICE_RELIABLE_DELIVERY;
+        va.MaxTransferSize = na.MaxTransferSize;
+        va.Ptag = ptag;
+        va.EnableRdmaWrite = KVIP_TRUE;
+        va.EnableRdmaRead = na.RDMAReadSupport;
+        need(KvipCreateVi(nic, &va, nullptr, nullptr, nullptr, nullptr, &vi), "KvipCreateVi");
+        (void)h;
+    }
+    ~KvipEndpoint() {
+        if (nic) KvipCloseNic(nic);
+    }
+
+    static void address(KVIP_NET_ADDRESS* a, int node, char disc) {
+        a->HostAddressLen = 2;
+        a->DiscriminatorLen = 1;
+        a->HostAddress[0] = static_cast<KVIP_UCHAR>((node + 1) >> 8);
+        a->HostAddress[1] = static_cast<KVIP_UCHAR>(node + 1);
+        a->HostAddress[2] = static_cast<KVIP_UCHAR>(disc);
+    }
+
+    void connect(Host& h, const std::string& tag) {
+        alignas(8) unsigned char lbuf[sizeof(KVIP_NET_ADDRESS) + 8], rbuf[sizeof(KVIP_NET_ADDRESS) + 8];
+        auto* local = reinterpret_cast<KVIP_NET_ADDRESS*>(lbuf);
+        auto* remote = reinterpret_cast<KVIP_NET_ADDRESS*>(rbuf);
+        KEVENT ev;
+        KeInitializeEvent(&ev, NotificationEvent, KVIP_FALSE);
+        KVIP_VI_ATTRIBUTES ra{};
+        if (h.index() == 1) {
+            address(local, 1, 's');
+            KVIP_CONN_HANDLE conn = nullptr;
+            need(KvipConnectServerRequest(nic, local, 10000, &ev, &conn), "KvipConnectServerRequest");
+            h.barrier(tag + "/listening");
+            KeWaitForSingleObject(&ev, 10000);
+            need(KvipConnectServerDone(conn, remote, &ra), "KvipConnectServerDone");
+            need(KvipConnectAccept(conn, vi), "KvipConnectAccept");
+        } else {
+            address(local, 0, 'c');
+            address(remote, 1, 's');
+            h.barrier(tag + "/listening");
+            need(KvipConnectClientRequest(vi, local, remote, 10000, &ev), "KvipConnectClientRequest");
+            KeWaitForSingleObject(&ev, 10000);
+            need(KvipConnectClientDone(vi, &ra), "KvipConnectClientDone");
+        }
+        h.put_value(tag + "/addr" + std::to_string(h.index()), reinterpret_cast<std::uint64_t>(data.p));
+        h.put_value(tag + "/mh" + std::to_string(h.index()), data_mh);
+        remote_addr = h.get_value<std::uint64_t>(tag + "/addr" + std::to_string(1 - h.index()));
+        remote_mh = h.get_value<KVIP_MEM_HANDLE>(tag + "/mh" + std::to_string(1 - h.index()));
+    }
+
+    KVIP_DESCRIPTOR* desc(std::size_t slot, KVIP_USHORT op, std::uint8_t* local, KVIP_ULONG len, std::uint64_t raddr) {
+        auto* d = reinterpret_cast<KVIP_DESCRIPTOR*>(descs.p + slot * kSlot);
+        std::memset(d, 0, kSlot);
+        d->CS.Control = op;
+        const bool rdma = op != KVIP_CONTROL_OP_SENDRECV;
+        d->CS.SegCount = rdma ? 2 : 1;
+        KVIP_DATA_SEGMENT* ds = &d->DS[rdma ? 1 : 0].Local;
+        if (rdma) {
+            d->DS[0].Remote.Data.AddressBits = raddr;
+            d->DS[0].Remote.Handle = remote_mh;
+        }
+        ds->Data.Address = local;
+        ds->Handle = data_mh;
+        ds->Length = len;
+        return d;
+    }
+};
+
+// Polls a work queue until a descriptor completes; it must succeed.
+void reap(Host& h, KVIP_VI_HANDLE vi, bool recv, const char* what) {
+    const sim::Tick deadline = h.now() + 100000 * sim::kPsPerUs;
+    KVIP_DESCRIPTOR* d = nullptr;
+    for (;;) {
+        const KVIP_RETURN r = recv ? KvipRecvDone(vi, &d) : KvipSendDone(vi, &d);
+        if (r == KVIP_SUCCESS) return;
+        if (r != KVIP_NOT_DONE)
+            throw std::runtime_error(std::string(what) + ": descriptor status 0x" +
+                                     (d ? std::to_string(d->CS.Status) : std::string("none")));
+        if (h.now() > deadline) throw std::runtime_error(std::string(what) + ": nothing completed in 100 ms");
+    }
+}
+
+void spin_until(Host& h, const volatile std::uint8_t* p, std::uint8_t value) {
+    const sim::Tick cost = std::max<sim::Tick>(1, h.node().driver().costs().poll_memory);
+    const sim::Tick deadline = h.now() + 100000 * sim::kPsPerUs;
+    const sc_core::sc_event& written = h.node().pcie().memory().written();
+    sc_core::wait(sim::to_sc(cost));
+    while (*p != value) {
+        if (h.now() > deadline) throw std::runtime_error("no RDMA write data arrived within 100 ms");
+        sc_core::wait(sim::to_sc(deadline - h.now() + cost), written);
+    }
+}
+
+void fill(Host& h, std::uint8_t* p, std::size_t n) {
+    std::mt19937_64 rng(static_cast<std::uint64_t>(h.system().config().get_int("sim.seed")) * 1000003u +
+                        static_cast<std::uint64_t>(h.index()));
+    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::uint8_t>(rng() >> 56);
+}
+
+}  // namespace
+
+std::vector<LatencyRow> run_latency_kvipl(System& sys, const LatencyOptions& opt) {
+    const std::uint32_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
+    std::vector<LatencyRow> rows;
+    auto program = [&](Host& h) {
+        const bool client = h.index() == 0;
+        const std::size_t half = max_size + 4096;
+        KvipEndpoint ep(h, 2 * half, 8);
+        fill(h, ep.data.p, max_size);
+        std::uint8_t* out = ep.data.p;
+        std::uint8_t* in = ep.data.p + half;
+        // Slot 0: the receive, slot 1: the send.
+        if (opt.op == Op::Send) need(KvipPostRecv(ep.vi, ep.desc(0, KVIP_CONTROL_OP_SENDRECV, in, max_size, 0), ep.desc_mh), "KvipPostRecv");
+        ep.connect(h, "klat");
+        const std::uint64_t peer_in = ep.remote_addr + half;
+        for (std::uint32_t size : opt.sizes) {
+            h.barrier("size" + std::to_string(size));
+            std::vector<sim::Tick> samples;
+            for (int it = 0; it < opt.iterations; ++it) {
+                const std::uint8_t tag = static_cast<std::uint8_t>(it % 255 + 1);
+                if (opt.op == Op::Read) {
+                    if (!client) break;
+                    const sim::Tick t0 = h.now();
+                    need(KvipPostSend(ep.vi, ep.desc(1, KVIP_CONTROL_OP_RDMAREAD, in, size, ep.remote_addr), ep.desc_mh),
+                         "KvipPostSend");
+                    reap(h, ep.vi, false, "RDMA read");
+                    samples.push_back(h.now() - t0);
+                    continue;
+                }
+                const sim::Tick t0 = h.now();
+                auto wait_ping = [&]() {
+                    if (opt.op == Op::Write) {
+                        spin_until(h, in + size - 1, tag);
+                    } else {
+                        reap(h, ep.vi, true, "receive");
+                        need(KvipPostRecv(ep.vi, ep.desc(0, KVIP_CONTROL_OP_SENDRECV, in, max_size, 0), ep.desc_mh),
+                             "KvipPostRecv");
+                    }
+                };
+                if (!client) wait_ping();
+                out[size - 1] = tag;
+                const KVIP_USHORT op = opt.op == Op::Write ? KVIP_CONTROL_OP_RDMAWRITE : KVIP_CONTROL_OP_SENDRECV;
+                need(KvipPostSend(ep.vi, ep.desc(1, op, out, size, peer_in), ep.desc_mh), "KvipPostSend");
+                if (client) {
+                    wait_ping();
+                    samples.push_back((h.now() - t0) / 2);
+                }
+                reap(h, ep.vi, false, "send");
+            }
+            h.barrier("done" + std::to_string(size));
+            if (client) rows.push_back(latency_stats(size, std::move(samples)));
+        }
+        h.barrier("klat/end");
+    };
+    sys.run({program, program});
+    return rows;
+}
+
+std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOptions& opt) {
+    if (opt.qps != 1) throw std::invalid_argument("--api kvipl runs one VI: --qps must be 1");
+    const std::uint32_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
+    std::vector<BandwidthRow> rows;
+    const int depth = opt.tx_depth;
+    auto program = [&](Host& h) {
+        const bool client = h.index() == 0;
+        const std::size_t half = max_size + 4096;
+        KvipEndpoint ep(h, 2 * half, static_cast<std::size_t>(depth) * 2);
+        fill(h, ep.data.p, 2 * half);
+        ep.connect(h, "kbw");
+        const KVIP_USHORT op = opt.op == Op::Send    ? KVIP_CONTROL_OP_SENDRECV
+                               : opt.op == Op::Write ? KVIP_CONTROL_OP_RDMAWRITE
+                                                     : KVIP_CONTROL_OP_RDMAREAD;
+        for (std::uint32_t size : opt.sizes) {
+            const int iters = opt.iterations;
+            int posted = 0, done = 0;
+            if (opt.op == Op::Send && !client)
+                for (; posted < std::min(iters, depth); ++posted)
+                    need(KvipPostRecv(ep.vi, ep.desc(static_cast<std::size_t>(posted % depth), KVIP_CONTROL_OP_SENDRECV,
+                                                     ep.data.p + half, max_size, 0),
+                                      ep.desc_mh),
+                         "KvipPostRecv");
+            h.barrier("kbw" + std::to_string(size));
+            if (client) {
+                const sim::Tick t0 = h.now();
+                const auto wall0 = std::chrono::steady_clock::now();
+                std::vector<sim::Tick> message_done;
+                while (done < iters) {
+                    while (posted < iters && posted - done < depth) {
+                        need(KvipPostSend(ep.vi, ep.desc(static_cast<std::size_t>(posted % depth), op,
+                                                         opt.op == Op::Read ? ep.data.p + half : ep.data.p, size,
+                                                         ep.remote_addr + (opt.op == Op::Read ? 0 : half)),
+                                          ep.desc_mh),
+                             "KvipPostSend");
+                        ++posted;
+                    }
+                    reap(h, ep.vi, false, "bandwidth send");
+                    message_done.push_back(h.now());
+                    ++done;
+                }
+                const sim::Tick t1 = h.now();
+                BandwidthRow r;
+                r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+                r.bytes = size;
+                r.iterations = static_cast<std::uint64_t>(iters);
+                const double secs = static_cast<double>(t1 - t0) / 1e12;
+                r.bw_avg_MBps = static_cast<double>(size) * iters / secs / kPerftestMB;
+                r.msg_rate_Mpps = iters / secs / 1e6;
+                const std::size_t window = static_cast<std::size_t>(std::max(depth, iters / 2));
+                double peak = r.bw_avg_MBps;
+                for (std::size_t hi = window; hi < message_done.size(); ++hi) {
+                    const sim::Tick dt = message_done[hi] - message_done[hi - window];
+                    if (dt > 0)
+                        peak = std::max(peak, static_cast<double>(size) * static_cast<double>(window) /
+                                                  (static_cast<double>(dt) / 1e12) / kPerftestMB);
+                }
+                r.bw_peak_MBps = peak;
+                rows.push_back(r);
+            } else if (opt.op == Op::Send) {
+                for (int received = 0; received < iters; ++received) {
+                    reap(h, ep.vi, true, "bandwidth receive");
+                    if (posted < iters) {
+                        need(KvipPostRecv(ep.vi, ep.desc(static_cast<std::size_t>(posted % depth), KVIP_CONTROL_OP_SENDRECV,
+                                                         ep.data.p + half, max_size, 0),
+                                          ep.desc_mh),
+                             "KvipPostRecv");
+                        ++posted;
+                    }
+                }
+            }
+            h.barrier("kbwdone" + std::to_string(size));
+        }
+        h.barrier("kbw/end");
+    };
+    sys.run({program, program});
+    return rows;
+}
+
+}  // namespace hcasim::testbench
