@@ -153,7 +153,7 @@ inline KVIP_RETURN serve(Host& h, ViEnd& e, const std::string& disc = "srv") {
     KEVENT ev;
     KeInitializeEvent(&ev, NotificationEvent, KVIP_FALSE);
     need_kvip(KvipConnectServerRequest(e.nic, local.get(), 10000, &ev, &conn), "KvipConnectServerRequest");
-    h.barrier("listening");
+    h.barrier(disc == "srv" ? "listening" : "listening/" + disc);
     KeWaitForSingleObject(&ev, 10000);
     NetAddr remote(0, "");
     KVIP_VI_ATTRIBUTES ra{};
@@ -167,7 +167,7 @@ inline KVIP_RETURN dial(Host& h, ViEnd& e, int server, const std::string& disc =
     NetAddr remote(server, disc);
     KEVENT ev;
     KeInitializeEvent(&ev, NotificationEvent, KVIP_FALSE);
-    h.barrier("listening");
+    h.barrier(disc == "srv" || disc == "nobody" ? "listening" : "listening/" + disc);
     need_kvip(KvipConnectClientRequest(e.vi, local.get(), remote.get(), 10000, &ev), "KvipConnectClientRequest");
     KeWaitForSingleObject(&ev, 10000);
     KVIP_VI_ATTRIBUTES ra{};
