@@ -190,6 +190,9 @@ public:
         m_fw.mailbox();
     }
     firmware::CmAgent* cm() { return m_cm; }
+    // The KVIPL provider's objects of this host, owned here so they live as
+    // long as the host does.
+    std::shared_ptr<void> kvipl_provider;
     // KVIPL's interrupt handlers: VI queue wait objects and asynchronous errors.
     std::function<void(std::uint32_t qpn, bool recv)> on_vi_queue;
     std::function<void(const hca::AsyncEvent&)> on_vi_async;

@@ -127,11 +127,6 @@ struct Provider {
     }
 };
 
-std::map<Driver*, std::unique_ptr<Provider>>& providers() {
-    static std::map<Driver*, std::unique_ptr<Provider>> m;
-    return m;
-}
-
 void report(_VIP_NIC* nic, const KVIP_ERROR_DESCRIPTOR& e) {
     nic->errors.push_back(e);
     if (nic->err_wait && nic->err_armed) {
@@ -201,11 +196,11 @@ void on_async(Provider& prov, const hca::AsyncEvent& e) {
 }
 
 Provider& provider_of(Driver* d) {
-    auto& slot = providers()[d];
-    if (!slot) {
-        slot = std::make_unique<Provider>();
-        slot->drv = d;
-        Provider* p = slot.get();
+    if (!d->kvipl_provider) {
+        auto prov = std::make_shared<Provider>();
+        prov->drv = d;
+        Provider* p = prov.get();
+        d->kvipl_provider = prov;
         d->on_vi_async = [p](const hca::AsyncEvent& e) { on_async(*p, e); };
         d->on_vi_queue = [p](std::uint32_t qpn, bool recv) {
             _VIP_VI* vi = p->vi_of(qpn);
@@ -213,7 +208,7 @@ Provider& provider_of(Driver* d) {
             if (KVIP_WAIT_OBJECT* w = recv ? vi->rwait : vi->swait) KeSetEvent(w);
         };
     }
-    return *slot;
+    return *static_cast<Provider*>(d->kvipl_provider.get());
 }
 
 bool host_matches(const _VIP_NIC* nic, const KVIP_NET_ADDRESS* a) {

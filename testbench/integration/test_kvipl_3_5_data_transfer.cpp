@@ -164,3 +164,96 @@ TEST_CASE("kvip_misaligned_descriptor_raises_a_post_descriptor_error", "[kvipl][
     CHECK(r.num("code") == KVIP_ERROR_POST_DESC);
     CHECK(r.num("resource") == KVIP_RESOURCE_DESCRIPTOR);
 }
+
+TEST_CASE("kvip_descriptor_with_reserved_control_bits_or_rdma_without_address_segment_is_a_format_error",
+          "[kvipl][s3.5]") {
+    const auto reserved = bad_descriptor([](ViEnd& e, Host&) {
+        KVIP_DESCRIPTOR* d = e.sendrecv(0, 0, 8);
+        d->CS.Control |= 0x100;
+        return d;
+    });
+    HCASIM_REQUIRE_RUN(reserved);
+    CHECK(reserved.num("done") == KVIP_DESCRIPTOR_ERROR);
+    CHECK((reserved.unum("status") & KVIP_STATUS_FORMAT_ERROR) != 0);
+    const auto no_address = bad_descriptor([](ViEnd& e, Host&) {
+        KVIP_DESCRIPTOR* d = e.desc(0);
+        d->CS.Control = KVIP_CONTROL_OP_RDMAWRITE;
+        d->CS.SegCount = 0;
+        return d;
+    });
+    HCASIM_REQUIRE_RUN(no_address);
+    CHECK(no_address.num("done") == KVIP_DESCRIPTOR_ERROR);
+    CHECK((no_address.unum("status") & KVIP_STATUS_FORMAT_ERROR) != 0);
+}
+
+TEST_CASE("kvip_rdma_read_on_an_unreliable_vi_is_a_format_error", "[kvipl][s3.5]") {
+    const auto r = run_pair(
+        {},
+        [](Host& h, Record& rec) {
+            ViOptions o;
+            o.reliability = KVIP_SERVICE_UNRELIABLE;
+            ViEnd e(o);
+            dial(h, e, 1);
+            KvipPostSend(e.vi, e.rdma(0, KVIP_CONTROL_OP_RDMAREAD, 0, 64, 0x1000, 1), e.desc_mh);
+            KVIP_DESCRIPTOR* got = nullptr;
+            rec.num("done", e.wait_done(false, &got, h));
+            rec.num("status", got ? got->CS.Status : 0);
+            h.barrier("end");
+        },
+        [](Host& h, Record&) {
+            ViOptions o;
+            o.reliability = KVIP_SERVICE_UNRELIABLE;
+            ViEnd e(o);
+            serve(h, e);
+            h.barrier("end");
+        });
+    HCASIM_REQUIRE_RUN(r);
+    CHECK(r.num("done") == KVIP_DESCRIPTOR_ERROR);
+    CHECK(r.unum("status") == (KVIP_STATUS_DONE | KVIP_STATUS_FORMAT_ERROR | KVIP_STATUS_OP_RDMA_READ));
+}
+
+TEST_CASE("kvip_descriptor_posted_with_the_wrong_memory_handle_or_a_rewritten_next_is_a_post_descriptor_error",
+          "[kvipl][s3.5][s3.8]") {
+    for (const std::string how : {"handle", "next"}) {
+        const auto r = run_pair(
+            {},
+            [](Host& h, Record&) {
+                ViEnd e;
+                dial(h, e, 1);
+                h.barrier("end");
+            },
+            [how](Host& h, Record& rec) {
+                ViEnd e;
+                // Posted while idle: the adapter reads them once connected.
+                KVIP_DESCRIPTOR* d0 = e.sendrecv(0, 0, 64);
+                KVIP_DESCRIPTOR* d1 = e.sendrecv(1, 64, 64);
+                if (how == "handle") {
+                    KvipPostRecv(e.vi, d0, e.data_mh);  // the data region's handle, not the descriptors'
+                } else {
+                    KvipPostRecv(e.vi, d0, e.desc_mh);
+                    KvipPostRecv(e.vi, d1, e.desc_mh);
+                    d0->CS.Next.Address = e.desc_area + 5 * ViEnd::kSlot;  // changed after posting
+                }
+                serve(h, e);
+                KEVENT& ev = e.err_event;
+                rec.num("wait", KeWaitForSingleObject(&ev, 5));
+                KVIP_ERROR_DESCRIPTOR ed{};
+                KVIP_ERROR_DESCRIPTOR* p = &ed;
+                rec.num("err_done", KvipErrorNotificationDone(e.nic, &p));
+                rec.num("code", ed.ErrorCode);
+                rec.num("desc", reinterpret_cast<std::uintptr_t>(ed.DescriptorPtr) ==
+                                    reinterpret_cast<std::uintptr_t>(how == "handle" ? d0 : d1));
+                KVIP_VI_STATE st{};
+                KvipQueryVi(e.vi, &st, nullptr, nullptr, nullptr);
+                rec.num("state", st);
+                h.barrier("end");
+            });
+        INFO(how);
+        HCASIM_REQUIRE_RUN(r);
+        CHECK(r.num("wait") == STATUS_SUCCESS);
+        CHECK(r.num("err_done") == KVIP_SUCCESS);
+        CHECK(r.num("code") == KVIP_ERROR_POST_DESC);
+        CHECK(r.num("desc") == 1);
+        CHECK(r.num("state") == KVIP_STATE_ERROR);
+    }
+}
