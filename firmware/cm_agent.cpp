@@ -320,9 +320,21 @@ void CmAgent::handle(const CmMessage& m, std::uint16_t slid, sim::Tick t) {
             send(rej, slid, t);
             return;
         }
-        // A retransmitted request we already hold: nothing new.
+        // A request waits for the server's consumer to accept it: the MRA
+        // tells the client it arrived, so it waits instead of resending.
+        auto acknowledge = [&](const Listen& l) {
+            CmMessage mra;
+            mra.attr = CmAttr::Mra;
+            mra.local_comm_id = l.comm_id;
+            mra.remote_comm_id = m.local_comm_id;
+            send(mra, slid, t);
+        };
+        // A retransmitted request we already hold: acknowledge it again.
         for (auto& [id, l] : m_listens)
-            if (l.requested && l.remote_lid == slid && l.remote_comm_id == m.local_comm_id) return;
+            if (l.requested && l.remote_lid == slid && l.remote_comm_id == m.local_comm_id) {
+                if (!l.accepting) acknowledge(l);
+                return;
+            }
         for (auto& [id, l] : m_listens) {
             if (l.requested || l.result != CmResult::Pending || l.local.discriminator != m.remote.discriminator) continue;
             l.requested = true;
@@ -332,6 +344,7 @@ void CmAgent::handle(const CmMessage& m, std::uint16_t slid, sim::Tick t) {
             l.remote_comm_id = m.local_comm_id;
             l.remote_psn = m.start_psn;
             counter("requests_matched")++;
+            acknowledge(l);
             if (l.done) l.done();
             return;
         }
@@ -347,7 +360,8 @@ void CmAgent::handle(const CmMessage& m, std::uint16_t slid, sim::Tick t) {
         for (auto& [qpn, c] : m_connects) {
             if (c.comm_id != m.remote_comm_id) continue;
             c.heard = true;
-            if (c.result == CmResult::Timeout) {
+            if (c.result != CmResult::Pending && c.result != CmResult::Success) {
+                // Too late: this side gave up.
                 CmMessage rej;
                 rej.attr = CmAttr::Rej;
                 rej.reason = CmReject::Timeout;
@@ -411,7 +425,13 @@ void CmAgent::handle(const CmMessage& m, std::uint16_t slid, sim::Tick t) {
         if (m_lost) m_lost(m.remote_qpn);
         return;
     }
-    case CmAttr::Mra:
+    case CmAttr::Mra: {
+        // The server holds our request: keep waiting (until the time-out).
+        for (auto& [qpn, c] : m_connects)
+            if (c.comm_id == m.remote_comm_id) c.heard = true;
+        counter("mras_received")++;
+        return;
+    }
     case CmAttr::Drep: return;
     }
 }

@@ -234,3 +234,71 @@ TEST_CASE("kvip_disconnect_flushes_local_descriptors_and_the_peer_sees_connectio
     CHECK(r.num("reset") == KVIP_SUCCESS);
     CHECK(r.num("state_after") == KVIP_STATE_IDLE);
 }
+
+TEST_CASE("kvip_connect_peer_between_vis_of_different_reliability_fails_on_both_sides", "[kvipl][s3.3]") {
+    auto side = [](Host& h, Record& rec) {
+        const int me = h.index(), other = 1 - me;
+        ViOptions o;
+        o.reliability = me == 0 ? KVIP_SERVICE_RELIABLE_DELIVERY : KVIP_SERVICE_RELIABLE_RECEPTION;
+        ViEnd e(o);
+        NetAddr local(me, me == 0 ? "a" : "b"), remote(other, other == 0 ? "a" : "b");
+        KEVENT ev;
+        KeInitializeEvent(&ev, NotificationEvent, KVIP_FALSE);
+        KvipConnectPeerRequest(e.vi, local.get(), remote.get(), 100, &ev);
+        KeWaitForSingleObject(&ev, 100);
+        rec.num("done" + std::to_string(me), KvipConnectPeerDone(e.vi, nullptr));
+        KVIP_VI_STATE st{};
+        KvipQueryVi(e.vi, &st, nullptr, nullptr, nullptr);
+        rec.num("state" + std::to_string(me), st);
+        rec.num("again" + std::to_string(me), KvipConnectPeerDone(e.vi, nullptr));
+        h.barrier("end");
+    };
+    const auto r = run_pair({}, side, side);
+    HCASIM_REQUIRE_RUN(r);
+    for (const std::string s : {"0", "1"}) {
+        CHECK(r.num("done" + s) == KVIP_INVALID_RELIABILITY_LEVEL);
+        CHECK(r.num("state" + s) == KVIP_STATE_IDLE);
+        CHECK(r.num("again" + s) == KVIP_INVALID_STATE);
+    }
+}
+
+TEST_CASE("kvip_connect_client_times_out_when_the_server_does_not_accept_in_time_and_a_late_accept_times_out",
+          "[kvipl][s3.3]") {
+    const auto r = run_pair(
+        {},
+        [](Host& h, Record& rec) {
+            ViEnd e;
+            NetAddr local(0, "cli"), remote(1, "srv");
+            h.barrier("listening");
+            rec.num("request", KvipConnectClientRequest(e.vi, local.get(), remote.get(), 1, nullptr));
+            rec.num("pending", KvipConnectClientDone(e.vi, nullptr));
+            h.sleep(us(1500));
+            rec.num("client", KvipConnectClientDone(e.vi, nullptr));
+            h.barrier("client gave up");
+            h.barrier("end");
+        },
+        [](Host& h, Record& rec) {
+            ViEnd e;
+            NetAddr local(1, "srv");
+            KVIP_CONN_HANDLE conn = nullptr;
+            KEVENT ev;
+            KeInitializeEvent(&ev, NotificationEvent, KVIP_FALSE);
+            KvipConnectServerRequest(e.nic, local.get(), 10000, &ev, &conn);
+            h.barrier("listening");
+            KeWaitForSingleObject(&ev, 10);
+            rec.num("server_done", KvipConnectServerDone(conn, nullptr, nullptr));
+            h.barrier("client gave up");
+            rec.num("accept", KvipConnectAccept(conn, e.vi));
+            KVIP_VI_STATE st{};
+            KvipQueryVi(e.vi, &st, nullptr, nullptr, nullptr);
+            rec.num("state", st);
+            h.barrier("end");
+        });
+    HCASIM_REQUIRE_RUN(r);
+    CHECK(r.num("request") == KVIP_SUCCESS);
+    CHECK(r.num("pending") == KVIP_NOT_DONE);
+    CHECK(r.num("client") == KVIP_TIMEOUT);
+    CHECK(r.num("server_done") == KVIP_SUCCESS);
+    CHECK(r.num("accept") == KVIP_TIMEOUT);
+    CHECK(r.num("state") == KVIP_STATE_IDLE);
+}
