@@ -72,7 +72,8 @@ struct ViQueue {
     std::uint32_t next_handle = 0;
     std::uint64_t last_addr = 0;         // the last fetched descriptor
     std::uint32_t last_handle = 0;
-    bool fetch_busy = false;
+    std::uint32_t fetching = 0;          // descriptor fetches in flight
+    sim::Tick last_ready = 0;            // when the last fetched descriptor was on chip
     bool armed = false;                  // interrupt on the next completion (no CQ)
     std::uint32_t outstanding = 0;       // posted and not yet written back
 };

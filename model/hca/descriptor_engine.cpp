@@ -96,6 +96,8 @@ bool DescriptorEngine::locate(QpContext& qp, ViQueue& q, bool recv, sim::Tick& t
         addr = tok.addr;
         handle = tok.handle;
     } else {
+        // What the last descriptor said is known only once it is on chip.
+        t = std::max(t, q.last_ready);
         if (q.next_addr == 0) {
             // The Next field was still empty when the last descriptor was
             // read (it was linked after): read it again.
@@ -128,7 +130,7 @@ bool DescriptorEngine::locate(QpContext& qp, ViQueue& q, bool recv, sim::Tick& t
 
 void DescriptorEngine::fetch(QpContext& qp, bool recv, sim::Tick t) {
     ViQueue& q = recv ? qp.vi_rq : qp.vi_sq;
-    while (!q.fetch_busy && !q.posted.empty()) {
+    while (q.fetching < m_p.vi_fetch_depth && !q.posted.empty()) {
         // An Idle VI keeps its descriptors until it is connected.
         if (recv ? (qp.state != QpState::Rtr && qp.state != QpState::Rts) : qp.state != QpState::Rts) return;
         if (recv ? qp.rq_cache.size() >= m_p.rq_prefetch_depth
@@ -136,8 +138,11 @@ void DescriptorEngine::fetch(QpContext& qp, bool recv, sim::Tick t) {
             return;
         std::uint64_t addr = 0;
         std::uint32_t handle = 0;
-        sim::Tick ready = t;
-        if (!locate(qp, q, recv, ready, addr, handle)) return;  // reported; the VI is in error now
+        // The doorbell gave the address: the fetch starts now; following the
+        // chain only confirms it (locate may wait for the last descriptor).
+        sim::Tick check = t;
+        if (!locate(qp, q, recv, check, addr, handle)) return;  // reported; the VI is in error now
+        const sim::Tick ready = (q.posted.front().chain_start || q.fetching == 0) ? check : t;
 
         // The control segment and the first two segments come in one 64-byte
         // read when the region holds them; further segments in a second one.
@@ -192,7 +197,8 @@ void DescriptorEngine::fetch(QpContext& qp, bool recv, sim::Tick t) {
             for (std::size_t i = rdma ? 1 : 0; i < f.segs.size(); ++i) total += f.segs[i].length;
             if (total > qp.vi_max_transfer) f.error |= kViStatusLengthError;
         }
-        const sim::Tick parsed = m_parser.reserve(done, m_p.desc_parse_cycles).end;
+        // Descriptors reach the transport in queue order.
+        const sim::Tick parsed = std::max(m_parser.reserve(done, m_p.desc_parse_cycles).end, q.last_ready);
 
         q.posted.pop_front();
         if (recv) ++qp.rq_fetched; else ++qp.sq_fetched;
@@ -200,7 +206,8 @@ void DescriptorEngine::fetch(QpContext& qp, bool recv, sim::Tick t) {
         q.next_handle = f.ctrl.next_handle;
         q.last_addr = addr;
         q.last_handle = handle;
-        q.fetch_busy = true;
+        q.last_ready = parsed;
+        ++q.fetching;
         counter(recv ? "recv_descriptors" : "send_descriptors")++;
         if (f.error) counter("format_errors")++;
         if (recv && !f.error) {
@@ -267,8 +274,17 @@ RecvWork DescriptorEngine::recv_work(const QpContext& qp, const Fetched& f) cons
 void DescriptorEngine::deliver(std::uint32_t qpn, bool recv, Fetched& f, sim::Tick t) {
     QpContext* qp = m_hca.qp(qpn);
     if (!qp) return;
-    (recv ? qp->vi_rq : qp->vi_sq).fetch_busy = false;
+    ViQueue& q = recv ? qp->vi_rq : qp->vi_sq;
     const bool held = f.addr != 0;  // not yet handed to the receive cache
+    if (q.fetching == 0) {
+        // The VI was reset while this fetch was in flight: it belongs to the
+        // old connection and completes flushed.
+        if (held)
+            complete(*qp, recv, f.addr, f.handle, kViStatusDone | kViStatusFlushed | (recv ? kViStatusOpReceive : 0), 0,
+                     std::nullopt, t);
+        return;
+    }
+    --q.fetching;
     if (qp->state == QpState::Err) {
         if (held)
             complete(*qp, recv, f.addr, f.handle, kViStatusDone | kViStatusFlushed | (recv ? kViStatusOpReceive : 0), 0,

@@ -58,6 +58,10 @@ void declare_hca_params(sim::ParamRegistry& r) {
     r.add({"hca.desc_parse_cycles", K::Int, "cycles", "8", 0, 100000, {},
            "VI descriptor engine: decode one fetched descriptor (control, address and data segments)",
            "as hca.wqe_parse_cycles: a VI descriptor is decoded by the same kind of logic as a WQE"});
+    r.add({"hca.vi_fetch_depth", K::Int, "descriptors", "4", 1, 64, {},
+           "VI descriptor fetches one work queue may have in flight (1: strictly one after the other)",
+           "estimate: the doorbell carries each descriptor's address, so fetches can overlap; 1 models a VI NIC that "
+           "walks the chain one descriptor at a time"});
     r.add({"hca.vi_max_descriptors", K::Int, "descriptors", "1024", 1, 65536, {},
            "MaxDescriptorsPerQueue: posted, not yet completed descriptors per VI work queue (more is a VI overrun)",
            "the doorbell FIFO depth; 1024 as VI NICs of the time (cLAN, ServerNet II) reported"});
@@ -105,6 +109,7 @@ HcaParams HcaParams::from(const sim::Config& c) {
     p.max_inline = u("hca.max_inline");
     p.max_qp_rd_atom = u("hca.max_qp_rd_atom");
     p.desc_parse_cycles = u("hca.desc_parse_cycles");
+    p.vi_fetch_depth = u("hca.vi_fetch_depth");
     p.vi_max_descriptors = u("hca.vi_max_descriptors");
     p.vi_max_segments = u("hca.vi_max_segments");
     p.vi_max_transfer = static_cast<std::uint32_t>(c.get_int("hca.vi_max_transfer"));

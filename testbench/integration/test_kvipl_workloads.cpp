@@ -167,3 +167,23 @@ TEST_CASE("connecting takes modelled time: more through a switch, more with slow
     CHECK(switched > direct);
     CHECK(slow_fw > direct + 30000);
 }
+
+TEST_CASE("small-message kvipl rate grows with the descriptor fetches allowed in flight", "[kvipl][timing][bw]") {
+    auto rate = [](int depth) {
+        const Command c = hcasim_cmd("bw --api kvipl --op write --sizes 64 -n 300 --format csv --set hca.vi_fetch_depth=" +
+                                     std::to_string(depth));
+        REQUIRE(c.exit_code == 0);
+        std::istringstream in(c.out);
+        std::string header, row, cell;
+        std::getline(in, header);
+        std::getline(in, row);
+        std::istringstream f(row);
+        for (int i = 0; i < 5; ++i) std::getline(f, cell, ',');
+        return std::stod(cell);
+    };
+    const double one = rate(1), four = rate(4);
+    INFO("1 fetch in flight: " << one << " Mpps, 4: " << four << " Mpps");
+    // One at a time, each descriptor costs a DMA round trip (about 0.55 us).
+    CHECK(one < 2.0);
+    CHECK(four > 2.5 * one);
+}
