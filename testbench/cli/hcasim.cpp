@@ -36,6 +36,7 @@ struct Cli {
     std::string command = "run";
     std::string op = "write";
     std::string api = "verbs";
+    std::string reliability = "rd";
     std::string sizes;
     int iters = 0;
     int tx_depth = 128;
@@ -63,6 +64,7 @@ RunInfo info_for(const Cli& c, const sim::Config& cfg, const std::string& title)
     info.op = c.op;
     info.settings.emplace_back("preset", c.preset);
     info.settings.emplace_back("api", c.api);
+    if (c.api == "kvipl") info.settings.emplace_back("VI reliability", c.reliability);
     info.settings.emplace_back("link", cfg.raw("link.speed") + " " + cfg.raw("link.width") + "x");
     info.settings.emplace_back("pcie", "gen" + cfg.raw("pcie.gen") + " x" + cfg.raw("pcie.lanes"));
     info.settings.emplace_back("topology", cfg.raw("fabric.topology"));
@@ -74,6 +76,13 @@ RunInfo info_for(const Cli& c, const sim::Config& cfg, const std::string& title)
 std::string title(const std::string& op, bool lat) {
     std::string t = op == "send" ? "Send" : op == "write" ? "RDMA Write" : "RDMA Read";
     return t + (lat ? " Latency Test" : " BW Test");
+}
+
+int vi_reliability(const Cli& c) {
+    if (c.reliability == "ud") return 1;
+    if (c.reliability == "rd") return 2;
+    if (c.reliability == "rr") return 4;
+    throw std::invalid_argument("unknown --reliability '" + c.reliability + "': expected ud, rd or rr");
 }
 
 bool api_is_kvipl(const Cli& c) {
@@ -94,6 +103,7 @@ int cmd_lat(const Cli& c, std::ostream& os) {
         o.inline_max = static_cast<std::uint32_t>(cfg.get_int("hca.max_inline"));
     const Format f = parse_format(c.format);
     System sys(cfg);
+    o.vi_reliability = vi_reliability(c);
     const auto rows = api_is_kvipl(c) ? run_latency_kvipl(sys, o) : run_latency(sys, o);
     print_latency(os, f, info_for(c, cfg, title(c.op, true)), rows);
     if (c.counters) os << sys.counters();
@@ -114,6 +124,7 @@ int cmd_bw(const Cli& c, std::ostream& os) {
     if (o.qps < 1 || o.qps > 65536) throw std::invalid_argument("invalid --qps: expected 1 to 65536");
     const Format f = parse_format(c.format);
     System sys(cfg);
+    o.vi_reliability = vi_reliability(c);
     const auto rows = api_is_kvipl(c) ? run_bandwidth_kvipl(sys, o) : run_bandwidth(sys, o);
     RunInfo info = info_for(c, cfg, title(c.op, false));
     info.settings.emplace_back("QPs", std::to_string(o.qps));
@@ -245,6 +256,7 @@ int sc_main(int argc, char** argv) {
     opts.add_options()("help,h", "this text")
         ("op", po::value(&c.op), "lat/bw: send, write or read (default write)")
         ("api", po::value(&c.api), "lat/bw: the host API the workload uses, verbs or kvipl (default verbs)")
+        ("reliability", po::value(&c.reliability), "--api kvipl: VI reliability level ud, rd or rr (default rd)")
         ("sizes", po::value(&c.sizes), "message sizes: LO:HI (powers of two), N, or N,M,... (default 2:8388608)")
         ("iters,n", po::value(&c.iters), "iterations per size (default 1000)")
         ("tx-depth,t", po::value(&c.tx_depth), "bw: outstanding work requests per QP (default 128)")

@@ -44,7 +44,7 @@ struct KvipEndpoint {
     std::uint64_t remote_addr = 0;
     KVIP_MEM_HANDLE remote_mh = 0;
 
-    KvipEndpoint(Host& h, std::size_t data_bytes, std::size_t slots_)
+    KvipEndpoint(Host& h, std::size_t data_bytes, std::size_t slots_, int reliability)
         : descs(slots_ * kSlot), data(data_bytes), slots(slots_) {
         need(KvipOpenNic(L"hcasim0", nullptr, &nic), "KvipOpenNic");
         need(KvipCreatePtag(nic, &ptag), "KvipCreatePtag");
@@ -56,11 +56,11 @@ struct KvipEndpoint {
         KVIP_NIC_ATTRIBUTES na{};
         need(KvipQueryNic(nic, &na), "KvipQueryNic");
         KVIP_VI_ATTRIBUTES va{};
-        va.ReliabilityLevel = KVIP_SERVICE_RELIABLE_DELIVERY;
+        va.ReliabilityLevel = static_cast<KVIP_RELIABILITY_LEVEL>(reliability);
         va.MaxTransferSize = na.MaxTransferSize;
         va.Ptag = ptag;
         va.EnableRdmaWrite = KVIP_TRUE;
-        va.EnableRdmaRead = na.RDMAReadSupport;
+        va.EnableRdmaRead = reliability == KVIP_SERVICE_UNRELIABLE ? KVIP_FALSE : na.RDMAReadSupport;
         need(KvipCreateVi(nic, &va, nullptr, nullptr, nullptr, nullptr, &vi), "KvipCreateVi");
         (void)h;
     }
@@ -156,13 +156,27 @@ void fill(Host& h, std::uint8_t* p, std::size_t n) {
 
 }  // namespace
 
+namespace {
+
+void check_options(int reliability, Op op) {
+    if (reliability != KVIP_SERVICE_UNRELIABLE && reliability != KVIP_SERVICE_RELIABLE_DELIVERY &&
+        reliability != KVIP_SERVICE_RELIABLE_RECEPTION)
+        throw std::invalid_argument("invalid VI reliability level " + std::to_string(reliability));
+    // Unreliable VIs lose what finds no receive descriptor and cannot read.
+    if (reliability == KVIP_SERVICE_UNRELIABLE && op != Op::Write)
+        throw std::invalid_argument("--reliability ud runs only --op write (no RDMA read, no flow control for sends)");
+}
+
+}  // namespace
+
 std::vector<LatencyRow> run_latency_kvipl(System& sys, const LatencyOptions& opt) {
+    check_options(opt.vi_reliability, opt.op);
     const std::uint32_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
     std::vector<LatencyRow> rows;
     auto program = [&](Host& h) {
         const bool client = h.index() == 0;
         const std::size_t half = max_size + 4096;
-        KvipEndpoint ep(h, 2 * half, 8);
+        KvipEndpoint ep(h, 2 * half, 8, opt.vi_reliability);
         fill(h, ep.data.p, max_size);
         std::uint8_t* out = ep.data.p;
         std::uint8_t* in = ep.data.p + half;
@@ -215,13 +229,14 @@ std::vector<LatencyRow> run_latency_kvipl(System& sys, const LatencyOptions& opt
 
 std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOptions& opt) {
     if (opt.qps != 1) throw std::invalid_argument("--api kvipl runs one VI: --qps must be 1");
+    check_options(opt.vi_reliability, opt.op);
     const std::uint32_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
     std::vector<BandwidthRow> rows;
     const int depth = opt.tx_depth;
     auto program = [&](Host& h) {
         const bool client = h.index() == 0;
         const std::size_t half = max_size + 4096;
-        KvipEndpoint ep(h, 2 * half, static_cast<std::size_t>(depth) * 2);
+        KvipEndpoint ep(h, 2 * half, static_cast<std::size_t>(depth) * 2, opt.vi_reliability);
         fill(h, ep.data.p, 2 * half);
         ep.connect(h, "kbw");
         const KVIP_USHORT op = opt.op == Op::Send    ? KVIP_CONTROL_OP_SENDRECV

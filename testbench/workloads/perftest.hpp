@@ -24,6 +24,7 @@ struct LatencyOptions {
     int iterations = 1000;
     std::uint32_t inline_max = 220;  // sizes up to this go inline (perftest's CX-3 default)
     int mtu = 4096;
+    int vi_reliability = 2;  // --api kvipl: VIP_SERVICE_* of the VIs
 };
 
 struct BandwidthOptions {
@@ -35,6 +36,7 @@ struct BandwidthOptions {
     int cq_mod = 32;      // one signaled completion every cq_mod posts
     std::uint32_t inline_max = 0;
     int mtu = 4096;
+    int vi_reliability = 2;  // --api kvipl: VIP_SERVICE_* of the VIs
 };
 
 std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt);
