@@ -128,9 +128,11 @@ bool DescriptorEngine::locate(QpContext& qp, ViQueue& q, bool recv, sim::Tick& t
     return true;
 }
 
-void DescriptorEngine::fetch(QpContext& qp, bool recv, sim::Tick t) {
+void DescriptorEngine::fetch(QpContext& qp, bool recv, sim::Tick t, bool demand) {
     ViQueue& q = recv ? qp.vi_rq : qp.vi_sq;
-    while (q.fetching < m_p.vi_fetch_depth && !q.posted.empty()) {
+    demand = demand && recv && qp.rq_cache.empty();
+    while ((q.fetching < m_p.vi_fetch_depth || demand) && !q.posted.empty()) {
+        demand = false;
         // An Idle VI keeps its descriptors until it is connected.
         if (recv ? (qp.state != QpState::Rtr && qp.state != QpState::Rts) : qp.state != QpState::Rts) return;
         if (recv ? qp.rq_cache.size() >= m_p.rq_prefetch_depth

@@ -37,8 +37,9 @@ public:
     // The doorbell of one posted descriptor, decoded at t.
     void posted(QpContext& qp, bool recv, const ViDoorbellToken& tok, sim::Tick t);
     // Fetches the next posted descriptors of a queue when the VI's state and
-    // the on-chip queue room allow.
-    void fetch(QpContext& qp, bool recv, sim::Tick t);
+    // the on-chip queue room allow. demand: a message is waiting for a
+    // receive descriptor, which is fetched even past hca.vi_fetch_depth.
+    void fetch(QpContext& qp, bool recv, sim::Tick t, bool demand = false);
     // Writes a finished descriptor back and reports its completion; returns
     // when the status is visible in host memory.
     sim::Tick complete(QpContext& qp, bool recv, std::uint64_t desc_addr, std::uint32_t desc_handle,

@@ -166,7 +166,7 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
             // The VI Architecture has no receiver-not-ready retry: the message
             // is lost (unreliable) or the connection breaks (reliable).
             counter("recv_queue_empty")++;
-            HCASIM_LOG(sim::LogLevel::Info, path(), "VI " << qp.qpn << " has no receive descriptor for PSN " << psn);
+            HCASIM_LOG(sim::LogLevel::Info, path(), "VI " << qp.qpn << " has no receive descriptor for PSN " << psn << " (posted " << qp.rq_pi << ", fetched " << qp.rq_fetched << ", in flight " << qp.vi_rq.fetching << ")");
             if (unreliable) {
                 m_hca.raise_async(t, AsyncEvent{AsyncEventType::ViRecvQueueEmpty, qp.qpn, 0, 0, true});
                 qp.epsn = psn_add(psn, 1);

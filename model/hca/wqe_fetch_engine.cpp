@@ -120,7 +120,7 @@ sim::Tick WqeFetchEngine::blueflame(QpContext& qp, const std::vector<std::uint8_
 
 void WqeFetchEngine::prefetch_recv(QpContext& qp, sim::Tick t, bool demand) {
     if (qp.is_vi()) {
-        m_hca.descriptors().fetch(qp, true, t);
+        m_hca.descriptors().fetch(qp, true, t, demand);
         return;
     }
     if ((qp.rq_fetch_busy && !demand) || qp.rq_fetched == qp.rq_pi || qp.rq_cache.size() >= m_p.rq_prefetch_depth) return;

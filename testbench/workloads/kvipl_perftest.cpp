@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -131,8 +132,14 @@ void reap(Host& h, KVIP_VI_HANDLE vi, bool recv, const char* what) {
         const KVIP_RETURN r = recv ? KvipRecvDone(vi, &d) : KvipSendDone(vi, &d);
         if (r == KVIP_SUCCESS) return;
         if (r != KVIP_NOT_DONE)
-            throw std::runtime_error(std::string(what) + ": descriptor status 0x" +
-                                     (d ? std::to_string(d->CS.Status) : std::string("none")));
+        {
+            char status[16];
+            std::snprintf(status, sizeof status, "0x%x", d ? static_cast<unsigned>(d->CS.Status) : 0u);
+            throw std::runtime_error(std::string(what) + ": descriptor status " + status +
+                                     (d && (d->CS.Status & KVIP_STATUS_REMOTE_DESC_ERROR)
+                                          ? " (the receiver had no receive descriptor posted)"
+                                          : ""));
+        }
         if (h.now() > deadline) throw std::runtime_error(std::string(what) + ": nothing completed in 100 ms");
     }
 }
@@ -236,7 +243,12 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
     auto program = [&](Host& h) {
         const bool client = h.index() == 0;
         const std::size_t half = max_size + 4096;
-        KvipEndpoint ep(h, 2 * half, static_cast<std::size_t>(depth) * 2, opt.vi_reliability);
+        // The VI Architecture has no flow control for sends: a message that
+        // finds no receive descriptor breaks the connection. The receiver
+        // keeps as many receives posted as a queue holds (perftest's rx depth).
+        const int rwin = std::min(opt.iterations,
+                                  static_cast<int>(h.node().hca().params().vi_max_descriptors));
+        KvipEndpoint ep(h, 2 * half, static_cast<std::size_t>(std::max(depth, rwin)), opt.vi_reliability);
         fill(h, ep.data.p, 2 * half);
         ep.connect(h, "kbw");
         const KVIP_USHORT op = opt.op == Op::Send    ? KVIP_CONTROL_OP_SENDRECV
@@ -246,8 +258,8 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
             const int iters = opt.iterations;
             int posted = 0, done = 0;
             if (opt.op == Op::Send && !client)
-                for (; posted < std::min(iters, depth); ++posted)
-                    need(KvipPostRecv(ep.vi, ep.desc(static_cast<std::size_t>(posted % depth), KVIP_CONTROL_OP_SENDRECV,
+                for (; posted < rwin; ++posted)
+                    need(KvipPostRecv(ep.vi, ep.desc(static_cast<std::size_t>(posted % rwin), KVIP_CONTROL_OP_SENDRECV,
                                                      ep.data.p + half, max_size, 0),
                                       ep.desc_mh),
                          "KvipPostRecv");
@@ -291,7 +303,7 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
                 for (int received = 0; received < iters; ++received) {
                     reap(h, ep.vi, true, "bandwidth receive");
                     if (posted < iters) {
-                        need(KvipPostRecv(ep.vi, ep.desc(static_cast<std::size_t>(posted % depth), KVIP_CONTROL_OP_SENDRECV,
+                        need(KvipPostRecv(ep.vi, ep.desc(static_cast<std::size_t>(posted % rwin), KVIP_CONTROL_OP_SENDRECV,
                                                          ep.data.p + half, max_size, 0),
                                           ep.desc_mh),
                              "KvipPostRecv");
