@@ -374,50 +374,28 @@ KVIP_RETURN KvipCloseNic(KVIP_NIC_HANDLE NicHandle) {
     Provider& p = *NicHandle->prov;
     Driver* d = p.drv;
     d->control_call();
-    // Everything the NIC handle created goes with it.
-    for (auto it = p.vis.begin(); it != p.vis.end();) {
-        if ((*it)->nic != NicHandle) {
-            ++it;
-            continue;
+    // Everything the NIC handle created goes with it, each with its own teardown.
+    auto release = [NicHandle](auto& owned, auto owner_of, auto teardown) {
+        for (auto it = owned.begin(); it != owned.end();) {
+            if (owner_of(*it) != NicHandle) {
+                ++it;
+                continue;
+            }
+            teardown(*it);
+            it = owned.erase(it);
         }
-        d->cm()->cancel((*it)->qp->qpn);
-        d->cm()->disconnect((*it)->qp->qpn);
-        d->reset_vi(*(*it)->qp);
-        d->destroy_vi((*it)->qp);
-        it = p.vis.erase(it);
-    }
-    for (auto it = p.conns.begin(); it != p.conns.end();) {
-        if ((*it)->nic != NicHandle) {
-            ++it;
-            continue;
-        }
-        d->cm()->forget((*it)->id);
-        it = p.conns.erase(it);
-    }
-    for (auto it = p.cqs.begin(); it != p.cqs.end();) {
-        if ((*it)->nic != NicHandle) {
-            ++it;
-            continue;
-        }
-        d->destroy_cq((*it)->cq);
-        it = p.cqs.erase(it);
-    }
-    for (auto it = p.regions.begin(); it != p.regions.end();) {
-        if (it->second.nic != NicHandle) {
-            ++it;
-            continue;
-        }
-        d->dereg_mr(it->first);
-        it = p.regions.erase(it);
-    }
-    for (auto it = p.ptags.begin(); it != p.ptags.end();) {
-        if ((*it)->nic != NicHandle) {
-            ++it;
-            continue;
-        }
-        d->dealloc_pd((*it)->pdn);
-        it = p.ptags.erase(it);
-    }
+    };
+    auto nic_of = [](const auto& o) { return o->nic; };
+    release(p.vis, nic_of, [d](const auto& vi) {
+        d->cm()->cancel(vi->qp->qpn);
+        d->cm()->disconnect(vi->qp->qpn);
+        d->reset_vi(*vi->qp);
+        d->destroy_vi(vi->qp);
+    });
+    release(p.conns, nic_of, [d](const auto& c) { d->cm()->forget(c->id); });
+    release(p.cqs, nic_of, [d](const auto& cq) { d->destroy_cq(cq->cq); });
+    release(p.regions, [](const auto& r) { return r.second.nic; }, [d](const auto& r) { d->dereg_mr(r.first); });
+    release(p.ptags, nic_of, [d](const auto& t) { d->dealloc_pd(t->pdn); });
     erase_owned(p.nics, static_cast<const _VIP_NIC*>(NicHandle));
     return KVIP_SUCCESS;
 }

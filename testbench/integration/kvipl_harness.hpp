@@ -147,14 +147,21 @@ struct ViEnd {
 };
 
 // Client/server connection: node 1 serves discriminator "srv", node 0 connects.
-inline KVIP_RETURN serve(Host& h, ViEnd& e, const std::string& disc = "srv") {
+// The server side posts its request, meets the client at a barrier and waits
+// (up to wait_ms) until a client request has arrived.
+inline KVIP_CONN_HANDLE await_request(Host& h, ViEnd& e, const std::string& disc = "srv", KVIP_ULONG wait_ms = 10000) {
     NetAddr local(h.index(), disc);
     KVIP_CONN_HANDLE conn = nullptr;
     KEVENT ev;
     KeInitializeEvent(&ev, NotificationEvent, KVIP_FALSE);
     need_kvip(KvipConnectServerRequest(e.nic, local.get(), 10000, &ev, &conn), "KvipConnectServerRequest");
     h.barrier(disc == "srv" ? "listening" : "listening/" + disc);
-    KeWaitForSingleObject(&ev, 10000);
+    KeWaitForSingleObject(&ev, wait_ms);
+    return conn;
+}
+
+inline KVIP_RETURN serve(Host& h, ViEnd& e, const std::string& disc = "srv") {
+    KVIP_CONN_HANDLE conn = await_request(h, e, disc);
     NetAddr remote(0, "");
     KVIP_VI_ATTRIBUTES ra{};
     const KVIP_RETURN r = KvipConnectServerDone(conn, remote.get(), &ra);

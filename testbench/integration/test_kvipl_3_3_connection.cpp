@@ -13,13 +13,7 @@ TEST_CASE("kvip_connect_reject_gives_the_client_kvip_reject", "[kvipl][s3.3]") {
         },
         [](Host& h, Record& rec) {
             ViEnd e;
-            NetAddr local(1, "srv");
-            KVIP_CONN_HANDLE conn = nullptr;
-            KEVENT ev;
-            KeInitializeEvent(&ev, NotificationEvent, KVIP_FALSE);
-            rec.num("listen", KvipConnectServerRequest(e.nic, local.get(), 10000, &ev, &conn));
-            h.barrier("listening");
-            KeWaitForSingleObject(&ev, 10000);
+            KVIP_CONN_HANDLE conn = await_request(h, e);
             NetAddr remote(0, "");
             KVIP_VI_ATTRIBUTES ra{};
             rec.num("server_done", KvipConnectServerDone(conn, remote.get(), &ra));
@@ -29,7 +23,6 @@ TEST_CASE("kvip_connect_reject_gives_the_client_kvip_reject", "[kvipl][s3.3]") {
             h.barrier("end");
         });
     HCASIM_REQUIRE_RUN(r);
-    CHECK(r.num("listen") == KVIP_SUCCESS);
     CHECK(r.num("server_done") == KVIP_SUCCESS);
     CHECK(r.num("remote_disc") == 1);
     CHECK(r.num("remote_rel") == KVIP_SERVICE_RELIABLE_DELIVERY);
@@ -95,13 +88,7 @@ TEST_CASE("kvip_connect_accept_with_conflicting_attributes_fails_and_a_matching_
             ViOptions o;
             o.reliability = KVIP_SERVICE_RELIABLE_RECEPTION;
             ViEnd e(o);
-            NetAddr local(1, "srv");
-            KVIP_CONN_HANDLE conn = nullptr;
-            KEVENT ev;
-            KeInitializeEvent(&ev, NotificationEvent, KVIP_FALSE);
-            KvipConnectServerRequest(e.nic, local.get(), 10000, &ev, &conn);
-            h.barrier("listening");
-            KeWaitForSingleObject(&ev, 10000);
+            KVIP_CONN_HANDLE conn = await_request(h, e);
             KvipConnectServerDone(conn, nullptr, nullptr);
             rec.num("accept_rel", KvipConnectAccept(conn, e.vi));
             KVIP_VI_ATTRIBUTES a = e.attributes();
@@ -279,13 +266,7 @@ TEST_CASE("kvip_connect_client_times_out_when_the_server_does_not_accept_in_time
         },
         [](Host& h, Record& rec) {
             ViEnd e;
-            NetAddr local(1, "srv");
-            KVIP_CONN_HANDLE conn = nullptr;
-            KEVENT ev;
-            KeInitializeEvent(&ev, NotificationEvent, KVIP_FALSE);
-            KvipConnectServerRequest(e.nic, local.get(), 10000, &ev, &conn);
-            h.barrier("listening");
-            KeWaitForSingleObject(&ev, 10);
+            KVIP_CONN_HANDLE conn = await_request(h, e, "srv", 10);
             rec.num("server_done", KvipConnectServerDone(conn, nullptr, nullptr));
             h.barrier("client gave up");
             rec.num("accept", KvipConnectAccept(conn, e.vi));

@@ -14,22 +14,9 @@ using hcasim::testbench::run_isolated;
 
 namespace {
 
-struct Command {
-    int exit_code = -1;
-    std::string out;
-};
+using Command = CommandResult;
 
-Command hcasim_cmd(const std::string& args) {
-    const std::string cmd = std::string("'") + HCASIM_BINARY + "' " + args + " 2>&1";
-    Command c;
-    FILE* p = popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    char buf[4096];
-    for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) c.out.append(buf, n);
-    const int status = pclose(p);
-    c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return c;
-}
+Command hcasim_cmd(const std::string& args) { return run_hcasim(args, true); }
 
 // t_typical (column 5) of each CSV row.
 std::vector<double> typical(const std::string& csv) {

@@ -144,23 +144,6 @@ void reap(Host& h, KVIP_VI_HANDLE vi, bool recv, const char* what) {
     }
 }
 
-void spin_until(Host& h, const volatile std::uint8_t* p, std::uint8_t value) {
-    const sim::Tick cost = std::max<sim::Tick>(1, h.node().driver().costs().poll_memory);
-    const sim::Tick deadline = h.now() + 100000 * sim::kPsPerUs;
-    const sc_core::sc_event& written = h.node().pcie().memory().written();
-    sc_core::wait(sim::to_sc(cost));
-    while (*p != value) {
-        if (h.now() > deadline) throw std::runtime_error("no RDMA write data arrived within 100 ms");
-        sc_core::wait(sim::to_sc(deadline - h.now() + cost), written);
-    }
-}
-
-void fill(Host& h, std::uint8_t* p, std::size_t n) {
-    std::mt19937_64 rng(static_cast<std::uint64_t>(h.system().config().get_int("sim.seed")) * 1000003u +
-                        static_cast<std::uint64_t>(h.index()));
-    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::uint8_t>(rng() >> 56);
-}
-
 }  // namespace
 
 namespace {
@@ -184,7 +167,7 @@ std::vector<LatencyRow> run_latency_kvipl(System& sys, const LatencyOptions& opt
         const bool client = h.index() == 0;
         const std::size_t half = max_size + 4096;
         KvipEndpoint ep(h, 2 * half, 8, opt.vi_reliability);
-        fill(h, ep.data.p, max_size);
+        fill_pattern(h, ep.data.p, max_size);
         std::uint8_t* out = ep.data.p;
         std::uint8_t* in = ep.data.p + half;
         // Slot 0: the receive, slot 1: the send.
@@ -249,7 +232,7 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
         const int rwin = std::min(opt.iterations,
                                   static_cast<int>(h.node().hca().params().vi_max_descriptors));
         KvipEndpoint ep(h, 2 * half, static_cast<std::size_t>(std::max(depth, rwin)), opt.vi_reliability);
-        fill(h, ep.data.p, 2 * half);
+        fill_pattern(h, ep.data.p, 2 * half);
         ep.connect(h, "kbw");
         const KVIP_USHORT op = opt.op == Op::Send    ? KVIP_CONTROL_OP_SENDRECV
                                : opt.op == Op::Write ? KVIP_CONTROL_OP_RDMAWRITE
@@ -282,23 +265,9 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
                     ++done;
                 }
                 const sim::Tick t1 = h.now();
-                BandwidthRow r;
-                r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-                r.bytes = size;
-                r.iterations = static_cast<std::uint64_t>(iters);
-                const double secs = static_cast<double>(t1 - t0) / 1e12;
-                r.bw_avg_MBps = static_cast<double>(size) * iters / secs / kPerftestMB;
-                r.msg_rate_Mpps = iters / secs / 1e6;
-                const std::size_t window = static_cast<std::size_t>(std::max(depth, iters / 2));
-                double peak = r.bw_avg_MBps;
-                for (std::size_t hi = window; hi < message_done.size(); ++hi) {
-                    const sim::Tick dt = message_done[hi] - message_done[hi - window];
-                    if (dt > 0)
-                        peak = std::max(peak, static_cast<double>(size) * static_cast<double>(window) /
-                                                  (static_cast<double>(dt) / 1e12) / kPerftestMB);
-                }
-                r.bw_peak_MBps = peak;
-                rows.push_back(r);
+                rows.push_back(bandwidth_row(
+                    size, iters, t0, t1, std::move(message_done), depth,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count()));
             } else if (opt.op == Op::Send) {
                 for (int received = 0; received < iters; ++received) {
                     reap(h, ep.vi, true, "bandwidth receive");
