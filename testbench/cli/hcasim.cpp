@@ -86,9 +86,15 @@ int vi_reliability(const Cli& c) {
 }
 
 bool api_is_kvipl(const Cli& c) {
-    if (c.api == "verbs") return false;
-    if (c.api == "kvipl") return true;
-    throw std::invalid_argument("unknown --api '" + c.api + "': expected verbs or kvipl");
+    if (c.api == "verbs") {
+        if (c.reliability != "rd") throw std::invalid_argument("--reliability applies to --api kvipl only");
+        return false;
+    }
+    if (c.api != "kvipl") throw std::invalid_argument("unknown --api '" + c.api + "': expected verbs or kvipl");
+    // VIs use the port's MTU and have no inline data: say so rather than ignore.
+    if (c.mtu != 4096) throw std::invalid_argument("--mtu does not apply to --api kvipl (VIs use the port's MTU, port.max_mtu)");
+    if (c.inline_max >= 0) throw std::invalid_argument("--inline does not apply to --api kvipl (VI descriptors carry no inline data)");
+    return true;
 }
 
 int cmd_lat(const Cli& c, std::ostream& os) {
