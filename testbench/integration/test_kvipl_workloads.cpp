@@ -83,7 +83,7 @@ TEST_CASE("hcasim bw --api kvipl approaches the link payload rate and refuses se
     const Command bad = hcasim_cmd("bw --api kvipl --qps 2 --sizes 4096 -n 10");
     CHECK(bad.exit_code != 0);
     CHECK(bad.out.find("--qps") != std::string::npos);
-    for (const std::string& misfit : {"--mtu 1024", "--inline 0"}) {
+    for (const std::string misfit : {"--mtu 1024", "--inline 0"}) {
         const Command c2 = hcasim_cmd("lat --api kvipl --sizes 4096 -n 10 " + misfit);
         CHECK(c2.exit_code != 0);
         CHECK(c2.out.find(misfit.substr(0, misfit.find(' '))) != std::string::npos);
