@@ -79,6 +79,8 @@ QpRings CommandInterface::rings_of(const hca::QpContext& qp) {
     r.max_send_sge = qp.max_send_sge;
     r.max_recv_sge = qp.max_recv_sge;
     r.max_inline = qp.max_inline;
+    r.vi = qp.vi;
+    r.vi_max_transfer = qp.vi_max_transfer;
     return r;
 }
 
@@ -96,10 +98,16 @@ void CommandInterface::fill(hca::QpContext& qp, const QpRings& r) {
     qp.max_send_sge = r.max_send_sge;
     qp.max_recv_sge = r.max_recv_sge;
     qp.max_inline = r.max_inline;
+    qp.vi = r.vi;
+    qp.vi_max_transfer = r.vi_max_transfer;
 }
 
 bool CommandInterface::modify_qp(std::uint32_t qpn, const QpAttributes& a, std::uint32_t mask) {
     execute();
+    return apply_modify_qp(qpn, a, mask);
+}
+
+bool CommandInterface::apply_modify_qp(std::uint32_t qpn, const QpAttributes& a, std::uint32_t mask) {
     hca::QpContext* qp = m_hca.qp(qpn);
     if (!qp) return false;
     if (mask & kAttrAccess) qp->access = a.access;
@@ -131,10 +139,18 @@ bool CommandInterface::modify_qp(std::uint32_t qpn, const QpAttributes& a, std::
         const hca::QpState old = qp->state;
         qp->state = a.state;
         if (a.state == hca::QpState::Reset && old != hca::QpState::Reset) {
-            // Back to reset: the adapter forgets all queue state but the rings.
+            // Back to reset: the adapter forgets all queue state but the rings
+            // (and a VI's attributes, which outlive its connections).
             const QpRings keep = rings_of(*qp);
+            const std::uint32_t access = qp->access;
+            const std::uint8_t sl = qp->sl;
             m_hca.remove_qp(qpn);
-            fill(m_hca.install_qp(qpn), keep);
+            hca::QpContext& fresh = m_hca.install_qp(qpn);
+            fill(fresh, keep);
+            if (fresh.is_vi()) {
+                fresh.access = access;
+                fresh.sl = sl;
+            }
             return true;
         }
         m_hca.state_changed(*qp, sim::now_ps());
@@ -159,6 +175,33 @@ std::uint32_t CommandInterface::register_mr(std::uint32_t pdn, std::uint64_t va,
                                             std::uint32_t access) {
     execute();
     return m_hca.mpt().add(pdn, va, length, access);
+}
+
+std::uint32_t CommandInterface::register_pages(std::uint32_t pdn, const std::vector<std::uint64_t>& pages,
+                                               std::uint32_t access) {
+    execute();
+    const std::uint32_t key = m_hca.mpt().add(pdn, 0, static_cast<std::uint64_t>(pages.size()) * 4096, access);
+    if (key) m_hca.mpt().set_pages(key, pages);
+    return key;
+}
+
+bool CommandInterface::modify_mr(std::uint32_t key, std::uint32_t pdn, std::uint32_t access) {
+    execute();
+    m_hca.translation().invalidate(key);
+    return m_hca.mpt().modify(key, pdn, access);
+}
+
+bool CommandInterface::modify_vi(std::uint32_t qpn, hca::ViReliability rel, std::uint32_t max_transfer,
+                                 std::uint32_t pdn, std::uint32_t access, std::uint8_t sl) {
+    execute();
+    hca::QpContext* qp = m_hca.qp(qpn);
+    if (!qp || !qp->is_vi()) return false;
+    qp->vi = rel;
+    qp->vi_max_transfer = max_transfer;
+    qp->pdn = pdn;
+    qp->access = access;
+    qp->sl = sl;
+    return true;
 }
 
 bool CommandInterface::deregister_mr(std::uint32_t key) {

@@ -65,6 +65,9 @@ struct QpRings {
     std::uint32_t max_send_sge = 1;
     std::uint32_t max_recv_sge = 1;
     std::uint32_t max_inline = 0;
+    // VI mode: descriptors instead of rings.
+    hca::ViReliability vi = hca::ViReliability::None;
+    std::uint32_t vi_max_transfer = 0;
 };
 
 class CommandInterface {
@@ -80,10 +83,22 @@ public:
     bool destroy_cq(std::uint32_t cqn);
     bool create_qp(std::uint32_t qpn, const QpRings& rings);
     bool modify_qp(std::uint32_t qpn, const QpAttributes& a, std::uint32_t mask);
+    // The same change applied by firmware itself (its CM agent), at once.
+    bool apply_modify_qp(std::uint32_t qpn, const QpAttributes& a, std::uint32_t mask);
+    // One mailbox command's time for a command without context changes.
+    void mailbox() { execute(); }
     bool destroy_qp(std::uint32_t qpn);
     // The state the adapter has the QP in (it may have moved it to error).
     hca::QpState query_qp_state(std::uint32_t qpn);
     std::uint32_t register_mr(std::uint32_t pdn, std::uint64_t va, std::uint64_t length, std::uint32_t access);
+    // Registers pages (bus addresses, page aligned) as one region that is
+    // virtually contiguous from 0.
+    std::uint32_t register_pages(std::uint32_t pdn, const std::vector<std::uint64_t>& pages, std::uint32_t access);
+    // Changes a region's protection domain and access in place.
+    bool modify_mr(std::uint32_t key, std::uint32_t pdn, std::uint32_t access);
+    // Changes a VI's reliability level, transfer size, tag and RDMA rights (Idle VIs).
+    bool modify_vi(std::uint32_t qpn, hca::ViReliability rel, std::uint32_t max_transfer, std::uint32_t pdn,
+                   std::uint32_t access, std::uint8_t sl);
     bool deregister_mr(std::uint32_t key);
 
     std::uint64_t commands() const { return m_commands; }

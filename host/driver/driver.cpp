@@ -187,7 +187,7 @@ int Driver::read_cqes(DriverCq& cq, int max, Completion* out) {
         o.src_qp = c.src_qp;
         o.slid = c.slid;
         o.vendor_err = c.status;
-        if (DriverQp* qp = find_qp(c.qpn)) {
+        if (DriverQp* qp = find_qp(c.qpn); qp && !qp->vi) {
             if (o.is_send) {
                 o.wr_id = qp->sq_wrid[c.wqe_index & ((1u << qp->sq_log_size) - 1)];
                 qp->sq_tail = static_cast<std::uint16_t>(c.wqe_index + 1);
@@ -462,13 +462,139 @@ bool Driver::get_async_event(hca::AsyncEvent& e) {
 
 void Driver::completion_event(std::uint32_t cqn) {
     auto it = m_cqs.find(cqn);
+    if (it != m_cqs.end() && it->second->on_interrupt) {
+        DriverCq* cq = it->second.get();
+        after_interrupt([cq]() { cq->on_interrupt(); });
+        return;
+    }
     if (it == m_cqs.end() || !it->second->channel) return;
     EventChannel& ch = *it->second->channel;
     ch.events.push_back({it->second.get(), sim::now_ps() + m_costs.interrupt});
     ch.arrived.notify(sim::to_sc(m_costs.interrupt));
 }
 
+void Driver::after_interrupt(std::function<void()> fn) {
+    // The adapter's completion engine serves as the interrupt controller's clock.
+    m_hca.completion().at(sim::now_ps() + m_costs.interrupt, [fn = std::make_shared<std::function<void()>>(std::move(fn))]() {
+        (*fn)();
+    });
+}
+
+void Driver::vi_queue_event(std::uint32_t qpn, bool recv_queue) {
+    if (on_vi_queue) after_interrupt([this, qpn, recv_queue]() { on_vi_queue(qpn, recv_queue); });
+}
+
+int Driver::create_vi(const ViConfig& c, DriverCq* send_cq, DriverCq* recv_cq, DriverQp*& out) {
+    control_call();
+    if (!m_pds.count(c.pdn)) return EINVAL;
+    if (m_qps.size() >= m_hca.params().max_qp) return ENOMEM;
+    auto qp = std::make_unique<DriverQp>();
+    qp->qpn = m_next_qpn++;
+    qp->pdn = c.pdn;
+    qp->send_cq = send_cq;
+    qp->recv_cq = recv_cq;
+    qp->vi = true;
+    firmware::QpRings r;
+    r.pdn = c.pdn;
+    r.send_cqn = send_cq ? send_cq->cqn : 0;
+    r.recv_cqn = recv_cq ? recv_cq->cqn : 0;
+    r.sq_sig_all = true;
+    r.vi = c.reliability;
+    r.vi_max_transfer = c.max_transfer;
+    m_fw.create_qp(qp->qpn, r);
+    m_fw.modify_vi(qp->qpn, c.reliability, c.max_transfer, c.pdn, c.access, c.sl);
+    firmware::QpAttributes a;
+    a.state = hca::QpState::Init;
+    a.access = c.access;
+    m_fw.modify_qp(qp->qpn, a, firmware::kAttrState | firmware::kAttrAccess);
+    qp->state = hca::QpState::Init;
+    if (send_cq) ++send_cq->qp_refs;
+    if (recv_cq) ++recv_cq->qp_refs;
+    ++m_pds[c.pdn];
+    out = qp.get();
+    m_qps[qp->qpn] = std::move(qp);
+    return 0;
+}
+
+int Driver::modify_vi(DriverQp& qp, const ViConfig& c) {
+    control_call();
+    if (!m_pds.count(c.pdn)) return EINVAL;
+    if (!m_fw.modify_vi(qp.qpn, c.reliability, c.max_transfer, c.pdn, c.access, c.sl)) return EINVAL;
+    if (c.pdn != qp.pdn) {
+        --m_pds[qp.pdn];
+        ++m_pds[c.pdn];
+        qp.pdn = c.pdn;
+    }
+    return 0;
+}
+
+void Driver::reset_vi(DriverQp& qp) {
+    control_call();
+    firmware::QpAttributes a;
+    a.state = hca::QpState::Err;
+    m_fw.modify_qp(qp.qpn, a, firmware::kAttrState);
+    a.state = hca::QpState::Reset;
+    m_fw.modify_qp(qp.qpn, a, firmware::kAttrState);
+    a.state = hca::QpState::Init;
+    m_fw.modify_qp(qp.qpn, a, firmware::kAttrState);
+    qp.state = hca::QpState::Init;
+}
+
+int Driver::destroy_vi(DriverQp* qp) {
+    control_call();
+    m_fw.destroy_qp(qp->qpn);
+    if (qp->send_cq) --qp->send_cq->qp_refs;
+    if (qp->recv_cq) --qp->recv_cq->qp_refs;
+    --m_pds[qp->pdn];
+    m_qps.erase(qp->qpn);
+    return 0;
+}
+
+void Driver::post_vi_descriptor(DriverQp& qp, bool recv, std::uint64_t addr, std::uint32_t handle, bool chain_start) {
+    spend_cpu(recv ? m_costs.post_recv : m_costs.post_send);
+    hca::DoorbellWrite w;
+    w.offset = recv ? hca::kUarViRecvDoorbell : hca::kUarViSendDoorbell;
+    w.number = qp.qpn;
+    w.vi = hca::ViDoorbellToken{addr, handle, chain_start};
+    m_hca.doorbells().mmio_write(sim::now_ps(), std::move(w));
+}
+
+void Driver::arm_vi_queue(DriverQp& qp, bool recv) {
+    spend_cpu(m_costs.req_notify);
+    hca::DoorbellWrite w;
+    w.offset = hca::kUarViArm;
+    w.number = qp.qpn;
+    w.recv_queue = recv;
+    m_hca.doorbells().mmio_write(sim::now_ps(), std::move(w));
+}
+
+int Driver::reg_pages(std::uint32_t pdn, const std::vector<std::uint64_t>& pages, std::uint32_t access,
+                      std::uint32_t& key) {
+    control_call();
+    if (!m_pds.count(pdn) || pages.empty()) return EINVAL;
+    key = m_fw.register_pages(pdn, pages, access);
+    if (key == 0) return ENOMEM;
+    m_mrs[key] = pdn;
+    ++m_pds[pdn];
+    return 0;
+}
+
+int Driver::modify_mr(std::uint32_t key, std::uint32_t pdn, std::uint32_t access) {
+    control_call();
+    auto it = m_mrs.find(key);
+    if (it == m_mrs.end() || !m_pds.count(pdn)) return EINVAL;
+    if (!m_fw.modify_mr(key, pdn, access)) return EINVAL;
+    --m_pds[it->second];
+    ++m_pds[pdn];
+    it->second = pdn;
+    return 0;
+}
+
 void Driver::async_event(const hca::AsyncEvent& e) {
+    const bool vi_event = e.type >= hca::AsyncEventType::ViPostDescriptor;
+    if (on_vi_async && (vi_event || e.type == hca::AsyncEventType::CqError))
+        after_interrupt([this, e]() { on_vi_async(e); });
+    if (vi_event && e.type != hca::AsyncEventType::Catastrophic) return;
     if (e.type == hca::AsyncEventType::QpFatal || e.type == hca::AsyncEventType::QpRequestError ||
         e.type == hca::AsyncEventType::QpAccessError) {
         if (DriverQp* qp = find_qp(e.number)) qp->state = hca::QpState::Err;

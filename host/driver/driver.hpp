@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include <systemc>
 
+#include "firmware/cm_agent.hpp"
 #include "firmware/command_interface.hpp"
 #include "host/driver/host_cpu.hpp"
 #include "model/hca/hca.hpp"
@@ -69,6 +71,7 @@ struct DriverCq {
     void* user_context = nullptr;    // the API object to report in events
     int qp_refs = 0;
     std::uint32_t events_delivered = 0;
+    std::function<void()> on_interrupt;  // KVIPL: signal the CQ's wait object
 };
 
 struct DriverQp {
@@ -88,6 +91,7 @@ struct DriverQp {
     std::uint16_t sq_unrung = 0;           // WQEs written since the last doorbell
     firmware::QpAttributes attr;           // last attributes set, for query
     void* user_context = nullptr;
+    bool vi = false;                       // a VI: descriptors, no rings
 };
 
 // A completion channel: interrupts of its CQs become events a thread waits on.
@@ -155,6 +159,49 @@ public:
     void ring_send_doorbell(DriverQp& qp);
     void ring_recv_doorbell(DriverQp& qp);
 
+    // VIs (KVIPL): QPs in descriptor mode. Either CQ may be null.
+    struct ViConfig {
+        std::uint32_t pdn = 0;
+        hca::ViReliability reliability = hca::ViReliability::ReliableDelivery;
+        std::uint32_t max_transfer = 0;
+        std::uint32_t access = 0;  // remote rights (hca::Access)
+        std::uint8_t sl = 0;
+    };
+    int create_vi(const ViConfig& c, DriverCq* send_cq, DriverCq* recv_cq, DriverQp*& out);
+    int modify_vi(DriverQp& qp, const ViConfig& c);
+    int destroy_vi(DriverQp* qp);
+    // Flushes every posted descriptor and returns the VI to idle.
+    void reset_vi(DriverQp& qp);
+    // Rings the doorbell of one posted descriptor.
+    void post_vi_descriptor(DriverQp& qp, bool recv, std::uint64_t addr, std::uint32_t handle, bool chain_start);
+    void arm_vi_queue(DriverQp& qp, bool recv);
+    int reg_pages(std::uint32_t pdn, const std::vector<std::uint64_t>& pages, std::uint32_t access, std::uint32_t& key);
+    int modify_mr(std::uint32_t key, std::uint32_t pdn, std::uint32_t access);
+    bool pd_exists(std::uint32_t pdn) const { return m_pds.count(pdn) != 0; }
+    int pd_users(std::uint32_t pdn) const {
+        auto it = m_pds.find(pdn);
+        return it == m_pds.end() ? 0 : it->second;
+    }
+    const hca::MemoryRegion* find_mr(std::uint32_t key) { return m_hca.mpt().find(key); }
+    void set_cm_agent(firmware::CmAgent* cm) { m_cm = cm; }
+    // One firmware mailbox command's time (connection management requests).
+    void firmware_mailbox() {
+        control_call();
+        m_fw.mailbox();
+    }
+    firmware::CmAgent* cm() { return m_cm; }
+    // The KVIPL provider's objects of this host, owned here so they live as
+    // long as the host does.
+    std::shared_ptr<void> kvipl_provider;
+    // KVIPL's interrupt handlers: VI queue wait objects and asynchronous errors.
+    std::function<void(std::uint32_t qpn, bool recv)> on_vi_queue;
+    std::function<void(const hca::AsyncEvent&)> on_vi_async;
+    // The simulated kernel's dispatcher: notified whenever a kernel event
+    // object of this host is signaled, so waiting threads re-check theirs.
+    sc_core::sc_event kernel_dispatch;
+    // Runs fn in the interrupt handler, host.interrupt_ns after now.
+    void after_interrupt(std::function<void()> fn);
+
     // Events.
     int get_cq_event(EventChannel& ch, DriverCq*& cq);
     bool get_async_event(hca::AsyncEvent& e);
@@ -164,11 +211,13 @@ public:
     // hca::InterruptSink
     void completion_event(std::uint32_t cqn) override;
     void async_event(const hca::AsyncEvent& e) override;
+    void vi_queue_event(std::uint32_t qpn, bool recv_queue) override;
 
 private:
     DeviceInfo m_info;
     hca::Hca& m_hca;
     firmware::CommandInterface& m_fw;
+    firmware::CmAgent* m_cm = nullptr;
     HostCosts m_costs;
     const sc_core::sc_event& m_memory_written;
     std::map<std::uint32_t, int> m_pds;  // pdn -> objects using it

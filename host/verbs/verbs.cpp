@@ -658,6 +658,8 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
     case hca::AsyncEventType::QpAccessError: event->event_type = IBV_EVENT_QP_ACCESS_ERR; break;
     case hca::AsyncEventType::PortActive: event->event_type = IBV_EVENT_PORT_ACTIVE; break;
     case hca::AsyncEventType::PortError: event->event_type = IBV_EVENT_PORT_ERR; break;
+    case hca::AsyncEventType::Catastrophic: event->event_type = IBV_EVENT_DEVICE_FATAL; break;
+    default: event->event_type = IBV_EVENT_DEVICE_FATAL; break;  // VI events never reach verbs
     }
     if (e.type == hca::AsyncEventType::CqError) {
         if (host::DriverCq* cq = d->find_cq(e.number)) event->element.cq = &static_cast<SimCq*>(cq->user_context)->cq;

@@ -26,10 +26,13 @@ enum Access : std::uint32_t {
 struct MemoryRegion {
     bool valid = false;
     std::uint32_t key = 0;   // lkey == rkey
-    std::uint32_t pdn = 0;
+    std::uint32_t pdn = 0;   // protection domain (VI: protection tag)
     std::uint64_t va = 0;
     std::uint64_t length = 0;
     std::uint32_t access = 0;
+    // Physical page registration: the region is virtually contiguous from
+    // va = 0 and page i lives at pages[i]; empty for ordinary regions.
+    std::vector<std::uint64_t> pages;
 };
 
 // A physical span the DMA engine moves, after translation.
@@ -50,6 +53,29 @@ struct CqContext {
     bool armed_solicited = false;
     bool overrun = false;
     std::uint32_t entries() const { return 1u << log_size; }
+};
+
+// VI endpoints: a QP context in VI mode takes descriptors instead of WQE rings.
+enum class ViReliability : std::uint8_t { None = 0, Unreliable = 1, ReliableDelivery = 2, ReliableReception = 4 };
+
+// One posted descriptor as its doorbell announced it.
+struct ViDoorbellToken {
+    std::uint64_t addr = 0;
+    std::uint32_t handle = 0;
+    bool chain_start = false;  // the queue was empty: not linked behind the last one
+};
+
+// One work queue of a VI as the adapter tracks it.
+struct ViQueue {
+    std::deque<ViDoorbellToken> posted;  // announced, not yet fetched
+    std::uint64_t next_addr = 0;         // Next of the last fetched descriptor, as read
+    std::uint32_t next_handle = 0;
+    std::uint64_t last_addr = 0;         // the last fetched descriptor
+    std::uint32_t last_handle = 0;
+    std::uint32_t fetching = 0;          // descriptor fetches in flight
+    sim::Tick last_ready = 0;            // when the last fetched descriptor was on chip
+    bool armed = false;                  // interrupt on the next completion (no CQ)
+    std::uint32_t outstanding = 0;       // posted and not yet written back
 };
 
 // A send WQE after the fetch engine parsed it, with its transmit progress.
@@ -73,6 +99,10 @@ struct SendWork {
     std::uint32_t read_received = 0;
     sim::Tick done_at = 0;           // when its last data write was issued (READ)
     std::vector<DmaSpan> spans;      // translated local buffer
+    // VI descriptor this work came from (write-back target).
+    std::uint64_t desc_addr = 0;
+    std::uint32_t desc_handle = 0;
+    std::uint32_t vi_error = 0;      // kViStatus* error bits found at fetch
 };
 
 struct RecvWork {
@@ -80,6 +110,9 @@ struct RecvWork {
     std::vector<DataSeg> sges;
     std::uint32_t length = 0;
     sim::Tick ready_at = 0;          // when the fetch DMA has brought it on chip
+    std::uint64_t desc_addr = 0;     // VI descriptor this work came from
+    std::uint32_t desc_handle = 0;
+    std::uint32_t vi_error = 0;      // kViStatus* error bits found at fetch
 };
 
 // An RDMA READ the responder is answering.
@@ -131,6 +164,12 @@ struct QpContext {
     std::uint8_t timeout = 14;
     std::uint8_t max_rd_atomic = 1;
     std::uint8_t max_dest_rd_atomic = 1;
+
+    // VI mode (vi != None): descriptors, not rings.
+    ViReliability vi = ViReliability::None;
+    std::uint32_t vi_max_transfer = 0;
+    ViQueue vi_sq, vi_rq;
+    bool is_vi() const { return vi != ViReliability::None; }
 
     // Requester.
     std::deque<SendWork> send_q;    // fetched, not yet completed

@@ -18,6 +18,9 @@ void DoorbellUnit::mmio_write(sim::Tick t, DoorbellWrite w) {
         for (std::size_t off = 0; off < w.wqe.size(); off += kBlueFlameChunkBytes)
             arrive = m_hca.pcie().mmio_write(t, kBlueFlameChunkBytes);
         counter("blueflame_writes")++;
+    } else if (w.offset == kUarViSendDoorbell || w.offset == kUarViRecvDoorbell) {
+        arrive = m_hca.pcie().mmio_write(t, kViDoorbellBytes);
+        counter("vi_doorbells")++;
     } else {
         arrive = m_hca.pcie().mmio_write(t, kDoorbellBytes);
         counter("doorbells")++;
@@ -56,6 +59,25 @@ void DoorbellUnit::decode(sim::Tick t, const DoorbellWrite& w) {
             return;
         }
         m_hca.fetch().prefetch_recv(*qp, t);
+        return;
+    }
+    case kUarViSendDoorbell:
+    case kUarViRecvDoorbell: {
+        QpContext* qp = m_hca.qp(w.number);
+        if (!qp || !qp->is_vi()) {
+            counter("doorbells_unknown_qp")++;
+            return;
+        }
+        m_hca.descriptors().posted(*qp, w.offset == kUarViRecvDoorbell, w.vi, t);
+        return;
+    }
+    case kUarViArm: {
+        QpContext* qp = m_hca.qp(w.number);
+        if (!qp || !qp->is_vi()) {
+            counter("doorbells_unknown_qp")++;
+            return;
+        }
+        m_hca.descriptors().arm(*qp, w.recv_queue);
         return;
     }
     case kUarCqArm:

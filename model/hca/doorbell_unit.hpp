@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/hca/contexts.hpp"
+
 #include "model/hca/hca_params.hpp"
 #include "model/sim/block.hpp"
 
@@ -18,6 +20,8 @@ struct DoorbellWrite {
     std::uint32_t index = 0;       // producer or consumer index
     bool solicited = false;        // CQ arm: solicited completions only
     std::vector<std::uint8_t> wqe; // BlueFlame: the WQE itself
+    ViDoorbellToken vi;            // VI doorbells: the posted descriptor
+    bool recv_queue = false;       // VI arm: which queue
 };
 
 class DoorbellUnit : public sim::Block {

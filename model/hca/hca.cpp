@@ -26,6 +26,7 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Pcie
       m_completion("completion_engine", m_p, *this),
       m_scheduler("qp_scheduler", m_p),
       m_fetch("wqe_fetch", m_p, *this),
+      m_descriptors("descriptor_engine", m_p, *this),
       m_tx("tx_transport", m_p, *this),
       m_rx("rx_transport", m_p, *this),
       m_doorbell("doorbell_unit", m_p, *this) {
@@ -76,6 +77,22 @@ void Hca::raise_completion(sim::Tick t, std::uint32_t cqn) {
     });
 }
 
+void Hca::raise_vi_queue(sim::Tick t, std::uint32_t qpn, bool recv_queue) {
+    const sim::Tick at_host = m_pcie.msix(t);
+    m_completion.counter("interrupts")++;
+    m_completion.at(at_host, [this, qpn, recv_queue]() {
+        if (m_sink) m_sink->vi_queue_event(qpn, recv_queue);
+    });
+}
+
+void Hca::fail_catastrophically(sim::Tick t) {
+    HCASIM_LOG(sim::LogLevel::Info, name(), "catastrophic failure");
+    m_completion.counter("catastrophic_errors")++;
+    raise_async(t, AsyncEvent{AsyncEventType::Catastrophic, 0});
+    for (auto& qp : m_qps)
+        if (qp && qp->valid) enter_error(*qp, t);
+}
+
 void Hca::enter_error(QpContext& qp, sim::Tick t) {
     if (qp.state == QpState::Err) return;
     HCASIM_LOG(sim::LogLevel::Info, name(), "QP " << qp.qpn << " enters the error state");
@@ -84,6 +101,13 @@ void Hca::enter_error(QpContext& qp, sim::Tick t) {
 }
 
 void Hca::flush(QpContext& qp, sim::Tick t) {
+    if (qp.is_vi()) {
+        m_descriptors.flush(qp, t);
+        qp.read_jobs.clear();
+        qp.recv_in_progress = false;
+        qp.write_in_progress = false;
+        return;
+    }
     auto flushed = [&](std::uint32_t cqn, std::uint16_t index, bool is_send, CqeOpcode op) {
         Cqe c{};
         c.qpn = qp.qpn;
@@ -115,12 +139,16 @@ void Hca::state_changed(QpContext& qp, sim::Tick t) {
         flush(qp, t);
         return;
     }
+    if (qp.is_vi()) {
+        m_descriptors.fetch(qp, true, t);
+        m_descriptors.fetch(qp, false, t);
+    }
     if (qp.state == QpState::Rtr || qp.state == QpState::Rts) m_fetch.prefetch_recv(qp, t);
     if (qp.state == QpState::Rts) m_tx.kick(qp, t);
 }
 
 std::vector<sim::Block*> Hca::blocks() {
-    return {&m_doorbell, &m_scheduler, &m_fetch, &m_translation, &m_dma->block(), &m_tx, &m_rx, &m_completion, &m_port};
+    return {&m_doorbell, &m_scheduler, &m_fetch, &m_descriptors, &m_translation, &m_dma->block(), &m_tx, &m_rx, &m_completion, &m_port};
 }
 
 }  // namespace hcasim::hca

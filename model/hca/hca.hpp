@@ -11,6 +11,7 @@
 
 #include "model/hca/completion_engine.hpp"
 #include "model/hca/contexts.hpp"
+#include "model/hca/descriptor_engine.hpp"
 #include "model/hca/dma_engine.hpp"
 #include "model/hca/doorbell_unit.hpp"
 #include "model/hca/hca_params.hpp"
@@ -24,12 +25,32 @@
 
 namespace hcasim::hca {
 
-// Affiliated and unaffiliated asynchronous events the adapter reports.
-enum class AsyncEventType { QpFatal, QpRequestError, QpAccessError, CqError, PortActive, PortError };
+// Affiliated and unaffiliated asynchronous events the adapter reports. The
+// Vi* ones are the VI Architecture's asynchronous errors (KVIPL).
+enum class AsyncEventType {
+    QpFatal,
+    QpRequestError,
+    QpAccessError,
+    CqError,
+    PortActive,
+    PortError,
+    ViPostDescriptor,
+    ViConnectionLost,
+    ViRecvQueueEmpty,
+    ViOverrun,
+    ViRdmaWriteProtection,
+    ViRdmaReadProtection,
+    ViCompletionProtection,
+    ViRdmaTransport,
+    Catastrophic,
+};
 
 struct AsyncEvent {
     AsyncEventType type;
-    std::uint32_t number;  // QPN or CQN
+    std::uint32_t number;        // QPN (VI) or CQN
+    std::uint64_t desc_addr = 0; // VI errors about a descriptor: its address
+    std::uint32_t vi_op = 0;     // and its kViStatusOp* operation
+    bool recv_queue = false;
 };
 
 // The host side of the interrupt line.
@@ -38,6 +59,9 @@ public:
     virtual ~InterruptSink() = default;
     virtual void completion_event(std::uint32_t cqn) = 0;
     virtual void async_event(const AsyncEvent& e) = 0;
+    // A VI work queue without a completion queue completed a descriptor
+    // while armed.
+    virtual void vi_queue_event(std::uint32_t qpn, bool recv_queue) = 0;
 };
 
 class Hca : public sc_core::sc_module {
@@ -64,6 +88,17 @@ public:
     void raise_async(sim::Tick t, AsyncEvent e);
     // Raises the completion interrupt of cqn at t.
     void raise_completion(sim::Tick t, std::uint32_t cqn);
+    // Raises the interrupt of an armed VI work queue at t.
+    void raise_vi_queue(sim::Tick t, std::uint32_t qpn, bool recv_queue);
+    // A fatal adapter failure (fault injection): every VI and QP goes to the
+    // error state and a catastrophic error is reported.
+    void fail_catastrophically(sim::Tick t);
+
+    // The subnet management agent side of QP1: management datagrams
+    // (connection management) arriving at the port go to this handler.
+    using MadHandler = std::function<void(const packet::Parsed&, const std::uint8_t* payload, sim::Tick t)>;
+    void set_mad_handler(MadHandler h) { m_mad_handler = std::move(h); }
+    const MadHandler& mad_handler() const { return m_mad_handler; }
 
     // Moves a QP to the error state: every posted WQE of both queues
     // completes with a flush error, in order, after those already done.
@@ -78,6 +113,7 @@ public:
     DoorbellUnit& doorbells() { return m_doorbell; }
     QpScheduler& scheduler() { return m_scheduler; }
     WqeFetchEngine& fetch() { return m_fetch; }
+    DescriptorEngine& descriptors() { return m_descriptors; }
     TranslationUnit& translation() { return m_translation; }
     DmaEngine& dma() { return *m_dma; }
     TxTransport& tx() { return m_tx; }
@@ -101,10 +137,12 @@ private:
     CompletionEngine m_completion;
     QpScheduler m_scheduler;
     WqeFetchEngine m_fetch;
+    DescriptorEngine m_descriptors;
     TxTransport m_tx;
     RxTransport m_rx;
     DoorbellUnit m_doorbell;
     sim::Tick m_irq_latency = 0;
+    MadHandler m_mad_handler;
 };
 
 }  // namespace hcasim::hca

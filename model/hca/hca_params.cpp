@@ -66,6 +66,26 @@ void declare_hca_params(sim::ParamRegistry& r) {
     r.add({"hca.max_inline", K::Int, "bytes", "256", 0, 1024, {}, "largest inline payload",
            "the BlueFlame WQE budget"});
     cap("hca.max_qp_rd_atom", "16", 255, "outstanding RDMA reads per QP");
+    r.add({"hca.desc_parse_cycles", K::Int, "cycles", "8", 0, 100000, {},
+           "VI descriptor engine: decode one fetched descriptor (control, address and data segments)",
+           "as hca.wqe_parse_cycles: a VI descriptor is decoded by the same kind of logic as a WQE"});
+    r.add({"hca.vi_fetch_depth", K::Int, "descriptors", "4", 1, 64, {},
+           "VI descriptor fetches one work queue may have in flight (1: strictly one after the other)",
+           "estimate: the doorbell carries each descriptor's address, so fetches can overlap; 1 models a VI NIC that "
+           "walks the chain one descriptor at a time"});
+    r.add({"hca.vi_max_descriptors", K::Int, "descriptors", "1024", 1, 65536, {},
+           "MaxDescriptorsPerQueue: posted, not yet completed descriptors per VI work queue (more is a VI overrun)",
+           "the doorbell FIFO depth; 1024 as VI NICs of the time (cLAN, ServerNet II) reported"});
+    r.add({"hca.vi_max_segments", K::Int, "segments", "252", 1, 4096, {},
+           "MaxSegmentsPerDesc: address + data segments of one VI descriptor",
+           "a 4 KiB descriptor: (4096 - 64) / 16"});
+    r.add({"hca.vi_max_transfer", K::Int, "bytes", "1048576", 1, 2147483648.0, {},
+           "MaxTransferSize: largest VI transfer the NIC accepts",
+           "estimate: larger than any VI NIC of 1999 (64 KiB) so IB-class transfers fit"});
+    r.add({"hca.vi_max_ptags", K::Int, "count", "1024", 1, 1 << 24, {}, "MaxPtags: protection tags per NIC",
+           "estimate"});
+    r.add({"hca.vi_rdma_read", K::Bool, "", "true", 0, 0, {}, "RDMAReadSupport: the NIC executes VI RDMA reads",
+           "the IB transport supports RDMA READ"});
 }
 
 HcaParams HcaParams::from(const sim::Config& c) {
@@ -102,6 +122,13 @@ HcaParams HcaParams::from(const sim::Config& c) {
     p.max_pd = u("hca.max_pd");
     p.max_inline = u("hca.max_inline");
     p.max_qp_rd_atom = u("hca.max_qp_rd_atom");
+    p.desc_parse_cycles = u("hca.desc_parse_cycles");
+    p.vi_fetch_depth = u("hca.vi_fetch_depth");
+    p.vi_max_descriptors = u("hca.vi_max_descriptors");
+    p.vi_max_segments = u("hca.vi_max_segments");
+    p.vi_max_transfer = static_cast<std::uint32_t>(c.get_int("hca.vi_max_transfer"));
+    p.vi_max_ptags = u("hca.vi_max_ptags");
+    p.vi_rdma_read = c.get_bool("hca.vi_rdma_read");
     return p;
 }
 

@@ -43,6 +43,14 @@ struct HcaParams {
     std::uint32_t max_inline = 256;
     std::uint32_t max_qp_rd_atom = 16;
     std::uint64_t max_mr_size = 1ull << 40;
+    // VI mode (KVIPL).
+    std::uint32_t desc_parse_cycles = 8;
+    std::uint32_t vi_fetch_depth = 4;          // descriptor fetches in flight per VI queue
+    std::uint32_t vi_max_descriptors = 1024;   // MaxDescriptorsPerQueue
+    std::uint32_t vi_max_segments = 252;       // MaxSegmentsPerDesc
+    std::uint32_t vi_max_transfer = 1u << 20;  // MaxTransferSize
+    std::uint32_t vi_max_ptags = 1024;         // MaxPtags
+    bool vi_rdma_read = true;                  // RDMAReadSupport
 
     static HcaParams from(const sim::Config& c);
 };

@@ -129,4 +129,68 @@ inline constexpr std::uint32_t kBlueFlameChunkBytes = 64;  // one write-combined
 
 inline constexpr std::uint32_t kWqeBasicBlock = 64;  // WQEs are cache-line aligned and padded
 
+// ---- VI descriptors (VI Architecture 1.0, VIPL 1.0 layout). The consumer
+// ---- builds them in registered memory; the adapter fetches them by DMA,
+// ---- follows Next/NextHandle and writes ImmediateData, Length and Status back.
+inline constexpr std::uint32_t kViDescAlign = 64;
+
+struct ViCtrlSeg {
+    std::uint64_t next;          // virtual address of the next descriptor (0: none yet)
+    std::uint32_t next_handle;   // memory handle of the next descriptor
+    std::uint16_t seg_count;     // address + data segments that follow
+    std::uint16_t control;       // kViCtrl*
+    std::uint32_t reserved;
+    std::uint32_t imm_data;      // immediate data (receive: written by the adapter)
+    std::uint32_t length;        // bytes transferred, written by the adapter
+    std::uint32_t status;        // kViStatus*, written by the adapter
+};
+static_assert(sizeof(ViCtrlSeg) == 32, "VI control segment is 32 bytes");
+
+// Address segment (remote address, handle, reserved) and data segment
+// (local address, handle, length) share one 16-byte shape.
+struct ViSeg {
+    std::uint64_t addr;
+    std::uint32_t handle;
+    std::uint32_t length;
+};
+static_assert(sizeof(ViSeg) == 16, "VI address and data segments are 16 bytes");
+
+// The adapter writes back ImmediateData, Length and Status in one 12-byte write.
+inline constexpr std::uint32_t kViWritebackOffset = 20;
+inline constexpr std::uint32_t kViWritebackBytes = 12;
+inline constexpr std::uint32_t kViNextBytes = 12;  // Next and NextHandle, re-read to follow a chain
+
+inline constexpr std::uint16_t kViCtrlOpSendRecv = 0x0;
+inline constexpr std::uint16_t kViCtrlOpRdmaWrite = 0x1;
+inline constexpr std::uint16_t kViCtrlOpRdmaRead = 0x2;
+inline constexpr std::uint16_t kViCtrlOpReserved = 0x3;
+inline constexpr std::uint16_t kViCtrlOpMask = 0x3;
+inline constexpr std::uint16_t kViCtrlImmediate = 0x4;
+inline constexpr std::uint16_t kViCtrlQfence = 0x8;
+inline constexpr std::uint16_t kViCtrlReserved = 0xfff0;
+
+inline constexpr std::uint32_t kViStatusDone = 0x1;
+inline constexpr std::uint32_t kViStatusFormatError = 0x2;
+inline constexpr std::uint32_t kViStatusProtectionError = 0x4;
+inline constexpr std::uint32_t kViStatusLengthError = 0x8;
+inline constexpr std::uint32_t kViStatusPartialError = 0x10;
+inline constexpr std::uint32_t kViStatusFlushed = 0x20;
+inline constexpr std::uint32_t kViStatusTransportError = 0x40;
+inline constexpr std::uint32_t kViStatusRdmaProtError = 0x80;
+inline constexpr std::uint32_t kViStatusRemoteDescError = 0x100;
+inline constexpr std::uint32_t kViStatusOpSend = 0x00000;
+inline constexpr std::uint32_t kViStatusOpReceive = 0x10000;
+inline constexpr std::uint32_t kViStatusOpRdmaWrite = 0x20000;
+inline constexpr std::uint32_t kViStatusOpRemoteRdmaWrite = 0x30000;
+inline constexpr std::uint32_t kViStatusOpRdmaRead = 0x40000;
+inline constexpr std::uint32_t kViStatusImmediate = 0x80000;
+
+// ---- VI doorbells: one 16-byte MMIO write per posted descriptor carries
+// ---- the VI, the queue, the descriptor's address and handle, and whether it
+// ---- starts a new chain (the queue was empty) or was linked behind the last.
+inline constexpr std::uint32_t kUarViSendDoorbell = 0x20;
+inline constexpr std::uint32_t kUarViRecvDoorbell = 0x30;
+inline constexpr std::uint32_t kUarViArm = 0x40;  // u32 vi, u8 queue: interrupt on the next completion
+inline constexpr std::uint32_t kViDoorbellBytes = 16;
+
 }  // namespace hcasim::hca

@@ -50,11 +50,19 @@ sim::Timeline::Slot Port::transmit(packet::PacketPtr pkt, sim::Tick t, sim::Tick
     const auto slot = m_tx.reserve(std::max(t, floor), cycles);
     (*m_n_tx_packets)++;
     (*m_n_tx_bytes) += pkt->bytes.size();
+    if (!m_link_up) {
+        counter("tx_dropped_link_down")++;
+        return slot;
+    }
     if (m_link) m_link->send(this, std::move(pkt), slot.start + m_phy_latency, slot.end + m_phy_latency);
     return slot;
 }
 
 void Port::arrive(packet::PacketPtr pkt, sim::Tick, sim::Tick last_bit) {
+    if (!m_link_up) {
+        counter("rx_dropped_link_down")++;
+        return;
+    }
     (*m_n_rx_packets)++;
     (*m_n_rx_bytes) += pkt->bytes.size();
     const sim::Tick t = last_bit + m_phy_latency;

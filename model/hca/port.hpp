@@ -40,6 +40,10 @@ public:
     std::uint16_t lid() const { return m_lid; }
     void set_lid(std::uint16_t lid) { m_lid = lid; }
     std::uint32_t max_mtu() const { return m_max_mtu; }
+    // A port whose physical link is down sends nothing and receives nothing
+    // (fault injection: a cable pulled).
+    void set_link_up(bool up) { m_link_up = up; }
+    bool link_up() const { return m_link_up; }
 
 private:
     LinkRate m_rate;
@@ -49,6 +53,7 @@ private:
     std::uint32_t m_max_mtu;
     std::uint16_t m_lid = 0;
     fabric::Link* m_link = nullptr;
+    bool m_link_up = true;
     std::function<void(packet::PacketPtr, sim::Tick)> m_rx;
     // Hot counters, looked up once.
     std::uint64_t* m_n_tx_packets = nullptr;

@@ -64,6 +64,12 @@ void RxTransport::receive(packet::PacketPtr pkt, sim::Tick t) {
         counter("dropped_wrong_dlid")++;
         return;
     }
+    if (p.h.bth.dest_qp == 1 && p.h.bth.opcode == static_cast<std::uint8_t>(Opcode::UdSendOnly)) {
+        // QP1: a management datagram for the firmware's agents.
+        counter("mads")++;
+        if (m_hca.mad_handler()) m_hca.mad_handler()(p, pkt->bytes.data() + p.payload_offset, done);
+        return;
+    }
     QpContext* qp = m_hca.qp(p.h.bth.dest_qp);
     if (!qp) {
         counter("dropped_unknown_qp")++;
@@ -90,7 +96,27 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
     }
     const std::uint8_t o = p.h.bth.opcode;
     const std::uint32_t psn = p.h.bth.psn;
-    const std::int32_t d = psn_diff(psn, qp.epsn);
+    std::int32_t d = psn_diff(psn, qp.epsn);
+    const bool unreliable = qp.vi == ViReliability::Unreliable;
+    if (unreliable && d != 0) {
+        // Unreliable delivery: nothing is resent. Late packets are dropped; a
+        // gap abandons the message in progress and resynchronises on the
+        // next packet that starts one.
+        if (d < 0) {
+            counter("dropped_duplicates")++;
+            return;
+        }
+        counter("lost_packet_gaps")++;
+        qp.recv_in_progress = false;
+        qp.write_in_progress = false;
+        const bool starts = is_op(o, Opcode::RcSendFirst) || is_op(o, Opcode::RcSendOnly) ||
+                            is_op(o, Opcode::RcSendOnlyImm) || is_op(o, Opcode::RcWriteFirst) ||
+                            is_op(o, Opcode::RcWriteOnly) || is_op(o, Opcode::RcWriteOnlyImm);
+        qp.epsn = psn_add(psn, 1);
+        if (!starts) return;
+        qp.epsn = psn;
+        d = 0;
+    }
     if (d < 0) {
         // Duplicate: the requester missed our ACK; acknowledge again.
         counter("duplicates")++;
@@ -118,11 +144,17 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
 
     // A new message may not start in the middle of another one.
     if ((send_first || write_first || is_op(o, Opcode::RcReadRequest)) && (qp.recv_in_progress || qp.write_in_progress)) {
-        responder_error(qp, t, packet::kNakInvalidRequest, CqeStatus::Success, psn);
+        responder_error(qp, t, packet::kNakInvalidRequest, CqeStatus::Success, psn, AsyncEventType::ViRdmaTransport);
         return;
     }
     if ((send_rest && !qp.recv_in_progress) || (write_rest && !qp.write_in_progress)) {
-        responder_error(qp, t, packet::kNakInvalidRequest, CqeStatus::Success, psn);
+        if (unreliable) {
+            // The rest of a message whose start was dropped.
+            counter("dropped_orphans")++;
+            qp.epsn = psn_add(psn, 1);
+            return;
+        }
+        responder_error(qp, t, packet::kNakInvalidRequest, CqeStatus::Success, psn, AsyncEventType::ViRdmaTransport);
         return;
     }
 
@@ -130,6 +162,20 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
     const bool needs_recv = send_first || ((write_first || write_rest) && last && imm);
     if (needs_recv && qp.rq_cache.empty()) {
         if (qp.rq_fetched != qp.rq_pi) m_hca.fetch().prefetch_recv(qp, t, true);
+        if (qp.rq_cache.empty() && qp.is_vi()) {
+            // The VI Architecture has no receiver-not-ready retry: the message
+            // is lost (unreliable) or the connection breaks (reliable).
+            counter("recv_queue_empty")++;
+            HCASIM_LOG(sim::LogLevel::Info, path(), "VI " << qp.qpn << " has no receive descriptor for PSN " << psn << " (posted " << qp.rq_pi << ", fetched " << qp.rq_fetched << ", in flight " << qp.vi_rq.fetching << ")");
+            if (unreliable) {
+                m_hca.raise_async(t, AsyncEvent{AsyncEventType::ViRecvQueueEmpty, qp.qpn, 0, 0, true});
+                qp.epsn = psn_add(psn, 1);
+                return;
+            }
+            responder_error(qp, t, packet::kNakRemoteOperationalError, CqeStatus::Success, psn,
+                            AsyncEventType::ViRecvQueueEmpty);
+            return;
+        }
         if (qp.rq_cache.empty()) {
             counter("rnr_naks")++;
             HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " has no receive WQE for PSN " << psn
@@ -153,7 +199,7 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
             if (tr.status != Protection::Ok) {
                 HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " receive WQE " << r.wqe_index << ": lkey "
                                                               << sge.lkey << " " << to_string(tr.status));
-                responder_error(qp, t, packet::kNakRemoteOperationalError, CqeStatus::LocalProtection, psn);
+                responder_error(qp, t, packet::kNakRemoteOperationalError, CqeStatus::LocalProtection, psn, std::nullopt);
                 return;
             }
         }
@@ -165,7 +211,7 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
         if (static_cast<std::uint64_t>(qp.recv_offset) + len > r.length) {
             HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " receive WQE " << r.wqe_index << " of "
                                                           << r.length << " bytes too small");
-            responder_error(qp, t, packet::kNakInvalidRequest, CqeStatus::LocalLength, psn);
+            responder_error(qp, t, packet::kNakInvalidRequest, CqeStatus::LocalLength, psn, std::nullopt);
             return;
         }
         // The CQE is issued after the payload writes; posted-write ordering
@@ -195,7 +241,11 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
             HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " RDMA WRITE rkey " << reth.rkey << " va 0x"
                                                           << std::hex << reth.va << std::dec << " len " << reth.dma_len
                                                           << ": " << to_string(tr.status));
-            responder_error(qp, t, packet::kNakRemoteAccessError, CqeStatus::Success, psn);
+            // With immediate data the receive descriptor carries the error;
+            // without, only an asynchronous error can.
+            const bool to_desc = qp.is_vi() && is_op(o, Opcode::RcWriteOnlyImm) && !qp.rq_cache.empty();
+            responder_error(qp, t, packet::kNakRemoteAccessError, to_desc ? CqeStatus::RemoteAccess : CqeStatus::Success,
+                            psn, to_desc ? std::nullopt : std::optional(AsyncEventType::ViRdmaWriteProtection));
             return;
         }
         qp.write_in_progress = true;
@@ -204,7 +254,7 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
     }
     if (write_first || write_rest) {
         if (len > qp.write_remaining || (last && len != qp.write_remaining)) {
-            responder_error(qp, t, packet::kNakInvalidRequest, CqeStatus::Success, psn);
+            responder_error(qp, t, packet::kNakInvalidRequest, CqeStatus::Success, psn, AsyncEventType::ViRdmaTransport);
             return;
         }
         if (len) {
@@ -230,7 +280,8 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
         if (tr.status != Protection::Ok) {
             HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " RDMA READ rkey " << reth.rkey << ": "
                                                           << to_string(tr.status));
-            responder_error(qp, tr.ready, packet::kNakRemoteAccessError, CqeStatus::Success, psn);
+            responder_error(qp, tr.ready, packet::kNakRemoteAccessError, CqeStatus::Success, psn,
+                            AsyncEventType::ViRdmaReadProtection);
             return;
         }
         job.va = reth.va;
@@ -247,9 +298,13 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
     }
 
     qp.epsn = psn_add(psn, 1);
+    if (unreliable) return;  // nothing is acknowledged
     if (p.h.bth.ack_req || ++qp.unacked_packets >= m_p.ack_coalesce) {
         qp.unacked_packets = 0;
-        m_hca.tx().send_ack(qp, t, packet::kAethAck | 0x1f, psn);
+        // Reliable reception: acknowledge only what is in host memory.
+        const sim::Tick ack_at =
+            qp.vi == ViReliability::ReliableReception ? std::max(t, m_hca.dma().last_write_visible()) : t;
+        m_hca.tx().send_ack(qp, ack_at, packet::kAethAck | 0x1f, psn);
     }
 }
 
@@ -258,6 +313,16 @@ void RxTransport::complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed
     if (qp.rq_cache.empty()) return;
     RecvWork r = std::move(qp.rq_cache.front());
     qp.rq_cache.pop_front();
+    if (qp.is_vi()) {
+        const std::uint32_t err = vi_error_bits(status);
+        const std::uint32_t st = kViStatusDone | err | (rdma_imm ? kViStatusOpRemoteRdmaWrite : kViStatusOpReceive) |
+                                 (p.h.immdt ? kViStatusImmediate : 0);
+        std::optional<std::uint32_t> imm;
+        if (p.h.immdt) imm = *p.h.immdt;
+        m_hca.descriptors().complete(qp, true, r.desc_addr, r.desc_handle, st, byte_len, imm, t);
+        m_hca.fetch().prefetch_recv(qp, t);
+        return;
+    }
     Cqe c{};
     c.qpn = qp.qpn;
     c.byte_len = byte_len;
@@ -280,8 +345,23 @@ void RxTransport::complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed
 }
 
 void RxTransport::responder_error(QpContext& qp, sim::Tick t, std::uint8_t nak_code, CqeStatus recv_status,
-                                  std::uint32_t psn) {
+                                  std::uint32_t psn, std::optional<AsyncEventType> vi_event) {
     counter("responder_errors")++;
+    if (qp.is_vi()) {
+        // The VI Architecture reports these through the descriptor or as an
+        // asynchronous error; an unreliable VI sends no NAK and stays connected.
+        if (recv_status != CqeStatus::Success && !qp.rq_cache.empty()) {
+            packet::Parsed none;
+            complete_recv(qp, t, none, recv_status, false, 0);
+        }
+        if (vi_event) m_hca.raise_async(t, AsyncEvent{*vi_event, qp.qpn, 0, 0, *vi_event == AsyncEventType::ViRecvQueueEmpty});
+        qp.recv_in_progress = false;
+        qp.write_in_progress = false;
+        if (qp.vi == ViReliability::Unreliable) return;
+        m_hca.tx().send_ack(qp, t, packet::kAethNak | nak_code, psn);
+        m_hca.enter_error(qp, t);
+        return;
+    }
     m_hca.tx().send_ack(qp, t, packet::kAethNak | nak_code, psn);
     if (recv_status != CqeStatus::Success && !qp.rq_cache.empty()) {
         packet::Parsed none;
@@ -467,6 +547,22 @@ void RxTransport::retire(QpContext& qp, sim::Tick t) {
     while (!qp.send_q.empty() && qp.state != QpState::Err) {
         SendWork& w = qp.send_q.front();
         if (!w.acked) break;
+        if (qp.is_vi()) {
+            // Every VI descriptor is written back; errors break a reliable connection.
+            const SendWork done = std::move(w);
+            qp.send_q.pop_front();
+            if (qp.tx_index > 0) --qp.tx_index;
+            const std::uint32_t err = done.vi_error ? done.vi_error : vi_error_bits(done.error);
+            const std::uint32_t status = kViStatusDone | err | vi_op_bits(done.op);
+            m_hca.descriptors().complete(qp, false, done.desc_addr, done.desc_handle, status, err ? 0 : done.length,
+                                         std::nullopt, std::max(t, done.done_at));
+            if (err && qp.vi != ViReliability::Unreliable) {
+                m_hca.enter_error(qp, t);
+                return;
+            }
+            counter("wqes_completed")++;
+            continue;
+        }
         const bool signaled = (w.flags & kWqeSignaled) || qp.sq_sig_all;
         if (w.error != CqeStatus::Success || signaled) {
             Cqe c{};

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "model/hca/contexts.hpp"
@@ -17,6 +18,7 @@
 namespace hcasim::hca {
 
 class Hca;
+enum class AsyncEventType;
 
 class RxTransport : public sim::Block {
 public:
@@ -38,7 +40,7 @@ private:
     // Ends a responder-side error: NAK to the requester, CQE for the
     // receive WQE if one was in use, QP to error.
     void responder_error(QpContext& qp, sim::Tick t, std::uint8_t nak_code, CqeStatus recv_status,
-                         std::uint32_t psn);
+                         std::uint32_t psn, std::optional<AsyncEventType> vi_event = std::nullopt);
     void complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed& p, CqeStatus status, bool rdma_imm,
                        std::uint32_t byte_len);
     void ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t);

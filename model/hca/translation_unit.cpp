@@ -41,7 +41,7 @@ std::uint32_t ProtectionTable::add(std::uint32_t pdn, std::uint64_t va, std::uin
     // The low byte changes every registration so a stale key stays invalid.
     ++m_generation;
     const std::uint32_t key = (index << 8) | m_generation;
-    m_regions[index] = MemoryRegion{true, key, pdn, va, length, access};
+    m_regions[index] = MemoryRegion{true, key, pdn, va, length, access, {}};
     ++m_live;
     return key;
 }
@@ -52,6 +52,19 @@ bool ProtectionTable::remove(std::uint32_t key) {
     m_regions[index].valid = false;
     m_free.push_back(index);
     --m_live;
+    return true;
+}
+
+void ProtectionTable::set_pages(std::uint32_t key, const std::vector<std::uint64_t>& pages) {
+    const std::uint32_t index = key >> 8;
+    if (index < m_regions.size() && m_regions[index].valid && m_regions[index].key == key) m_regions[index].pages = pages;
+}
+
+bool ProtectionTable::modify(std::uint32_t key, std::uint32_t pdn, std::uint32_t access) {
+    const std::uint32_t index = key >> 8;
+    if (index >= m_regions.size() || !m_regions[index].valid || m_regions[index].key != key) return false;
+    m_regions[index].pdn = pdn;
+    m_regions[index].access = access;
     return true;
 }
 
@@ -125,12 +138,31 @@ Translation TranslationUnit::translate(sim::Tick t, std::uint32_t key, std::uint
     // with one DMA read of the consecutive entries.
     const std::uint64_t first = va / kPageBytes;
     const std::uint64_t last = (va + len - 1) / kPageBytes;
+    const MemoryRegion* mr = m_table.find(key);
+    // Registered physical pages all start at address 0: tag them by region.
+    const std::uint64_t tag_base = mr->pages.empty() ? 0 : (std::uint64_t{key >> 8} << 44);
     std::uint32_t missing = 0;
     for (std::uint64_t page = first; page <= last; ++page)
-        if (!m_mtt.access(page)) ++missing;
+        if (!m_mtt.access(tag_base | page)) ++missing;
     if (missing) {
         counter("mtt_misses") += missing;
         r.ready = m_pcie.dma_read(r.ready, kIcmMttBase + first * kMttEntryBytes, missing * kMttEntryBytes);
+    }
+    if (!mr->pages.empty()) {
+        // Offsets into the virtually contiguous buffer map page by page.
+        std::uint64_t a = va, n = len;
+        while (n > 0) {
+            const std::uint64_t in_page = a % kPageBytes;
+            const std::uint32_t part = static_cast<std::uint32_t>(std::min<std::uint64_t>(n, kPageBytes - in_page));
+            const std::uint64_t bus = mr->pages[a / kPageBytes] + in_page;
+            if (!out.empty() && out.back().addr + out.back().len == bus && out.back().len + part <= 0x80000000ull)
+                out.back().len += part;
+            else
+                out.push_back({bus, part});
+            a += part;
+            n -= part;
+        }
+        return r;
     }
     // In-process mode the bus address of a byte is its virtual address.
     if (!out.empty() && out.back().addr + out.back().len == va && out.back().len + len <= 0xffffffffull) {

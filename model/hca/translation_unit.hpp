@@ -31,6 +31,9 @@ public:
     // Returns the new key, or 0 when the table is full.
     std::uint32_t add(std::uint32_t pdn, std::uint64_t va, std::uint64_t length, std::uint32_t access);
     bool remove(std::uint32_t key);
+    // Physical page registration: the region maps [0, length) onto pages.
+    void set_pages(std::uint32_t key, const std::vector<std::uint64_t>& pages);
+    bool modify(std::uint32_t key, std::uint32_t pdn, std::uint32_t access);
     const MemoryRegion* find(std::uint32_t key) const;
     std::size_t size() const { return m_live; }
 

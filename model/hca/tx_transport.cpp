@@ -236,6 +236,16 @@ TxTransport::Produced TxTransport::produce_request(QpContext& qp, sim::Tick now)
     }
     counter(is_read ? "read_requests" : "request_packets")++;
     launch(qp, std::move(pkt), data);
+    if (qp.vi == ViReliability::Unreliable) {
+        // Unreliable delivery: nothing acknowledges; the descriptor is done
+        // when its last packet has left the port.
+        if (last) {
+            w.acked = true;
+            w.done_at = qp.last_wire_end;
+            m_hca.rx().retire(qp, now);
+        }
+        return Produced::One;
+    }
     m_hca.rx().arm_ack_timer(qp, qp.last_wire_end);
     return Produced::One;
 }

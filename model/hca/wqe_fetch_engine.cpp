@@ -59,6 +59,10 @@ void WqeFetchEngine::parse_recv(QpContext& qp, const std::uint8_t* wqe, RecvWork
 }
 
 void WqeFetchEngine::fetch_send(QpContext& qp, sim::Tick t) {
+    if (qp.is_vi()) {
+        m_hca.descriptors().fetch(qp, false, t);
+        return;
+    }
     if (qp.sq_fetch_busy || qp.sq_fetched == qp.sq_pi) return;
     const std::uint32_t pending = static_cast<std::uint16_t>(qp.sq_pi - qp.sq_fetched);
     const std::uint32_t mask = qp.sq_entries() - 1;
@@ -115,6 +119,10 @@ sim::Tick WqeFetchEngine::blueflame(QpContext& qp, const std::vector<std::uint8_
 }
 
 void WqeFetchEngine::prefetch_recv(QpContext& qp, sim::Tick t, bool demand) {
+    if (qp.is_vi()) {
+        m_hca.descriptors().fetch(qp, true, t, demand);
+        return;
+    }
     if ((qp.rq_fetch_busy && !demand) || qp.rq_fetched == qp.rq_pi || qp.rq_cache.size() >= m_p.rq_prefetch_depth) return;
     const std::uint32_t pending = static_cast<std::uint16_t>(qp.rq_pi - qp.rq_fetched);
     const std::uint32_t mask = qp.rq_entries() - 1;

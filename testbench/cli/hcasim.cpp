@@ -11,6 +11,7 @@
 
 #include "testbench/system/isolated.hpp"
 #include "testbench/system/system.hpp"
+#include "testbench/workloads/kvipl_perftest.hpp"
 #include "testbench/workloads/perftest.hpp"
 
 namespace po = boost::program_options;
@@ -38,6 +39,8 @@ Options)";
 struct Cli {
     std::string command = "run";
     std::string op = "write";
+    std::string api = "verbs";
+    std::string reliability = "rd";
     std::string sizes;
     int iters = 0;
     int tx_depth = 128;
@@ -71,6 +74,8 @@ RunInfo info_for(const Cli& c, const sim::Config& cfg, const std::string& title)
     info.title = title;
     info.op = c.op;
     info.settings.emplace_back("preset", c.preset);
+    info.settings.emplace_back("api", c.api);
+    if (c.api == "kvipl") info.settings.emplace_back("VI reliability", c.reliability);
     info.settings.emplace_back("link", cfg.raw("link.speed") + " " + cfg.raw("link.width") + "x");
     info.settings.emplace_back("pcie", "gen" + cfg.raw("pcie.gen") + " x" + cfg.raw("pcie.lanes"));
     info.settings.emplace_back("topology", cfg.raw("fabric.topology"));
@@ -82,6 +87,25 @@ RunInfo info_for(const Cli& c, const sim::Config& cfg, const std::string& title)
 std::string title(const std::string& op, bool lat) {
     std::string t = op == "send" ? "Send" : op == "write" ? "RDMA Write" : "RDMA Read";
     return t + (lat ? " Latency Test" : " BW Test");
+}
+
+int vi_reliability(const Cli& c) {
+    if (c.reliability == "ud") return 1;
+    if (c.reliability == "rd") return 2;
+    if (c.reliability == "rr") return 4;
+    throw std::invalid_argument("unknown --reliability '" + c.reliability + "': expected ud, rd or rr");
+}
+
+bool api_is_kvipl(const Cli& c) {
+    if (c.api == "verbs") {
+        if (c.reliability != "rd") throw std::invalid_argument("--reliability applies to --api kvipl only");
+        return false;
+    }
+    if (c.api != "kvipl") throw std::invalid_argument("unknown --api '" + c.api + "': expected verbs or kvipl");
+    // VIs use the port's MTU and have no inline data: say so rather than ignore.
+    if (c.mtu != 4096) throw std::invalid_argument("--mtu does not apply to --api kvipl (VIs use the port's MTU, port.max_mtu)");
+    if (c.inline_max >= 0) throw std::invalid_argument("--inline does not apply to --api kvipl (VI descriptors carry no inline data)");
+    return true;
 }
 
 int cmd_lat(const Cli& c, std::ostream& os) {
@@ -96,7 +120,8 @@ int cmd_lat(const Cli& c, std::ostream& os) {
         o.inline_max = static_cast<std::uint32_t>(cfg.get_int("hca.max_inline"));
     const Format f = parse_format(c.format);
     System sys(cfg);
-    const auto rows = run_latency(sys, o);
+    o.vi_reliability = vi_reliability(c);
+    const auto rows = api_is_kvipl(c) ? run_latency_kvipl(sys, o) : run_latency(sys, o);
     print_latency(os, f, info_for(c, cfg, title(c.op, true)), rows);
     if (c.counters) os << sys.counters();
     return 0;
@@ -116,7 +141,8 @@ int cmd_bw(const Cli& c, std::ostream& os) {
     if (o.qps < 1 || o.qps > 65536) throw std::invalid_argument("invalid --qps: expected 1 to 65536");
     const Format f = parse_format(c.format);
     System sys(cfg);
-    const auto rows = run_bandwidth(sys, o);
+    o.vi_reliability = vi_reliability(c);
+    const auto rows = api_is_kvipl(c) ? run_bandwidth_kvipl(sys, o) : run_bandwidth(sys, o);
     RunInfo info = info_for(c, cfg, title(c.op, false));
     info.settings.emplace_back("QPs", std::to_string(o.qps));
     info.settings.emplace_back("TX depth", std::to_string(o.tx_depth));
@@ -308,6 +334,8 @@ int sc_main(int argc, char** argv) {
     po::options_description opts(kUsage);
     opts.add_options()("help,h", "this text")
         ("op", po::value(&c.op), "lat/bw: send, write or read (default write)")
+        ("api", po::value(&c.api), "lat/bw: the host API the workload uses, verbs or kvipl (default verbs)")
+        ("reliability", po::value(&c.reliability), "--api kvipl: VI reliability level ud, rd or rr (default rd)")
         ("sizes", po::value(&c.sizes), "message sizes: LO:HI (powers of two), N, or N,M,... (default 2:8388608)")
         ("iters,n", po::value(&c.iters), "iterations per size (default 1000)")
         ("tx-depth,t", po::value(&c.tx_depth), "bw: outstanding work requests per QP (default 128)")

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <catch2/catch.hpp>
+#include <sys/wait.h>
 #include <infiniband/verbs.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <climits>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -219,6 +221,25 @@ inline RunResult run_programs(const Overrides& overrides, const std::vector<Prog
 
 inline RunResult run_pair(const Overrides& overrides, const Program& p0, const Program& p1) {
     return run_programs(overrides, {p0, p1});
+}
+
+// Runs the hcasim command with args; its standard error is kept in out when
+// with_stderr, else dropped.
+struct CommandResult {
+    int exit_code = -1;
+    std::string out;
+};
+inline CommandResult run_hcasim(const std::string& args, bool with_stderr = false) {
+    const std::string cmd =
+        std::string("'") + HCASIM_BINARY + "' " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+    CommandResult c;
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return c;
+    char buf[4096];
+    for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) c.out.append(buf, n);
+    const int status = pclose(p);
+    c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return c;
 }
 
 // ---------------------------------------------------------------------------

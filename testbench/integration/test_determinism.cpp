@@ -17,6 +17,8 @@
 #include "testbench/workloads/report.hpp"
 
 using namespace hcasim::testbench;
+using hcasim::test::CommandResult;
+using hcasim::test::run_hcasim;
 
 namespace {
 
@@ -59,23 +61,6 @@ std::string scenario(Format f) {
     return lat.output + "\n" + bw.output;
 }
 
-struct Command {
-    int exit_code = -1;
-    std::string out;
-};
-
-Command run_hcasim(const std::string& args) {
-    const std::string cmd = std::string("'") + HCASIM_BINARY + "' " + args + " 2>/dev/null";
-    Command c;
-    FILE* p = popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    char buf[4096];
-    for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) c.out.append(buf, n);
-    const int status = pclose(p);
-    c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return c;
-}
-
 std::vector<std::string> lines(const std::string& s) {
     std::vector<std::string> out;
     std::istringstream in(s);
@@ -103,8 +88,8 @@ TEST_CASE("the same scenario run twice gives byte-identical text and json output
 }
 
 TEST_CASE("hcasim lat run twice prints byte-identical csv", "[determinism][cli]") {
-    const Command a = run_hcasim("lat --sizes 2:4096 --iters 50 --format csv");
-    const Command b = run_hcasim("lat --sizes 2:4096 --iters 50 --format csv");
+    const CommandResult a = run_hcasim("lat --sizes 2:4096 --iters 50 --format csv");
+    const CommandResult b = run_hcasim("lat --sizes 2:4096 --iters 50 --format csv");
     CHECK(a.exit_code == 0);
     CHECK(b.exit_code == 0);
     REQUIRE_FALSE(a.out.empty());
@@ -117,8 +102,8 @@ TEST_CASE("hcasim lat run twice prints byte-identical csv", "[determinism][cli]"
 }
 
 TEST_CASE("hcasim bw run twice prints byte-identical csv with the bandwidth header", "[determinism][cli]") {
-    const Command a = run_hcasim("bw --sizes 64,65536 --iters 200 --format csv");
-    const Command b = run_hcasim("bw --sizes 64,65536 --iters 200 --format csv");
+    const CommandResult a = run_hcasim("bw --sizes 64,65536 --iters 200 --format csv");
+    const CommandResult b = run_hcasim("bw --sizes 64,65536 --iters 200 --format csv");
     CHECK(a.exit_code == 0);
     CHECK(a.out == b.out);
     const auto l = lines(a.out);
@@ -131,7 +116,7 @@ TEST_CASE("hcasim bw run twice prints byte-identical csv with the bandwidth head
 TEST_CASE("every csv row has one value per header column and the values are numbers", "[determinism][cli]") {
     for (const char* args : {"lat --sizes 2,1024 --iters 20 --format csv", "bw --sizes 2,1024 --iters 100 --format csv"}) {
         INFO(args);
-        const Command c = run_hcasim(args);
+        const CommandResult c = run_hcasim(args);
         REQUIRE(c.exit_code == 0);
         const auto l = lines(c.out);
         REQUIRE(l.size() == 3);
@@ -153,7 +138,7 @@ TEST_CASE("every csv row has one value per header column and the values are numb
 
 TEST_CASE("hcasim --format json output parses and carries the rows", "[determinism][cli]") {
     SECTION("latency") {
-        const Command c = run_hcasim("lat --sizes 2,4096 --iters 20 --format json");
+        const CommandResult c = run_hcasim("lat --sizes 2,4096 --iters 20 --format json");
         REQUIRE(c.exit_code == 0);
         nlohmann::json j;
         REQUIRE_NOTHROW(j = nlohmann::json::parse(c.out));
@@ -172,7 +157,7 @@ TEST_CASE("hcasim --format json output parses and carries the rows", "[determini
         }
     }
     SECTION("bandwidth") {
-        const Command c = run_hcasim("bw --sizes 4096,65536 --iters 200 --format json");
+        const CommandResult c = run_hcasim("bw --sizes 4096,65536 --iters 200 --format json");
         REQUIRE(c.exit_code == 0);
         nlohmann::json j;
         REQUIRE_NOTHROW(j = nlohmann::json::parse(c.out));

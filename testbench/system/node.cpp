@@ -8,7 +8,8 @@ Node::Node(const sc_core::sc_module_name& name, const sim::Config& cfg, int inde
       m_memory(cfg.get_real("host.memory_latency_ns")),
       m_pcie("pcie", pcie::PcieParams::from(cfg), m_memory),
       m_hca("hca", cfg, m_pcie),
-      m_fw(cfg, m_hca) {
+      m_fw(cfg, m_hca),
+      m_cm("cm_agent", cfg, m_hca, m_fw) {
     // LIDs are assigned as a subnet manager would: node i gets LID i + 1.
     m_hca.port().set_lid(static_cast<std::uint16_t>(index + 1));
     host::DeviceInfo info;
@@ -16,6 +17,15 @@ Node::Node(const sc_core::sc_module_name& name, const sim::Config& cfg, int inde
     info.node_guid = 0x0002c90300a0b000ull + static_cast<std::uint64_t>(index);
     info.lid = static_cast<std::uint16_t>(index + 1);
     m_driver = std::make_unique<host::Driver>(info, m_hca, m_fw, host::HostCosts::from(cfg));
+    m_driver->set_cm_agent(&m_cm);
+    // The peer ended a VI's connection: the VI breaks and the host hears of it.
+    m_cm.on_connection_lost([this](std::uint32_t qpn) {
+        if (hca::QpContext* qp = m_hca.qp(qpn)) {
+            const sim::Tick now = sim::now_ps();
+            m_hca.raise_async(now, hca::AsyncEvent{hca::AsyncEventType::ViConnectionLost, qpn});
+            m_hca.enter_error(*qp, now);
+        }
+    });
 }
 
 }  // namespace hcasim::testbench

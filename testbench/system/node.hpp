@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "firmware/cm_agent.hpp"
 #include "firmware/command_interface.hpp"
 #include "host/driver/driver.hpp"
 #include "model/hca/hca.hpp"
@@ -22,6 +23,7 @@ public:
     hca::Hca& hca() { return m_hca; }
     pcie::PcieHostInterface& pcie() { return m_pcie; }
     firmware::CommandInterface& firmware() { return m_fw; }
+    firmware::CmAgent& cm() { return m_cm; }
 
 private:
     int m_index;
@@ -29,6 +31,7 @@ private:
     pcie::PcieHostInterface m_pcie;
     hca::Hca m_hca;
     firmware::CommandInterface m_fw;
+    firmware::CmAgent m_cm;
     std::unique_ptr<host::Driver> m_driver;
 };
 

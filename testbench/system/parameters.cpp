@@ -1,4 +1,5 @@
 // The one list of every block's parameter declarations.
+#include "firmware/cm_agent.hpp"
 #include "firmware/command_interface.hpp"
 #include "host/driver/host_cpu.hpp"
 #include "model/fabric/ib_switch.hpp"
@@ -23,6 +24,7 @@ const ParamRegistry& parameters() {
         fabric::declare_link_params(r);
         fabric::declare_switch_params(r);
         firmware::declare_firmware_params(r);
+        firmware::declare_cm_params(r);
         host::declare_host_params(r);
         return r;
     }();

@@ -69,26 +69,6 @@ ibv_mtu mtu_enum(int bytes) {
     }
 }
 
-// Polls a byte the peer writes by RDMA, as perftest's write_lat does: one
-// read per poll_memory cost. Only an adapter write to host memory can change
-// the byte, so the thread sleeps until one and resumes on its polling grid,
-// which gives the time a poll-by-poll loop would. Gives up after 100 ms of
-// simulated time, which no healthy run comes near.
-void spin_until(Host& h, const volatile std::uint8_t* p, std::uint8_t value) {
-    const sim::Tick cost = std::max<sim::Tick>(1, h.node().driver().costs().poll_memory);
-    const sim::Tick t0 = h.now();
-    const sim::Tick deadline = t0 + 100000 * sim::kPsPerUs;
-    const sc_core::sc_event& written = h.node().pcie().memory().written();
-    sc_core::wait(sim::to_sc(cost));
-    while (*p != value) {
-        if (h.now() > deadline) throw std::runtime_error("no RDMA WRITE data arrived within 100 ms of simulated time");
-        sc_core::wait(sim::to_sc(deadline - h.now() + cost), written);
-        const sim::Tick w = h.now();
-        const sim::Tick grid = t0 + (w - t0 + cost - 1) / cost * cost;
-        if (grid > w) sc_core::wait(sim::to_sc(grid - w));
-    }
-}
-
 // Drains whatever send completions are there (lat workloads).
 void reap(ibv_cq* cq, int& outstanding) {
     ibv_wc wc[16];
@@ -97,14 +77,6 @@ void reap(ibv_cq* cq, int& outstanding) {
         if (wc[i].status != IBV_WC_SUCCESS)
             throw std::runtime_error(std::string("send completion: ") + ibv_wc_status_str(wc[i].status));
     outstanding -= n;
-}
-
-// Payload bytes are a pseudo-random pattern of (sim.seed, node): a run is a
-// function of its seed.
-void fill_pattern(Host& h, std::uint8_t* p, std::size_t n) {
-    std::mt19937_64 rng(static_cast<std::uint64_t>(h.system().config().get_int("sim.seed")) * 1000003u +
-                        static_cast<std::uint64_t>(h.index()));
-    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::uint8_t>(rng() >> 56);
 }
 
 void post_one(ibv_qp* qp, ibv_wr_opcode op, std::uint8_t* local, std::uint32_t lkey, std::uint32_t size,
@@ -133,6 +105,58 @@ void post_recv(ibv_qp* qp, std::uint8_t* buf, std::uint32_t lkey, std::uint32_t 
 }
 
 }  // namespace
+
+// Polls a byte the peer writes by RDMA, as perftest's write_lat does: one
+// read per poll_memory cost. Only an adapter write to host memory can change
+// the byte, so the thread sleeps until one and resumes on its polling grid,
+// which gives the time a poll-by-poll loop would. Gives up after 100 ms of
+// simulated time, which no healthy run comes near.
+void spin_until(Host& h, const volatile std::uint8_t* p, std::uint8_t value) {
+    const sim::Tick cost = std::max<sim::Tick>(1, h.node().driver().costs().poll_memory);
+    const sim::Tick t0 = h.now();
+    const sim::Tick deadline = t0 + 100000 * sim::kPsPerUs;
+    const sc_core::sc_event& written = h.node().pcie().memory().written();
+    sc_core::wait(sim::to_sc(cost));
+    while (*p != value) {
+        if (h.now() > deadline) throw std::runtime_error("no RDMA WRITE data arrived within 100 ms of simulated time");
+        sc_core::wait(sim::to_sc(deadline - h.now() + cost), written);
+        const sim::Tick w = h.now();
+        const sim::Tick grid = t0 + (w - t0 + cost - 1) / cost * cost;
+        if (grid > w) sc_core::wait(sim::to_sc(grid - w));
+    }
+}
+
+// Payload bytes are a pseudo-random pattern of (sim.seed, node): a run is a
+// function of its seed.
+void fill_pattern(Host& h, std::uint8_t* p, std::size_t n) {
+    std::mt19937_64 rng(static_cast<std::uint64_t>(h.system().config().get_int("sim.seed")) * 1000003u +
+                        static_cast<std::uint64_t>(h.index()));
+    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::uint8_t>(rng() >> 56);
+}
+
+BandwidthRow bandwidth_row(std::uint32_t size, int iterations, sim::Tick t0, sim::Tick t1,
+                           std::vector<sim::Tick> message_done, int tx_depth, double wall_seconds) {
+    BandwidthRow r;
+    r.wall_seconds = wall_seconds;
+    r.bytes = size;
+    r.iterations = static_cast<std::uint64_t>(iterations);
+    const double secs = static_cast<double>(t1 - t0) / 1e12;
+    r.bw_avg_MBps = static_cast<double>(size) * iterations / secs / kPerftestMB;
+    r.msg_rate_Mpps = iterations / secs / 1e6;
+    // Peak: the best rate over any window of half the run (at least tx_depth
+    // messages).
+    std::sort(message_done.begin(), message_done.end());
+    const std::size_t window = static_cast<std::size_t>(std::max(tx_depth, iterations / 2));
+    double peak = r.bw_avg_MBps;
+    for (std::size_t hi = window; hi < message_done.size(); ++hi) {
+        const sim::Tick dt = message_done[hi] - message_done[hi - window];
+        if (dt > 0)
+            peak = std::max(peak, static_cast<double>(size) * static_cast<double>(window) /
+                                      (static_cast<double>(dt) / 1e12) / kPerftestMB);
+    }
+    r.bw_peak_MBps = peak;
+    return r;
+}
 
 std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
     const std::uint32_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
@@ -306,26 +330,9 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
                     }
                 }
                 const sim::Tick t1 = h.now();
-                BandwidthRow r;
-                r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-                r.bytes = size;
-                r.iterations = static_cast<std::uint64_t>(iters);
-                const double secs = static_cast<double>(t1 - t0) / 1e12;
-                r.bw_avg_MBps = static_cast<double>(size) * iters / secs / kPerftestMB;
-                r.msg_rate_Mpps = iters / secs / 1e6;
-                // Peak: the best rate over any window of half the run
-                // (at least tx_depth messages).
-                std::sort(message_done.begin(), message_done.end());
-                const std::size_t window = static_cast<std::size_t>(std::max(opt.tx_depth, iters / 2));
-                double peak = r.bw_avg_MBps;
-                for (std::size_t hi = window; hi < message_done.size(); ++hi) {
-                    const sim::Tick dt = message_done[hi] - message_done[hi - window];
-                    if (dt > 0)
-                        peak = std::max(peak, static_cast<double>(size) * static_cast<double>(window) /
-                                                  (static_cast<double>(dt) / 1e12) / kPerftestMB);
-                }
-                r.bw_peak_MBps = peak;
-                rows.push_back(r);
+                rows.push_back(bandwidth_row(
+                    size, iters, t0, t1, std::move(message_done), opt.tx_depth,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count()));
             } else if (opt.op == Op::Send) {
                 // Repost what each poll returned as one chained list: one
                 // doorbell per batch, as perftest's receiver does.
