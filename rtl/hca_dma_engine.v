@@ -25,7 +25,7 @@ module hca_dma_engine #
     // Descriptor tag width
     parameter TAG_WIDTH = 8,
     // Host read requests in flight at most (power of two)
-    parameter OUTSTANDING_READS = 16,
+    parameter OUTSTANDING_READS = 32,
     // Largest read request or write TLP in bytes (power of two, <= 4096)
     parameter MAX_BURST = 4096,
     // Longest descriptor in bytes; a longer one is an error

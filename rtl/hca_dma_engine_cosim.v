@@ -20,7 +20,7 @@ module hca_dma_engine_cosim #
     // Descriptor tag width
     parameter TAG_WIDTH = 8,
     // Host read requests in flight at most (power of two)
-    parameter OUTSTANDING_READS = 16,
+    parameter OUTSTANDING_READS = 32,
     // Largest read request or write TLP in bytes (power of two, <= 4096)
     parameter MAX_BURST = 4096,
     // Longest descriptor in bytes; a longer one is an error
@@ -101,8 +101,9 @@ wire                  wr_ready;
 wire [DATA_WIDTH-1:0] wr_data;
 wire                  engine_quiet;
 
-// A beat waiting in a skid buffer is work the engine has not seen yet
-assign quiet = engine_quiet && !desc_valid && !cpl_valid && !wr_valid;
+// A beat in a skid buffer is work only if the engine can take it now: a
+// descriptor waiting for a busy engine half changes nothing
+assign quiet = engine_quiet && !(desc_valid && desc_ready) && !(cpl_valid && cpl_ready) && !(wr_valid && wr_ready);
 
 axis_skid #(.WIDTH(DESC_WIDTH)) desc_skid (
     .clk(clk), .rst(rst),

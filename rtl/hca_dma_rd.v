@@ -25,7 +25,7 @@ module hca_dma_rd #
     // Completion slot index width (see hca_dma_engine)
     parameter SLOT_WIDTH = 4,
     // Read requests in flight at most (power of two)
-    parameter OUTSTANDING_READS = 16,
+    parameter OUTSTANDING_READS = 32,
     // Largest request in bytes (power of two, at most 4096)
     parameter MAX_BURST = 4096
 )

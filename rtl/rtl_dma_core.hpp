@@ -55,7 +55,7 @@ class RtlDmaCore {
 public:
     // Verilog parameters of the verilated engine.
     static constexpr std::uint32_t kDataBytes = 64;
-    static constexpr std::uint32_t kOutstandingReads = 16;
+    static constexpr std::uint32_t kOutstandingReads = 32;
     static constexpr std::uint32_t kSlots = 16;
 
     // clock: the engine's clock; mrrs, mps: bytes (powers of two, 128..4096);
