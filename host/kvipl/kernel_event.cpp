@@ -5,7 +5,7 @@
 
 #include "host/driver/driver.hpp"
 #include "host/kvipl/kvipl.h"
-#include "host/verbs/verbs_binding.hpp"
+#include "host/driver/host_thread.hpp"
 #include "model/sim/time.hpp"
 
 using hcasim::host::Driver;
@@ -13,7 +13,7 @@ using hcasim::host::Driver;
 namespace {
 
 Driver* dispatcher_of(KEVENT* e) {
-    if (!e->Dispatcher) e->Dispatcher = hcasim::verbs::current_driver();
+    if (!e->Dispatcher) e->Dispatcher = hcasim::host::current_driver();
     return static_cast<Driver*>(e->Dispatcher);
 }
 
@@ -25,7 +25,7 @@ void KeInitializeEvent(KEVENT* Event, EVENT_TYPE Type, VIP_BOOLEAN State) {
     if (!Event) return;
     Event->SignalState = State ? 1 : 0;
     Event->Type = Type;
-    Event->Dispatcher = hcasim::verbs::current_driver();
+    Event->Dispatcher = hcasim::host::current_driver();
 }
 
 long KeSetEvent(KEVENT* Event) {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "host/driver/driver.hpp"
-#include "host/verbs/verbs_binding.hpp"
+#include "host/driver/host_thread.hpp"
 
 using hcasim::firmware::CmResult;
 using hcasim::firmware::ViEndpoint;
@@ -356,7 +356,7 @@ extern "C" {
 
 KVIP_RETURN KvipOpenNic(const KVIP_WCHAR* DeviceName, KVIP_WAIT_OBJECT* ErrorNotificationWaitObject,
                         KVIP_NIC_HANDLE* NicHandle) {
-    Driver* d = hcasim::verbs::current_driver();
+    Driver* d = hcasim::host::current_driver();
     if (!DeviceName || !NicHandle || !d || std::wcscmp(DeviceName, kDeviceName) != 0) return KVIP_INVALID_PARAMETER;
     d->control_call();
     Provider& p = provider_of(d);

@@ -9,34 +9,13 @@
 #include <map>
 #include <new>
 
-#include "host/verbs/verbs_binding.hpp"
+#include "host/driver/host_thread.hpp"
 
 using hcasim::host::Driver;
 namespace hca = hcasim::hca;
 namespace fw = hcasim::firmware;
 namespace host = hcasim::host;
 
-namespace hcasim::verbs {
-
-namespace {
-std::map<const sc_core::sc_object*, host::Driver*>& bindings() {
-    static std::map<const sc_core::sc_object*, host::Driver*> m;
-    return m;
-}
-}  // namespace
-
-void bind_current_thread(host::Driver* driver) {
-    bindings()[sc_core::sc_get_current_process_handle().get_process_object()] = driver;
-}
-
-host::Driver* current_driver() {
-    auto h = sc_core::sc_get_current_process_handle();
-    if (!h.valid()) return nullptr;
-    auto it = bindings().find(h.get_process_object());
-    return it == bindings().end() ? nullptr : it->second;
-}
-
-}  // namespace hcasim::verbs
 
 namespace {
 
@@ -352,7 +331,7 @@ const char* const kStatusStrings[] = {
 extern "C" {
 
 struct ibv_device** ibv_get_device_list(int* num_devices) {
-    Driver* d = hcasim::verbs::current_driver();
+    Driver* d = hcasim::host::current_driver();
     if (!d) {
         if (num_devices) *num_devices = 0;
         errno = ENOSYS;

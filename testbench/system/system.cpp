@@ -4,7 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "host/verbs/verbs_binding.hpp"
+#include "host/driver/host_thread.hpp"
 
 namespace hcasim::testbench {
 
@@ -77,7 +77,7 @@ void System::run(const std::vector<Program>& programs) {
         opts.set_stack_size(8 << 20);
         sc_core::sc_spawn(
             [this, i, node_index, &programs, &errors, &finished]() {
-                verbs::bind_current_thread(&m_nodes[static_cast<std::size_t>(node_index)]->driver());
+                host::bind_current_thread(&m_nodes[static_cast<std::size_t>(node_index)]->driver());
                 Host host(*this, node_index);
                 try {
                     programs[i](host);

@@ -1,0 +1,25 @@
+#include "host/driver/host_thread.hpp"
+
+#include <map>
+
+namespace hcasim::host {
+
+namespace {
+std::map<const sc_core::sc_object*, Driver*>& bindings() {
+    static std::map<const sc_core::sc_object*, Driver*> m;
+    return m;
+}
+}  // namespace
+
+void bind_current_thread(Driver* driver) {
+    bindings()[sc_core::sc_get_current_process_handle().get_process_object()] = driver;
+}
+
+Driver* current_driver() {
+    auto h = sc_core::sc_get_current_process_handle();
+    if (!h.valid()) return nullptr;
+    auto it = bindings().find(h.get_process_object());
+    return it == bindings().end() ? nullptr : it->second;
+}
+
+}  // namespace hcasim::host
