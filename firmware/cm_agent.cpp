@@ -69,9 +69,8 @@ void CmAgent::send(const CmMessage& m, std::uint16_t dlid, sim::Tick t) {
     packet::encode(m, mad);
     auto pkt = m_pool.make(packet::wire_bytes(h, packet::kMadBytes));
     packet::build(h, mad, packet::kMadBytes, pkt->bytes.data());
-    const sim::Tick ready = m_cpu.reserve(t, 0).end;
     counter("sent")++;
-    m_hca.port().transmit(std::move(pkt), ready);
+    m_hca.port().transmit(std::move(pkt), t);
 }
 
 void CmAgent::receive(const packet::Parsed& p, const std::uint8_t* payload, sim::Tick t) {
@@ -82,7 +81,8 @@ void CmAgent::receive(const packet::Parsed& p, const std::uint8_t* payload, sim:
     }
     counter("received")++;
     const std::uint16_t slid = p.h.lrh.slid;
-    // The firmware handles one datagram at a time.
+    // Datagrams enter the agent one per cycle; each is then handled after
+    // fw.cm_processing_us (handling of different datagrams may overlap).
     const sim::Tick done = m_cpu.reserve(t, 1).end + m_processing;
     at(done, [this, m = std::make_shared<CmMessage>(std::move(m)), slid, done]() { handle(*m, slid, done); });
 }
@@ -127,7 +127,7 @@ CmResult CmAgent::accept(std::uint32_t id, const ViEndpoint& local) {
     if (m != CmResult::Success) return m;  // nothing is sent: the caller may change its VI and try again
     if (!m_hca.port().link_up()) return CmResult::NotReachable;
     const std::uint32_t psn = next_psn();
-    connect_vi(local.qpn, l.remote_lid, l.remote_vi.qpn, l.remote_psn, psn, sim::now_ps());
+    connect_vi(local.qpn, l.remote_lid, l.remote_vi.qpn, l.remote_psn, psn);
     l.accepting = true;
     CmMessage rep = describe(local);
     rep.attr = CmAttr::Rep;
@@ -260,8 +260,7 @@ void CmAgent::disconnect(std::uint32_t qpn) {
 }
 
 void CmAgent::connect_vi(std::uint32_t qpn, std::uint16_t lid, std::uint32_t remote_qpn, std::uint32_t rq_psn,
-                         std::uint32_t sq_psn, sim::Tick t) {
-    (void)t;
+                         std::uint32_t sq_psn) {
     QpAttributes a;
     a.state = hca::QpState::Rts;
     a.path_mtu = m_hca.port().max_mtu();
@@ -296,7 +295,7 @@ void CmAgent::handle(const CmMessage& m, std::uint16_t slid, sim::Tick t) {
                     const CmResult r = match(c.local, remote);
                     c.remote_vi = remote;
                     if (r == CmResult::Success) {
-                        connect_vi(qpn, slid, m.qpn, m.start_psn, c.psn, t);
+                        connect_vi(qpn, slid, m.qpn, m.start_psn, c.psn);
                         m_links[qpn] = Link{slid, m.qpn};
                     }
                     finish(c, r);
@@ -375,7 +374,7 @@ void CmAgent::handle(const CmMessage& m, std::uint16_t slid, sim::Tick t) {
                 c.remote_vi = remote;
                 const CmResult r = c.peer ? match(c.local, remote) : CmResult::Success;
                 if (r == CmResult::Success) {
-                    connect_vi(qpn, slid, m.qpn, m.start_psn, c.psn, t);
+                    connect_vi(qpn, slid, m.qpn, m.start_psn, c.psn);
                     m_links[qpn] = Link{slid, m.qpn};
                 }
                 finish(c, r);

@@ -122,7 +122,7 @@ private:
     void finish(Connect& c, CmResult r);
     // Brings the local VI to the connected state with its peer.
     void connect_vi(std::uint32_t qpn, std::uint16_t lid, std::uint32_t remote_qpn, std::uint32_t rq_psn,
-                    std::uint32_t sq_psn, sim::Tick t);
+                    std::uint32_t sq_psn);
     packet::CmMessage describe(const ViEndpoint& v) const;
     std::uint32_t next_psn();
 

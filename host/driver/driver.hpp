@@ -177,11 +177,6 @@ public:
     void arm_vi_queue(DriverQp& qp, bool recv);
     int reg_pages(std::uint32_t pdn, const std::vector<std::uint64_t>& pages, std::uint32_t access, std::uint32_t& key);
     int modify_mr(std::uint32_t key, std::uint32_t pdn, std::uint32_t access);
-    bool pd_exists(std::uint32_t pdn) const { return m_pds.count(pdn) != 0; }
-    int pd_users(std::uint32_t pdn) const {
-        auto it = m_pds.find(pdn);
-        return it == m_pds.end() ? 0 : it->second;
-    }
     const hca::MemoryRegion* find_mr(std::uint32_t key) { return m_hca.mpt().find(key); }
     void set_cm_agent(firmware::CmAgent* cm) { m_cm = cm; }
     // One firmware mailbox command's time (connection management requests).

@@ -93,7 +93,6 @@ struct Conn {
 struct Region {
     _VIP_NIC* nic;
     std::uint64_t va;  // what the consumer registered (0 for physical pages)
-    std::uint64_t length;
     bool phys;
 };
 
@@ -602,7 +601,7 @@ KVIP_RETURN KvipRegisterMem(KVIP_NIC_HANDLE NicHandle, KVIP_PVOID VirtualAddress
     std::uint32_t key = 0;
     if (p.drv->reg_mr(MemAttribs->Ptag->pdn, base, end - base, mem_access(MemAttribs), key) != 0)
         return KVIP_ERROR_RESOURCE;
-    p.regions[key] = Region{NicHandle, va, Length, false};
+    p.regions[key] = Region{NicHandle, va, false};
     *MemoryHandle = key;
     return KVIP_SUCCESS;
 }
@@ -632,7 +631,7 @@ KVIP_RETURN KvipRegisterPhysPages(KVIP_NIC_HANDLE NicHandle, KVIP_PHYS_ADDRESS P
     Provider& p = *NicHandle->prov;
     std::uint32_t key = 0;
     if (p.drv->reg_pages(MemAttribs->Ptag->pdn, pages, mem_access(MemAttribs), key) != 0) return KVIP_ERROR_RESOURCE;
-    p.regions[key] = Region{NicHandle, 0, NumPhysPages * kPage, true};
+    p.regions[key] = Region{NicHandle, 0, true};
     *MemoryHandle = key;
     return KVIP_SUCCESS;
 }

@@ -47,29 +47,22 @@ DescriptorEngine::DescriptorEngine(const sc_core::sc_module_name& name, const Hc
 void DescriptorEngine::posted(QpContext& qp, bool recv, const ViDoorbellToken& tok, sim::Tick t) {
     ViQueue& q = recv ? qp.vi_rq : qp.vi_sq;
     counter(recv ? "recv_doorbells" : "send_doorbells")++;
-    if (qp.state == QpState::Err) {
-        // A VI in the error state completes what is posted to it as flushed.
-        q.posted.push_back(tok);
-        ++q.outstanding;
-        if (recv) ++qp.rq_pi; else ++qp.sq_pi;
-        flush(qp, t);
-        return;
-    }
-    if (q.outstanding >= m_p.vi_max_descriptors) {
-        counter("overruns")++;
-        HCASIM_LOG(sim::LogLevel::Info, path(), "VI " << qp.qpn << (recv ? " receive" : " send") << " queue overrun: more than "
-                                                      << m_p.vi_max_descriptors << " descriptors posted");
-        AsyncEvent e{AsyncEventType::ViOverrun, qp.qpn, tok.addr, 0, recv};
-        m_hca.raise_async(t, e);
-        q.posted.push_back(tok);
-        ++q.outstanding;
-        if (recv) ++qp.rq_pi; else ++qp.sq_pi;
-        m_hca.enter_error(qp, t);
-        return;
-    }
     q.posted.push_back(tok);
     ++q.outstanding;
     if (recv) ++qp.rq_pi; else ++qp.sq_pi;
+    if (qp.state == QpState::Err) {
+        // A VI in the error state completes what is posted to it as flushed.
+        flush(qp, t);
+        return;
+    }
+    if (q.outstanding > m_p.vi_max_descriptors) {
+        counter("overruns")++;
+        HCASIM_LOG(sim::LogLevel::Info, path(), "VI " << qp.qpn << (recv ? " receive" : " send") << " queue overrun: more than "
+                                                      << m_p.vi_max_descriptors << " descriptors posted");
+        m_hca.raise_async(t, AsyncEvent{AsyncEventType::ViOverrun, qp.qpn, tok.addr, 0, recv});
+        m_hca.enter_error(qp, t);
+        return;
+    }
     fetch(qp, recv, t);
 }
 
@@ -215,7 +208,7 @@ void DescriptorEngine::fetch(QpContext& qp, bool recv, sim::Tick t, bool demand)
         if (recv && !f.error) {
             // A receive descriptor is usable from the time it is parsed: an
             // arriving message waits for it rather than finding none.
-            RecvWork w = recv_work(qp, f);
+            RecvWork w = recv_work(f);
             w.ready_at = parsed;
             qp.rq_cache.push_back(std::move(w));
             f.segs.clear();
@@ -229,8 +222,7 @@ void DescriptorEngine::fetch(QpContext& qp, bool recv, sim::Tick t, bool demand)
     }
 }
 
-SendWork DescriptorEngine::send_work(const QpContext& qp, const Fetched& f) const {
-    (void)qp;
+SendWork DescriptorEngine::send_work(const Fetched& f) {
     SendWork w;
     w.desc_addr = f.addr;
     w.desc_handle = f.handle;
@@ -259,8 +251,7 @@ SendWork DescriptorEngine::send_work(const QpContext& qp, const Fetched& f) cons
     return w;
 }
 
-RecvWork DescriptorEngine::recv_work(const QpContext& qp, const Fetched& f) const {
-    (void)qp;
+RecvWork DescriptorEngine::recv_work(const Fetched& f) {
     RecvWork w;
     w.desc_addr = f.addr;
     w.desc_handle = f.handle;
@@ -303,7 +294,7 @@ void DescriptorEngine::deliver(std::uint32_t qpn, bool recv, Fetched& f, sim::Ti
             }
         }
     } else {
-        SendWork w = send_work(*qp, f);
+        SendWork w = send_work(f);
         if (f.error) {
             w.error = CqeStatus::LocalQpOperation;
             w.vi_error = f.error;

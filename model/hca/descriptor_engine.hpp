@@ -63,8 +63,8 @@ private:
     bool locate(QpContext& qp, ViQueue& q, bool recv, sim::Tick& t, std::uint64_t& addr, std::uint32_t& handle);
     void post_descriptor_error(QpContext& qp, bool recv, std::uint64_t addr, sim::Tick t, const char* why);
     void deliver(std::uint32_t qpn, bool recv, Fetched& f, sim::Tick t);
-    SendWork send_work(const QpContext& qp, const Fetched& f) const;
-    RecvWork recv_work(const QpContext& qp, const Fetched& f) const;
+    static SendWork send_work(const Fetched& f);
+    static RecvWork recv_work(const Fetched& f);
 
     Hca& m_hca;
     HcaParams m_p;

@@ -45,7 +45,7 @@ struct KvipEndpoint {
     std::uint64_t remote_addr = 0;
     KVIP_MEM_HANDLE remote_mh = 0;
 
-    KvipEndpoint(Host& h, std::size_t data_bytes, std::size_t slots_, int reliability)
+    KvipEndpoint(std::size_t data_bytes, std::size_t slots_, int reliability)
         : descs(slots_ * kSlot), data(data_bytes), slots(slots_) {
         need(KvipOpenNic(L"hcasim0", nullptr, &nic), "KvipOpenNic");
         need(KvipCreatePtag(nic, &ptag), "KvipCreatePtag");
@@ -63,7 +63,6 @@ struct KvipEndpoint {
         va.EnableRdmaWrite = KVIP_TRUE;
         va.EnableRdmaRead = reliability == KVIP_SERVICE_UNRELIABLE ? KVIP_FALSE : na.RDMAReadSupport;
         need(KvipCreateVi(nic, &va, nullptr, nullptr, nullptr, nullptr, &vi), "KvipCreateVi");
-        (void)h;
     }
     ~KvipEndpoint() {
         if (nic) KvipCloseNic(nic);
@@ -166,7 +165,7 @@ std::vector<LatencyRow> run_latency_kvipl(System& sys, const LatencyOptions& opt
     auto program = [&](Host& h) {
         const bool client = h.index() == 0;
         const std::size_t half = max_size + 4096;
-        KvipEndpoint ep(h, 2 * half, 8, opt.vi_reliability);
+        KvipEndpoint ep(2 * half, 8, opt.vi_reliability);
         fill_pattern(h, ep.data.p, max_size);
         std::uint8_t* out = ep.data.p;
         std::uint8_t* in = ep.data.p + half;
@@ -231,7 +230,7 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
         // keeps as many receives posted as a queue holds (perftest's rx depth).
         const int rwin = std::min(opt.iterations,
                                   static_cast<int>(h.node().hca().params().vi_max_descriptors));
-        KvipEndpoint ep(h, 2 * half, static_cast<std::size_t>(std::max(depth, rwin)), opt.vi_reliability);
+        KvipEndpoint ep(2 * half, static_cast<std::size_t>(std::max(depth, rwin)), opt.vi_reliability);
         fill_pattern(h, ep.data.p, 2 * half);
         ep.connect(h, "kbw");
         const KVIP_USHORT op = opt.op == Op::Send    ? KVIP_CONTROL_OP_SENDRECV
