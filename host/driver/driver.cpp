@@ -475,9 +475,7 @@ void Driver::completion_event(std::uint32_t cqn) {
 
 void Driver::after_interrupt(std::function<void()> fn) {
     // The adapter's completion engine serves as the interrupt controller's clock.
-    m_hca.completion().at(sim::now_ps() + m_costs.interrupt, [fn = std::make_shared<std::function<void()>>(std::move(fn))]() {
-        (*fn)();
-    });
+    m_hca.completion().at(sim::now_ps() + m_costs.interrupt, [fn = std::move(fn)]() { fn(); });
 }
 
 void Driver::vi_queue_event(std::uint32_t qpn, bool recv_queue) {

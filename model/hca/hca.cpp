@@ -63,26 +63,17 @@ CqContext& Hca::install_cq(std::uint32_t cqn) {
 }
 
 void Hca::raise_async(sim::Tick t, AsyncEvent e) {
-    const sim::Tick at_host = m_pcie.msix(t);
-    m_completion.at(at_host, [this, e]() {
-        if (m_sink) m_sink->async_event(e);
-    });
+    msix(t, [e](InterruptSink& s) { s.async_event(e); });
 }
 
 void Hca::raise_completion(sim::Tick t, std::uint32_t cqn) {
-    const sim::Tick at_host = m_pcie.msix(t);
     m_completion.counter("interrupts")++;
-    m_completion.at(at_host, [this, cqn]() {
-        if (m_sink) m_sink->completion_event(cqn);
-    });
+    msix(t, [cqn](InterruptSink& s) { s.completion_event(cqn); });
 }
 
 void Hca::raise_vi_queue(sim::Tick t, std::uint32_t qpn, bool recv_queue) {
-    const sim::Tick at_host = m_pcie.msix(t);
     m_completion.counter("interrupts")++;
-    m_completion.at(at_host, [this, qpn, recv_queue]() {
-        if (m_sink) m_sink->vi_queue_event(qpn, recv_queue);
-    });
+    msix(t, [qpn, recv_queue](InterruptSink& s) { s.vi_queue_event(qpn, recv_queue); });
 }
 
 void Hca::fail_catastrophically(sim::Tick t) {

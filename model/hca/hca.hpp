@@ -124,6 +124,14 @@ public:
     std::vector<sim::Block*> blocks();
 
 private:
+    // Sends an MSI-X at t; the host's sink hears of it when it arrives.
+    template <typename F>
+    void msix(sim::Tick t, F to_sink) {
+        m_completion.at(m_pcie.msix(t), [this, to_sink]() {
+            if (m_sink) to_sink(*m_sink);
+        });
+    }
+
     HcaParams m_p;
     pcie::PcieHostInterface& m_pcie;
     ProtectionTable m_mpt_table;
