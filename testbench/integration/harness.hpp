@@ -32,6 +32,7 @@
 
 #include "model/sim/config.hpp"
 #include "testbench/system/isolated.hpp"
+#include "testbench/system/split_mix.hpp"
 #include "testbench/system/system.hpp"
 
 namespace hcasim::test {
@@ -41,29 +42,10 @@ using testbench::Host;
 // ---------------------------------------------------------------------------
 // Deterministic data.
 
-struct SplitMix64 {
-    std::uint64_t s;
-    std::uint64_t next() {
-        std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    }
-};
+using testbench::SplitMix64;
 
 // Byte i of the stream for seed is the same whatever the buffer it lands in.
-inline void fill_pattern(std::uint8_t* p, std::size_t n, std::uint64_t seed) {
-    SplitMix64 r{seed};
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const std::uint64_t v = r.next();
-        std::memcpy(p + i, &v, 8);
-    }
-    if (i < n) {
-        const std::uint64_t v = r.next();
-        std::memcpy(p + i, &v, n - i);
-    }
-}
+inline void fill_pattern(std::uint8_t* p, std::size_t n, std::uint64_t seed) { testbench::fill_split_mix(p, n, seed); }
 
 inline std::vector<std::uint8_t> pattern(std::size_t n, std::uint64_t seed) {
     std::vector<std::uint8_t> v(n);

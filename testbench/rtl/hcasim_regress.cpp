@@ -21,6 +21,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "testbench/system/split_mix.hpp"
 #include "model/hca/rtl_dma_engine.hpp"
 #include "model/hca/tlm_dma_engine.hpp"
 #include "model/pcie/pcie_host_interface.hpp"
@@ -34,30 +35,9 @@ using hca::DmaStatus;
 
 namespace {
 
-struct SplitMix64 {
-    std::uint64_t s;
-    std::uint64_t next() {
-        std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    }
-    std::uint64_t below(std::uint64_t n) { return next() % n; }
-    std::uint64_t range(std::uint64_t lo, std::uint64_t hi) { return lo + below(hi - lo + 1); }
-};
+using testbench::SplitMix64;
 
-void fill(std::uint8_t* p, std::size_t n, std::uint64_t seed) {
-    SplitMix64 r{seed};
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const std::uint64_t v = r.next();
-        std::memcpy(p + i, &v, 8);
-    }
-    if (i < n) {
-        const std::uint64_t v = r.next();
-        std::memcpy(p + i, &v, n - i);
-    }
-}
+void fill(std::uint8_t* p, std::size_t n, std::uint64_t seed) { testbench::fill_split_mix(p, n, seed); }
 
 // Host window each implementation's descriptors address: 4 KiB aligned, so
 // offsets have the same alignment on both sides.

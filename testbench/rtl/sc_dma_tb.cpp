@@ -20,6 +20,7 @@
 // Verilator's headers are not ours: their warnings are off.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "testbench/system/split_mix.hpp"
 #include "Vhca_dma_engine_sc.h"
 #include "verilated.h"
 #include "verilated_vcd_sc.h"
@@ -31,17 +32,7 @@ constexpr int kW = 16;  // data path bytes (DATA_WIDTH 128)
 constexpr std::uint64_t kBase = 0x7f0000001000ull;  // host address of mem[0]
 constexpr std::size_t kMem = 1 << 20;
 
-struct Rng {
-    std::uint64_t s;
-    std::uint64_t next() {
-        std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    }
-    std::uint64_t below(std::uint64_t n) { return next() % n; }
-    bool chance(int pct) { return below(100) < static_cast<std::uint64_t>(pct); }
-};
+using Rng = hcasim::testbench::SplitMix64;
 
 sc_bv<128> to_bv(const std::uint8_t* p) {
     sc_bv<128> v;

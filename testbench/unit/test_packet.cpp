@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "testbench/system/split_mix.hpp"
 #include "model/packet/ib_packet.hpp"
 
 using namespace hcasim::packet;
@@ -21,16 +22,7 @@ namespace {
 // ---------------------------------------------------------------------------
 // Deterministic data.
 
-struct SplitMix64 {
-    std::uint64_t s;
-    std::uint64_t next() {
-        std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    }
-    std::uint8_t byte() { return static_cast<std::uint8_t>(next()); }
-};
+using hcasim::testbench::SplitMix64;
 
 std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint64_t seed) {
     SplitMix64 r{seed};

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "testbench/system/split_mix.hpp"
 #include "model/pcie/host_memory.hpp"
 #include "model/pcie/pcie_host_interface.hpp"
 #include "model/pcie/tlp.hpp"
@@ -22,16 +23,7 @@ using hcasim::pcie::TlpCosts;
 
 namespace {
 
-struct Rng {
-    std::uint64_t s;
-    std::uint64_t next() {
-        std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    }
-    std::uint64_t below(std::uint64_t n) { return next() % n; }
-};
+using Rng = hcasim::testbench::SplitMix64;
 
 // The chunks tile [addr, addr + len) in order, without gaps or overlap.
 void require_tiles(const std::vector<Chunk>& chunks, std::uint64_t addr, std::uint64_t len) {
