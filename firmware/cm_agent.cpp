@@ -70,7 +70,8 @@ void CmAgent::send(const CmMessage& m, std::uint16_t dlid, sim::Tick t) {
     auto pkt = m_pool.make(packet::wire_bytes(h, packet::kMadBytes));
     packet::build(h, mad, packet::kMadBytes, pkt->bytes.data());
     counter("sent")++;
-    m_hca.port().transmit(std::move(pkt), t);
+    // The firmware sends on its own clock edge.
+    m_hca.port().transmit(std::move(pkt), m_clock.edge_at_or_after(t));
 }
 
 void CmAgent::receive(const packet::Parsed& p, const std::uint8_t* payload, sim::Tick t) {
