@@ -18,7 +18,8 @@ RtlDmaEngine::RtlDmaEngine(const sc_core::sc_module_name& name, const HcaParams&
       m_vcd(std::move(vcd)),
       m_gate(gate_clock),
       m_channels(channels),
-      m_channel_free(channels, 0) {
+      m_channel_free(channels, 0),
+      m_posted(pcie.memory()) {
     if (channels == 0) throw sim::ConfigError("hca.dma.rtl_channels=0: the RTL DMA engine needs at least one channel");
     // A waveform file that cannot be written is a configuration error now,
     // not a failure in the middle of a run.
@@ -130,25 +131,12 @@ void to_descriptors(const DmaSpan* spans, std::size_t n, bool write, std::uint8_
 
 }  // namespace
 
-void RtlDmaEngine::overlay_pending(std::uint64_t addr, std::uint32_t len, std::uint8_t* dst) const {
-    const std::uint64_t r_end = addr + len;
-    for (const PendingWrite& w : m_pending) {
-        std::size_t off = 0;
-        for (const DmaSpan& s : w.spans) {
-            const std::uint64_t lo = std::max(addr, s.addr);
-            const std::uint64_t hi = std::min(r_end, s.addr + s.len);
-            if (lo < hi) std::memcpy(dst + (lo - addr), w.data.data() + off + (lo - s.addr), hi - lo);
-            off += s.len;
-        }
-    }
-}
-
 // The engine's host read: the bytes as host memory holds them when the
 // request leaves, with posted writes still on their way (a read does not
 // pass them); the completion time from the PCIe model.
 sim::Tick RtlDmaEngine::read_request(sim::Tick t, std::uint64_t addr, std::uint32_t len, std::uint8_t* data) {
     m_pcie.memory().read(addr, data, len);
-    overlay_pending(addr, len, data);
+    m_posted.overlay(addr, len, data);
     return m_pcie.dma_read(t, addr, len);
 }
 
@@ -189,13 +177,16 @@ sim::Tick RtlDmaEngine::do_write(sim::Tick t, const DmaSpan* spans, std::size_t 
     *m_n_write_bytes += total;
     ++*m_n_writes;
     if (m_current.spans.empty()) return t;
-    // Held until the last TLP lands, as the model does: a host polling the
-    // buffer sees the bytes at the modelled time.
+    return post_current();
+}
+
+// Held until the last TLP lands, as the model does: a host polling the
+// buffer sees the bytes at the modelled time.
+sim::Tick RtlDmaEngine::post_current() {
     const sim::Tick visible = m_current_visible;
-    m_pending.push_back(std::move(m_current));
-    m_current = PendingWrite{};
-    at(visible, [this]() { apply_oldest(); });
-    m_last_visible = std::max(m_last_visible, visible);
+    m_posted.push(std::move(m_current), visible);
+    m_current = m_posted.spare();
+    at(visible, [this]() { m_posted.land(); });
     return visible;
 }
 
@@ -207,16 +198,6 @@ sim::Tick RtlDmaEngine::write(sim::Tick t, const DmaSpan* spans, std::size_t n, 
 sim::Tick RtlDmaEngine::write(sim::Tick t, const DmaSpan* spans, std::size_t n, const packet::PacketPtr&,
                               const std::uint8_t* src) {
     return do_write(t, spans, n, src);
-}
-
-void RtlDmaEngine::apply_oldest() {
-    PendingWrite& w = m_pending.front();
-    const std::uint8_t* p = w.data.data();
-    for (const auto& s : w.spans) {
-        m_pcie.memory().write(s.addr, p, s.len);
-        p += s.len;
-    }
-    m_pending.pop_front();
 }
 
 sim::Tick RtlDmaEngine::execute(sim::Tick t, const DmaDescriptor* d, std::size_t n, std::vector<DmaCompletion>& out) {
@@ -232,14 +213,7 @@ sim::Tick RtlDmaEngine::execute(sim::Tick t, const DmaDescriptor* d, std::size_t
         if (s.error != 0) ++counter("descriptor_errors");
     }
     sim::Tick effects = done;
-    if (!m_current.spans.empty()) {
-        const sim::Tick visible = m_current_visible;
-        m_pending.push_back(std::move(m_current));
-        m_current = PendingWrite{};
-        at(visible, [this]() { apply_oldest(); });
-        m_last_visible = std::max(m_last_visible, visible);
-        effects = std::max(effects, visible);
-    }
+    if (!m_current.spans.empty()) effects = std::max(effects, post_current());
     return effects;
 }
 

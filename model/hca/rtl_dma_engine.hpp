@@ -15,6 +15,7 @@
 
 #include "model/hca/contexts.hpp"
 #include "model/hca/dma_engine.hpp"
+#include "model/hca/posted_writes.hpp"
 #include "model/hca/hca_params.hpp"
 #include "model/sim/block.hpp"
 #include "rtl/rtl_dma_core.hpp"
@@ -40,7 +41,7 @@ public:
     sim::Tick write(sim::Tick t, const DmaSpan* spans, std::size_t n, const std::uint8_t* src) override;
     sim::Tick write(sim::Tick t, const DmaSpan* spans, std::size_t n, const packet::PacketPtr& owner,
                     const std::uint8_t* src) override;
-    sim::Tick last_write_visible() const override { return m_last_visible; }
+    sim::Tick last_write_visible() const override { return m_posted.last_visible(); }
     sim::Tick execute(sim::Tick t, const DmaDescriptor* d, std::size_t n, std::vector<DmaCompletion>& out) override;
     sim::Block& block() override { return *this; }
 
@@ -52,11 +53,6 @@ public:
     std::uint32_t last_max_inflight() const { return m_last_max_inflight; }
 
 private:
-    struct PendingWrite {
-        std::vector<DmaSpan> spans;
-        std::vector<std::uint8_t> data;
-    };
-
     sim::Tick read_request(sim::Tick t, std::uint64_t addr, std::uint32_t len, std::uint8_t* data) override;
     sim::Tick write_tlp(sim::Tick t, std::uint64_t addr, std::uint32_t len, const std::uint8_t* data) override;
 
@@ -66,8 +62,8 @@ private:
     // Runs the descriptors on one channel; returns the last status time.
     sim::Tick run(sim::Tick t, std::vector<rtl::CoreDescriptor>& d, std::vector<rtl::CoreStatus>& st);
     sim::Tick do_write(sim::Tick t, const DmaSpan* spans, std::size_t n, const std::uint8_t* src);
-    void apply_oldest();
-    void overlay_pending(std::uint64_t addr, std::uint32_t len, std::uint8_t* dst) const;
+    // Queues the TLPs of the run just made as one posted write.
+    sim::Tick post_current();
 
     pcie::PcieHostInterface& m_pcie;
     std::uint32_t m_mrrs;
@@ -77,10 +73,9 @@ private:
     std::vector<std::unique_ptr<rtl::RtlDmaCore>> m_channels;  // made on first use
     std::vector<sim::Tick> m_channel_free;
     rtl::CoreStats m_retired;  // stats of channels replaced by trace_channel0
-    std::deque<PendingWrite> m_pending;
-    PendingWrite m_current;  // the write being run
+    PostedWrites m_posted;
+    PostedWrites::Write m_current;  // the TLPs of the run being made
     sim::Tick m_current_visible = 0;
-    sim::Tick m_last_visible = 0;
     std::uint32_t m_last_max_inflight = 0;
     std::vector<rtl::CoreDescriptor> m_desc;
     std::vector<rtl::CoreStatus> m_status;

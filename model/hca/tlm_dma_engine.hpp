@@ -4,12 +4,12 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <vector>
 
 #include "model/hca/contexts.hpp"
 #include "model/hca/dma_engine.hpp"
 #include "model/hca/hca_params.hpp"
+#include "model/hca/posted_writes.hpp"
 #include "model/packet/packet.hpp"
 #include "model/sim/block.hpp"
 
@@ -34,22 +34,10 @@ public:
     sim::Block& block() override { return *this; }
 
 private:
-    struct PendingWrite {
-        std::vector<DmaSpan> spans;
-        std::vector<std::uint8_t> data;  // a copy of the bytes, or
-        packet::PacketPtr owner;         // the packet that holds them
-        const std::uint8_t* src = nullptr;
-        const std::uint8_t* bytes() const { return owner ? src : data.data(); }
-    };
-    sim::Tick issue_write(sim::Tick t, const DmaSpan* spans, std::size_t n, PendingWrite&& w, std::size_t total);
-    PendingWrite spare();
-    void apply_oldest();
-    void overlay_pending(const DmaSpan& r, std::uint8_t* dst) const;
+    sim::Tick issue_write(sim::Tick t, const DmaSpan* spans, std::size_t n, PostedWrites::Write&& w, std::size_t total);
 
     pcie::PcieHostInterface& m_pcie;
-    std::deque<PendingWrite> m_pending;
-    std::vector<PendingWrite> m_spare;
-    sim::Tick m_last_visible = 0;
+    PostedWrites m_posted;
     std::uint64_t* m_n_writes = nullptr;
     std::uint64_t* m_n_write_bytes = nullptr;
     sim::Timeline m_read_engine;
