@@ -119,9 +119,10 @@ int cmd_lat(const Cli& c, std::ostream& os) {
     if (o.inline_max > static_cast<std::uint32_t>(cfg.get_int("hca.max_inline")))
         o.inline_max = static_cast<std::uint32_t>(cfg.get_int("hca.max_inline"));
     const Format f = parse_format(c.format);
-    System sys(cfg);
     o.vi_reliability = vi_reliability(c);
-    const auto rows = api_is_kvipl(c) ? run_latency_kvipl(sys, o) : run_latency(sys, o);
+    const bool kvipl = api_is_kvipl(c);
+    System sys(cfg);
+    const auto rows = kvipl ? run_latency_kvipl(sys, o) : run_latency(sys, o);
     print_latency(os, f, info_for(c, cfg, title(c.op, true)), rows);
     if (c.counters) os << sys.counters();
     return 0;
@@ -140,9 +141,10 @@ int cmd_bw(const Cli& c, std::ostream& os) {
     if (o.tx_depth < 1 || o.tx_depth > 16384) throw std::invalid_argument("invalid --tx-depth: expected 1 to 16384");
     if (o.qps < 1 || o.qps > 65536) throw std::invalid_argument("invalid --qps: expected 1 to 65536");
     const Format f = parse_format(c.format);
-    System sys(cfg);
     o.vi_reliability = vi_reliability(c);
-    const auto rows = api_is_kvipl(c) ? run_bandwidth_kvipl(sys, o) : run_bandwidth(sys, o);
+    const bool kvipl = api_is_kvipl(c);
+    System sys(cfg);
+    const auto rows = kvipl ? run_bandwidth_kvipl(sys, o) : run_bandwidth(sys, o);
     RunInfo info = info_for(c, cfg, title(c.op, false));
     info.settings.emplace_back("QPs", std::to_string(o.qps));
     info.settings.emplace_back("TX depth", std::to_string(o.tx_depth));
