@@ -76,6 +76,7 @@ QpRings CommandInterface::rings_of(const hca::QpContext& qp) {
     r.rq_base = qp.rq_base;
     r.rq_log_size = qp.rq_log_size;
     r.rq_log_stride = qp.rq_log_stride;
+    r.rq_db_record = qp.rq_db_record;
     r.max_send_sge = qp.max_send_sge;
     r.max_recv_sge = qp.max_recv_sge;
     r.max_inline = qp.max_inline;
@@ -95,6 +96,7 @@ void CommandInterface::fill(hca::QpContext& qp, const QpRings& r) {
     qp.rq_base = r.rq_base;
     qp.rq_log_size = r.rq_log_size;
     qp.rq_log_stride = r.rq_log_stride;
+    qp.rq_db_record = r.rq_db_record;
     qp.max_send_sge = r.max_send_sge;
     qp.max_recv_sge = r.max_recv_sge;
     qp.max_inline = r.max_inline;

@@ -62,6 +62,7 @@ struct QpRings {
     std::uint64_t rq_base = 0;
     std::uint32_t rq_log_size = 0;
     std::uint32_t rq_log_stride = 4;
+    std::uint64_t rq_db_record = 0;  // bus address of the RqDoorbellRecord
     std::uint32_t max_send_sge = 1;
     std::uint32_t max_recv_sge = 1;
     std::uint32_t max_inline = 0;

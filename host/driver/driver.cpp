@@ -40,6 +40,7 @@ Driver::~Driver() {
     for (auto& [n, qp] : m_qps) {
         free_ring(qp->sq);
         free_ring(qp->rq);
+        free_ring(qp->rq_db);
     }
     for (auto& [n, cq] : m_cqs) {
         free_ring(cq->ring);
@@ -251,7 +252,8 @@ int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, c
     qp->max_recv_sge = std::min<std::uint32_t>(p.max_sge, ((1u << qp->rq_log_stride) - 16u) / 16u);
     qp->sq = static_cast<std::uint8_t*>(alloc_ring(static_cast<std::size_t>(1) << (qp->sq_log_size + qp->sq_log_stride)));
     qp->rq = static_cast<std::uint8_t*>(alloc_ring(static_cast<std::size_t>(1) << (qp->rq_log_size + qp->rq_log_stride)));
-    if (!qp->sq || !qp->rq) return ENOMEM;
+    qp->rq_db = static_cast<hca::RqDoorbellRecord*>(alloc_ring(sizeof(hca::RqDoorbellRecord)));
+    if (!qp->sq || !qp->rq || !qp->rq_db) return ENOMEM;
     qp->sq_wrid.assign(qp->max_send_wr, 0);
     qp->rq_wrid.assign(qp->max_recv_wr, 0);
     firmware::QpRings r;
@@ -265,6 +267,7 @@ int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, c
     r.rq_base = reinterpret_cast<std::uintptr_t>(qp->rq);
     r.rq_log_size = qp->rq_log_size;
     r.rq_log_stride = qp->rq_log_stride;
+    r.rq_db_record = reinterpret_cast<std::uintptr_t>(qp->rq_db);
     r.max_send_sge = qp->max_send_sge;
     r.max_recv_sge = qp->max_recv_sge;
     r.max_inline = qp->max_inline;
@@ -284,6 +287,7 @@ int Driver::modify_qp(DriverQp& qp, const firmware::QpAttributes& a, std::uint32
         qp.state = a.state;
         if (a.state == hca::QpState::Reset) {
             qp.sq_pi = qp.sq_tail = qp.rq_pi = qp.rq_tail = 0;
+            if (qp.rq_db) qp.rq_db->producer_index = 0;
             qp.sq_unrung = 0;
         }
     }
@@ -322,6 +326,7 @@ int Driver::destroy_qp(DriverQp* qp) {
     --m_pds[qp->pdn];
     free_ring(qp->sq);
     free_ring(qp->rq);
+    free_ring(qp->rq_db);
     m_qps.erase(qp->qpn);
     return 0;
 }
@@ -420,11 +425,9 @@ void Driver::ring_send_doorbell(DriverQp& qp) {
 }
 
 void Driver::ring_recv_doorbell(DriverQp& qp) {
-    hca::DoorbellWrite w;
-    w.offset = hca::kUarRecvDoorbell;
-    w.number = qp.qpn;
-    w.index = qp.rq_pi;
-    m_hca.doorbells().mmio_write(sim::now_ps(), std::move(w));
+    // The WQEs are written before the record (a store barrier on real
+    // hardware), so the adapter never reads an index ahead of its WQEs.
+    qp.rq_db->producer_index = qp.rq_pi;
 }
 
 int Driver::get_cq_event(EventChannel& ch, DriverCq*& cq) {

@@ -85,6 +85,7 @@ struct DriverQp {
     std::uint32_t sq_log_size = 0, sq_log_stride = 0, rq_log_size = 0, rq_log_stride = 0;
     std::uint8_t* sq = nullptr;
     std::uint8_t* rq = nullptr;
+    hca::RqDoorbellRecord* rq_db = nullptr;  // where the adapter learns of posted receives
     std::uint16_t sq_pi = 0, sq_tail = 0;  // posted / known completed (free-running)
     std::uint16_t rq_pi = 0, rq_tail = 0;
     std::vector<std::uint64_t> sq_wrid, rq_wrid;
@@ -157,6 +158,8 @@ public:
     int write_recv_wqe(DriverQp& qp, std::uint64_t wr_id, const Sge* sges, std::uint32_t n);
     // Tells the adapter about the WQEs written since the last doorbell.
     void ring_send_doorbell(DriverQp& qp);
+    // Publishes the receives written so far in the QP's doorbell record
+    // (a store to host memory, no MMIO).
     void ring_recv_doorbell(DriverQp& qp);
 
     // VIs (KVIPL): QPs in descriptor mode. Either CQ may be null.

@@ -145,7 +145,8 @@ struct QpContext {
     std::uint64_t rq_base = 0;
     std::uint32_t rq_log_size = 0;
     std::uint32_t rq_log_stride = 4;
-    std::uint16_t rq_pi = 0;
+    std::uint64_t rq_db_record = 0;  // RqDoorbellRecord in host memory
+    std::uint16_t rq_pi = 0;         // as last read from the doorbell record
     std::uint16_t rq_fetched = 0;
     bool rq_fetch_busy = false;
     std::uint32_t max_send_sge = 1;

@@ -38,6 +38,13 @@ void DoorbellUnit::decode(sim::Tick t, const DoorbellWrite& w) {
             counter("doorbells_unknown_qp")++;
             return;
         }
+        // A producer index never moves back: a doorbell older than one
+        // already decoded names no new work (and its BlueFlame copy is
+        // stale), so it is dropped.
+        if (static_cast<std::int16_t>(static_cast<std::uint16_t>(w.index) - qp->sq_pi) < 0) {
+            counter("stale_doorbells")++;
+            return;
+        }
         qp->sq_pi = static_cast<std::uint16_t>(w.index);
         if (w.offset == kUarBlueFlame) t = m_hca.fetch().blueflame(*qp, w.wqe, t);
         if (qp->state == QpState::Err) {
@@ -45,20 +52,6 @@ void DoorbellUnit::decode(sim::Tick t, const DoorbellWrite& w) {
             return;
         }
         m_hca.tx().kick(*qp, t);
-        return;
-    }
-    case kUarRecvDoorbell: {
-        QpContext* qp = m_hca.qp(w.number);
-        if (!qp) {
-            counter("doorbells_unknown_qp")++;
-            return;
-        }
-        qp->rq_pi = static_cast<std::uint16_t>(w.index);
-        if (qp->state == QpState::Err) {
-            m_hca.flush(*qp, t);
-            return;
-        }
-        m_hca.fetch().prefetch_recv(*qp, t);
         return;
     }
     case kUarViSendDoorbell:

@@ -119,6 +119,8 @@ void Hca::flush(QpContext& qp, sim::Tick t) {
     }
     for (const auto& r : qp.rq_cache) flushed(qp.recv_cqn, r.wqe_index, false, CqeOpcode::Recv);
     qp.rq_cache.clear();
+    // Receives the adapter does not know of yet are in the doorbell record.
+    if (qp.rq_db_record) t = m_fetch.read_recv_record(qp, t);
     for (; qp.rq_fetched != qp.rq_pi; ++qp.rq_fetched) flushed(qp.recv_cqn, qp.rq_fetched, false, CqeOpcode::Recv);
     qp.read_jobs.clear();
     qp.recv_in_progress = false;

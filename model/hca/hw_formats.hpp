@@ -119,9 +119,17 @@ struct CqDoorbellRecord {
 };
 static_assert(sizeof(CqDoorbellRecord) == 8, "CQ doorbell record is 8 bytes");
 
+// Receive queue doorbell record: the driver publishes its producer index
+// here in host memory instead of writing an MMIO doorbell (as mlx4 does);
+// the adapter DMA-reads it when it needs receive WQEs it does not know of.
+struct RqDoorbellRecord {
+    std::uint32_t producer_index;  // low 16 bits: WQEs posted (free-running)
+    std::uint32_t reserved;
+};
+static_assert(sizeof(RqDoorbellRecord) == 8, "RQ doorbell record is 8 bytes");
+
 // ---- MMIO doorbell registers in BAR0 (one UAR page per context).
 inline constexpr std::uint32_t kUarSendDoorbell = 0x14;   // u32 qpn, u16 producer index
-inline constexpr std::uint32_t kUarRecvDoorbell = 0x18;   // u32 qpn, u16 producer index
 inline constexpr std::uint32_t kUarCqArm = 0x0c;          // u32 cqn, u32 consumer index, u8 solicited
 inline constexpr std::uint32_t kUarBlueFlame = 0x800;     // WQE written by the CPU, 64 B per write
 inline constexpr std::uint32_t kDoorbellBytes = 8;

@@ -161,7 +161,7 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
     // Messages that consume a receive WQE need one on chip, or RNR NAK.
     const bool needs_recv = send_first || ((write_first || write_rest) && last && imm);
     if (needs_recv && qp.rq_cache.empty()) {
-        if (qp.rq_fetched != qp.rq_pi) m_hca.fetch().prefetch_recv(qp, t, true);
+        t = m_hca.fetch().prefetch_recv(qp, t, true);
         if (qp.rq_cache.empty() && qp.is_vi()) {
             // The VI Architecture has no receiver-not-ready retry: the message
             // is lost (unreliable) or the connection breaks (reliable).
@@ -320,7 +320,7 @@ void RxTransport::complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed
         std::optional<std::uint32_t> imm;
         if (p.h.immdt) imm = *p.h.immdt;
         m_hca.descriptors().complete(qp, true, r.desc_addr, r.desc_handle, st, byte_len, imm, t);
-        m_hca.fetch().prefetch_recv(qp, t);
+        m_hca.fetch().recv_consumed(qp, t);
         return;
     }
     Cqe c{};
@@ -341,7 +341,7 @@ void RxTransport::complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed
         m_hca.enter_error(qp, t);
         return;
     }
-    m_hca.fetch().prefetch_recv(qp, t);
+    m_hca.fetch().recv_consumed(qp, t);
 }
 
 void RxTransport::responder_error(QpContext& qp, sim::Tick t, std::uint8_t nak_code, CqeStatus recv_status,

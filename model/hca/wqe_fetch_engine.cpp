@@ -118,12 +118,29 @@ sim::Tick WqeFetchEngine::blueflame(QpContext& qp, const std::vector<std::uint8_
     return parsed;
 }
 
-void WqeFetchEngine::prefetch_recv(QpContext& qp, sim::Tick t, bool demand) {
+sim::Tick WqeFetchEngine::read_recv_record(QpContext& qp, sim::Tick t) {
+    RqDoorbellRecord rec{};
+    t = m_hca.dma().read(t, qp.rq_db_record, sizeof rec, &rec);
+    counter("recv_record_reads")++;
+    // The driver only moves its index forward; a value behind what the
+    // adapter already knows is stale and changes nothing.
+    const auto posted = static_cast<std::uint16_t>(rec.producer_index);
+    if (static_cast<std::int16_t>(posted - qp.rq_pi) > 0) qp.rq_pi = posted;
+    return t;
+}
+
+void WqeFetchEngine::recv_consumed(QpContext& qp, sim::Tick t) {
+    if (!qp.is_vi() && qp.rq_fetched == qp.rq_pi && qp.rq_db_record) t = read_recv_record(qp, t);
+    prefetch_recv(qp, t);
+}
+
+sim::Tick WqeFetchEngine::prefetch_recv(QpContext& qp, sim::Tick t, bool demand) {
     if (qp.is_vi()) {
-        m_hca.descriptors().fetch(qp, true, t, demand);
-        return;
+        if (!demand || qp.rq_fetched != qp.rq_pi) m_hca.descriptors().fetch(qp, true, t, demand);
+        return t;
     }
-    if ((qp.rq_fetch_busy && !demand) || qp.rq_fetched == qp.rq_pi || qp.rq_cache.size() >= m_p.rq_prefetch_depth) return;
+    if (demand && qp.rq_fetched == qp.rq_pi && qp.rq_db_record) t = read_recv_record(qp, t);
+    if ((qp.rq_fetch_busy && !demand) || qp.rq_fetched == qp.rq_pi || qp.rq_cache.size() >= m_p.rq_prefetch_depth) return t;
     const std::uint32_t pending = static_cast<std::uint16_t>(qp.rq_pi - qp.rq_fetched);
     const std::uint32_t mask = qp.rq_entries() - 1;
     const std::uint32_t first = qp.rq_fetched & mask;
@@ -151,6 +168,7 @@ void WqeFetchEngine::prefetch_recv(QpContext& qp, sim::Tick t, bool demand) {
         q->rq_fetch_busy = false;
         prefetch_recv(*q, parsed);
     });
+    return t;
 }
 
 }  // namespace hcasim::hca

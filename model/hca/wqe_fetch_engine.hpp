@@ -27,8 +27,18 @@ public:
     // Returns when the WQE is parsed (t if it was not taken).
     sim::Tick blueflame(QpContext& qp, const std::vector<std::uint8_t>& wqe, sim::Tick t);
     // Keeps up to rq_prefetch_depth receive WQEs on chip. A demand fetch (a
-    // SEND arrived and none is on chip) does not wait for one in flight.
-    void prefetch_recv(QpContext& qp, sim::Tick t, bool demand = false);
+    // message needs a receive WQE and none is on chip) does not wait for one
+    // in flight and, when every WQE the adapter knows of is fetched, first
+    // reads the receive doorbell record. Returns when the adapter knows
+    // whether a WQE is coming (t if it needed to read nothing).
+    sim::Tick prefetch_recv(QpContext& qp, sim::Tick t, bool demand = false);
+    // A receive WQE was used: once every WQE the adapter knows of is on chip,
+    // it reads the doorbell record ahead of need, so a host that keeps
+    // posting receives never makes a message wait for the record.
+    void recv_consumed(QpContext& qp, sim::Tick t);
+    // Reads the QP's receive doorbell record at t: learns of receives posted
+    // since the last read. Returns when the record is on chip.
+    sim::Tick read_recv_record(QpContext& qp, sim::Tick t);
 
 private:
     bool parse_send(QpContext& qp, const std::uint8_t* wqe, std::uint32_t bytes, SendWork& out);

@@ -75,15 +75,16 @@ PcieHostInterface::PcieHostInterface(const sc_core::sc_module_name& name, const 
     : sim::Block(name, sim::Clock::from_mhz("pcie.core", p.core_clock_mhz)),
       m_p(p),
       m_link_clock("pcie.link", 1e12 / p.lane_bytes_per_s()),
-      m_up(&m_link_clock),
-      m_down(&m_link_clock),
+      m_line{sim::Timeline(&m_link_clock), sim::Timeline(&m_link_clock)},
       m_core_latency(m_clock.cycles(p.core_latency_cycles)),
       m_rc_latency(sim::ns_to_ps(p.root_complex_latency_ns)),
       m_memory(memory) {
-    m_n_tlps_up = &counter("tlps_up");
-    m_n_tlps_down = &counter("tlps_down");
-    m_n_bytes_up = &counter("bytes_up");
-    m_n_bytes_down = &counter("bytes_down");
+    m_n_tlps[kUp] = &counter("tlps_up");
+    m_n_tlps[kDown] = &counter("tlps_down");
+    m_n_bytes[kUp] = &counter("bytes_up");
+    m_n_bytes[kDown] = &counter("bytes_down");
+    m_n_dllps[kUp] = &counter("dllps_up");
+    m_n_dllps[kDown] = &counter("dllps_down");
     m_n_read_requests = &counter("dma_read_requests");
     m_n_read_bytes = &counter("dma_read_bytes");
     m_n_write_bytes = &counter("dma_write_bytes");
@@ -93,25 +94,61 @@ std::uint64_t PcieHostInterface::wire_cycles(std::uint64_t bytes) const {
     return (bytes + static_cast<std::uint64_t>(m_p.lanes) - 1) / static_cast<std::uint64_t>(m_p.lanes);
 }
 
-// TLPs on one direction, sent back to back. Every few TLPs the receiver owes
-// an ACK and an UpdateFC DLLP on the opposite direction; their bytes ride
-// with the next transfer reserved there, so they cost bandwidth without
-// fragmenting its schedule.
-sim::Timeline::Slot PcieHostInterface::send_tlps(Dir d, Tick t, std::uint32_t count, std::uint64_t wire_bytes) {
-    const int di = d == Dir::Up ? 0 : 1;
-    sim::Timeline& line = d == Dir::Up ? m_up : m_down;
-    wire_bytes += m_owed_dllp_bytes[di];
-    m_owed_dllp_bytes[di] = 0;
-    const auto slot = line.reserve(t, wire_cycles(wire_bytes));
-    std::uint32_t& sent = m_tlps[di];
+Tick PcieHostInterface::PostedOrder::floor_for(Tick t) const {
+    // Ends grow in issue order, so the latest write that entered by t is the
+    // one that leaves last among them.
+    for (auto it = m_marks.rbegin(); it != m_marks.rend(); ++it)
+        if (it->enter <= t) return it->end;
+    return m_retired_end;
+}
+
+void PcieHostInterface::PostedOrder::add(Tick enter, Tick end) {
+    // A write that has left the link by now holds nothing back that is yet
+    // to be issued: keep only the newest of those as the floor.
+    const Tick now = sim::now_ps();
+    while (!m_marks.empty() && m_marks.front().end <= now) {
+        m_retired_end = m_marks.front().end;
+        m_marks.pop_front();
+    }
+    m_marks.push_back({enter, end});
+}
+
+// TLPs of one kind on one direction, sent back to back once they have
+// entered the transmit queue at t and the ordering rules let them go.
+sim::Timeline::Slot PcieHostInterface::send_tlps(int dir, Kind kind, Tick t, std::uint32_t count,
+                                                 std::uint64_t wire_bytes) {
+    PostedOrder& posted = m_posted[dir];
+    // A posted write passes no posted write (A1a); a read request (B1a) or
+    // a completion (D1a) passes no posted write that entered before it.
+    const Tick floor = kind == Kind::Posted ? posted.last_end() : posted.floor_for(t);
+    const auto slot = m_line[dir].reserve(std::max(t, floor), wire_cycles(wire_bytes));
+    if (kind == Kind::Posted) posted.add(t, slot.end);
+    std::uint32_t& sent = m_tlps[dir];
     const std::uint32_t before = sent;
     sent += count;
     const std::uint32_t dllps = (sent / m_p.tlps_per_ack - before / m_p.tlps_per_ack) +
                                 (sent / m_p.tlps_per_fc_update - before / m_p.tlps_per_fc_update);
-    m_owed_dllp_bytes[1 - di] += dllps * m_p.costs.dllp_bytes;
-    *(d == Dir::Up ? m_n_tlps_up : m_n_tlps_down) += count;
-    *(d == Dir::Up ? m_n_bytes_up : m_n_bytes_down) += wire_bytes;
+    if (dllps) send_dllps(1 - dir, slot, dllps);
+    *m_n_tlps[dir] += count;
+    *m_n_bytes[dir] += wire_bytes;
     return slot;
+}
+
+// The receiver of a burst returns ACK and UpdateFC DLLPs on the opposite
+// direction as the burst arrives. They take that direction's idle time
+// (the serialiser fills the earliest gap) and delay a TLP only when the
+// link is busy; a long burst's DLLPs go in groups spread over it.
+void PcieHostInterface::send_dllps(int dir, sim::Timeline::Slot during, std::uint32_t count) {
+    constexpr std::uint32_t kDllpsPerGroup = 16;
+    const std::uint32_t groups = (count + kDllpsPerGroup - 1) / kDllpsPerGroup;
+    const Tick span = during.end - during.start;
+    for (std::uint32_t g = 0; g < groups; ++g) {
+        const std::uint32_t n = std::min(kDllpsPerGroup, count - g * kDllpsPerGroup);
+        const Tick due = during.start + span * (g + 1) / groups;
+        m_line[dir].reserve(due, wire_cycles(static_cast<std::uint64_t>(n) * m_p.costs.dllp_bytes));
+        *m_n_bytes[dir] += static_cast<std::uint64_t>(n) * m_p.costs.dllp_bytes;
+    }
+    *m_n_dllps[dir] += count;
 }
 
 Tick PcieHostInterface::dma_read(Tick t, std::uint64_t addr, std::uint64_t len) {
@@ -128,10 +165,11 @@ Tick PcieHostInterface::dma_read(Tick t, std::uint64_t addr, std::uint64_t len) 
     auto flush = [&]() {
         if (burst == 0) return;
         const std::uint32_t req_wire = m_p.costs.read_request_wire();
-        const auto req = send_tlps(Dir::Up, burst_ready + m_core_latency, burst, static_cast<std::uint64_t>(burst) * req_wire);
+        const auto req = send_tlps(kUp, Kind::NonPosted, burst_ready + m_core_latency, burst,
+                                   static_cast<std::uint64_t>(burst) * req_wire);
         const Tick first_end = m_link_clock.after(req.start, wire_cycles(req_wire));
         const Tick data_ready = first_end + m_rc_latency + m_memory.access_latency();
-        const Tick last = send_tlps(Dir::Down, data_ready, completions, completion_bytes).end;
+        const Tick last = send_tlps(kDown, Kind::Completion, data_ready, completions, completion_bytes).end;
         const Tick arrived = m_clock.after(last + m_core_latency, 0);
         // Each request's tag returns when its own last completion is in,
         // not when the whole burst's is: a long read keeps the tags busy.
@@ -174,24 +212,23 @@ Tick PcieHostInterface::dma_write(Tick t, std::uint64_t addr, std::uint64_t len)
         ++count;
         bytes += m_p.costs.write_wire(n);
     });
-    // Posted writes stay in order (PCIe ordering rules): a CQE never lands
-    // before the payload written ahead of it.
-    const Tick last = send_tlps(Dir::Up, std::max(ready, m_posted_floor), count, bytes).end;
-    m_posted_floor = last;
+    // Posted writes stay in order: a CQE never lands before the payload
+    // written ahead of it.
+    const Tick last = send_tlps(kUp, Kind::Posted, ready, count, bytes).end;
     *m_n_write_bytes += len;
     return last + m_rc_latency;
 }
 
 Tick PcieHostInterface::mmio_write(Tick t, std::uint32_t len) {
-    const auto slot = send_tlps(Dir::Down, t + m_rc_latency, 1, m_p.costs.write_wire(len));
+    // Doorbells and BlueFlame writes keep their order: a short one never
+    // overtakes a longer one written before it.
+    const auto slot = send_tlps(kDown, Kind::Posted, t + m_rc_latency, 1, m_p.costs.write_wire(len));
     counter("mmio_writes")++;
     return m_clock.after(slot.end + m_core_latency, 0);
 }
 
 Tick PcieHostInterface::msix(Tick t) {
-    const auto slot = send_tlps(Dir::Up, std::max(m_clock.after(t, 0) + m_core_latency, m_posted_floor), 1,
-                                m_p.costs.write_wire(4));
-    m_posted_floor = slot.end;
+    const auto slot = send_tlps(kUp, Kind::Posted, m_clock.after(t, 0) + m_core_latency, 1, m_p.costs.write_wire(4));
     counter("msix")++;
     return slot.end + m_rc_latency;
 }

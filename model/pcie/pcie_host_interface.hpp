@@ -2,7 +2,10 @@
 // posted writes (doorbells, BlueFlame) host -> adapter, DMA reads (non-posted
 // requests up, completions down) and DMA writes (posted, up), MSI-X messages.
 // Each direction of the link is one serialiser shared by every transfer, so
-// DMA reads, payload writes, CQE writes and doorbells contend for it.
+// DMA reads, payload writes, CQE writes and doorbells contend for it. Both
+// directions keep the PCIe ordering rules (base spec 2.4.1, no relaxed or
+// ID-based ordering): a posted write passes no posted write, and a read
+// request or a completion passes no posted write issued before it.
 #pragma once
 
 #include <cstdint>
@@ -58,39 +61,57 @@ public:
 
     const PcieParams& params() const { return m_p; }
     // Forgets the ACK/UpdateFC DLLP accounting (TLPs counted towards the
-    // next DLLP, DLLP bytes owed): for a testbench that runs independent
-    // cases on one link and needs each to time as if it were the first.
-    void forget_dllp_accounting() {
-        m_tlps[0] = m_tlps[1] = 0;
-        m_owed_dllp_bytes[0] = m_owed_dllp_bytes[1] = 0;
-    }
+    // next DLLP): for a testbench that runs independent cases on one link
+    // and needs each to time as if it were the first.
+    void forget_dllp_accounting() { m_tlps[0] = m_tlps[1] = 0; }
     // When the last posted write issued so far has left the adapter.
-    sim::Tick posted_backlog_end() const { return m_posted_floor; }
+    sim::Tick posted_backlog_end() const { return m_posted[kUp].last_end(); }
     const sim::Clock& link_clock() const { return m_link_clock; }
-    sim::Tick upstream_busy() const { return m_up.busy_total(); }
-    sim::Tick downstream_busy() const { return m_down.busy_total(); }
+    sim::Tick upstream_busy() const { return m_line[kUp].busy_total(); }
+    sim::Tick downstream_busy() const { return m_line[kDown].busy_total(); }
 
 private:
-    enum class Dir { Up, Down };
-    sim::Timeline::Slot send_tlps(Dir d, sim::Tick t, std::uint32_t count, std::uint64_t wire_bytes);
+    static constexpr int kUp = 0;    // adapter -> root complex
+    static constexpr int kDown = 1;  // root complex -> adapter
+    enum class Kind { Posted, NonPosted, Completion };
+
+    // The posted writes of one direction that may still hold back a later
+    // TLP: when each entered the transmit queue and when it has left the
+    // link, in issue order (so their ends never decrease).
+    class PostedOrder {
+    public:
+        sim::Tick last_end() const { return m_marks.empty() ? m_retired_end : m_marks.back().end; }
+        // The earliest a TLP that enters the queue at t may start: after
+        // every posted write that entered before it.
+        sim::Tick floor_for(sim::Tick t) const;
+        void add(sim::Tick enter, sim::Tick end);
+
+    private:
+        struct Mark {
+            sim::Tick enter;
+            sim::Tick end;
+        };
+        std::deque<Mark> m_marks;
+        sim::Tick m_retired_end = 0;
+    };
+
+    sim::Timeline::Slot send_tlps(int dir, Kind kind, sim::Tick t, std::uint32_t count, std::uint64_t wire_bytes);
+    void send_dllps(int dir, sim::Timeline::Slot during, std::uint32_t count);
     std::uint64_t wire_cycles(std::uint64_t bytes) const;
 
     PcieParams m_p;
     sim::Clock m_link_clock;   // one cycle moves one byte on each lane
-    sim::Timeline m_up;        // adapter -> root complex
-    sim::Timeline m_down;      // root complex -> adapter
+    sim::Timeline m_line[2];   // kUp, kDown
     sim::Tick m_core_latency;
     sim::Tick m_rc_latency;
     HostMemory& m_memory;
     std::deque<sim::Tick> m_tag_free;  // when each outstanding read tag returns
     std::vector<std::uint64_t> m_burst_cpl_end;  // completion bytes of a burst up to each request's end
-    sim::Tick m_posted_floor = 0;  // end of the last posted write upstream
-    std::uint32_t m_tlps[2] = {0, 0};            // TLPs sent up, down
-    std::uint64_t m_owed_dllp_bytes[2] = {0, 0};  // DLLP bytes owed on up, down
-    std::uint64_t* m_n_tlps_up = nullptr;
-    std::uint64_t* m_n_tlps_down = nullptr;
-    std::uint64_t* m_n_bytes_up = nullptr;
-    std::uint64_t* m_n_bytes_down = nullptr;
+    PostedOrder m_posted[2];
+    std::uint32_t m_tlps[2] = {0, 0};  // TLPs sent up, down
+    std::uint64_t* m_n_tlps[2] = {nullptr, nullptr};
+    std::uint64_t* m_n_bytes[2] = {nullptr, nullptr};
+    std::uint64_t* m_n_dllps[2] = {nullptr, nullptr};
     std::uint64_t* m_n_read_requests = nullptr;
     std::uint64_t* m_n_read_bytes = nullptr;
     std::uint64_t* m_n_write_bytes = nullptr;
