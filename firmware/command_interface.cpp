@@ -36,8 +36,9 @@ bool CommandInterface::resize_cq(std::uint32_t cqn, std::uint64_t ring, std::uin
     const std::uint32_t pending = cq->producer - consumer;
     if (pending > (1u << log_size)) return false;
     // Copy unpolled CQEs in order to the start of the new ring.
-    auto* from = reinterpret_cast<hca::Cqe*>(static_cast<std::uintptr_t>(cq->ring));
-    auto* to = reinterpret_cast<hca::Cqe*>(static_cast<std::uintptr_t>(ring));
+    auto& memory = m_hca.pcie().memory();
+    auto* from = reinterpret_cast<hca::Cqe*>(memory.host_bytes(cq->ring, sizeof(hca::Cqe) << cq->log_size));
+    auto* to = reinterpret_cast<hca::Cqe*>(memory.host_bytes(ring, sizeof(hca::Cqe) << log_size));
     for (std::uint32_t i = 0; i < pending; ++i) {
         to[i] = from[(consumer + i) & (cq->entries() - 1)];
         to[i].owner = 0;
@@ -174,15 +175,16 @@ bool CommandInterface::destroy_qp(std::uint32_t qpn) {
 }
 
 std::uint32_t CommandInterface::register_mr(std::uint32_t pdn, std::uint64_t va, std::uint64_t length,
-                                            std::uint32_t access) {
+                                            std::uint32_t access, std::uint64_t bus) {
     execute();
-    return m_hca.mpt().add(pdn, va, length, access);
+    return m_hca.mpt().add(pdn, va, length, access, bus);
 }
 
 std::uint32_t CommandInterface::register_pages(std::uint32_t pdn, const std::vector<std::uint64_t>& pages,
                                                std::uint32_t access) {
     execute();
-    const std::uint32_t key = m_hca.mpt().add(pdn, 0, static_cast<std::uint64_t>(pages.size()) * 4096, access);
+    const std::uint32_t key =
+        m_hca.mpt().add(pdn, 0, static_cast<std::uint64_t>(pages.size()) * 4096, access, pages.front());
     if (key) m_hca.mpt().set_pages(key, pages);
     return key;
 }

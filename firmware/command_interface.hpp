@@ -91,7 +91,9 @@ public:
     bool destroy_qp(std::uint32_t qpn);
     // The state the adapter has the QP in (it may have moved it to error).
     hca::QpState query_qp_state(std::uint32_t qpn);
-    std::uint32_t register_mr(std::uint32_t pdn, std::uint64_t va, std::uint64_t length, std::uint32_t access);
+    // Registers [va, va+length), which the driver pinned at bus address bus.
+    std::uint32_t register_mr(std::uint32_t pdn, std::uint64_t va, std::uint64_t length, std::uint32_t access,
+                              std::uint64_t bus);
     // Registers pages (bus addresses, page aligned) as one region that is
     // virtually contiguous from 0.
     std::uint32_t register_pages(std::uint32_t pdn, const std::vector<std::uint64_t>& pages, std::uint32_t access);

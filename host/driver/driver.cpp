@@ -22,14 +22,24 @@ std::uint32_t log2_ceil(std::uint64_t v) {
 
 }  // namespace
 
-void* alloc_ring(std::size_t bytes) {
+void* Driver::alloc_pinned(std::size_t bytes) {
     bytes = (bytes + 4095) & ~static_cast<std::size_t>(4095);
     void* p = std::aligned_alloc(4096, bytes);
-    if (p) std::memset(p, 0, bytes);
+    if (!p) return nullptr;
+    std::memset(p, 0, bytes);
+    m_pinned[p] = m_hca.pcie().memory().map(p, bytes);
     return p;
 }
 
-void free_ring(void* p) { std::free(p); }
+void Driver::free_pinned(void* p) {
+    if (!p) return;
+    auto it = m_pinned.find(p);
+    if (it != m_pinned.end()) {
+        m_hca.pcie().memory().unmap(it->second);
+        m_pinned.erase(it);
+    }
+    std::free(p);
+}
 
 Driver::Driver(const DeviceInfo& info, hca::Hca& hca, firmware::CommandInterface& fw, const HostCosts& costs)
     : m_info(info), m_hca(hca), m_fw(fw), m_costs(costs), m_memory_written(hca.pcie().memory().written()) {
@@ -37,15 +47,9 @@ Driver::Driver(const DeviceInfo& info, hca::Hca& hca, firmware::CommandInterface
 }
 
 Driver::~Driver() {
-    for (auto& [n, qp] : m_qps) {
-        free_ring(qp->sq);
-        free_ring(qp->rq);
-        free_ring(qp->rq_db);
-    }
-    for (auto& [n, cq] : m_cqs) {
-        free_ring(cq->ring);
-        free_ring(cq->db);
-    }
+    // The node's memory and adapter go with the driver: only the host
+    // memory behind the mappings needs giving back.
+    for (auto& [p, bus] : m_pinned) std::free(const_cast<void*>(p));
 }
 
 int Driver::alloc_pd(std::uint32_t& pdn) {
@@ -72,20 +76,27 @@ int Driver::reg_mr(std::uint32_t pdn, std::uint64_t addr, std::uint64_t length, 
     if (length == 0 || length > m_hca.params().max_mr_size) return EINVAL;
     // IBA: remote write (or atomic) access requires local write.
     if ((access & (hca::kRemoteWrite | hca::kRemoteAtomic)) && !(access & hca::kLocalWrite)) return EINVAL;
-    key = m_fw.register_mr(pdn, addr, length, access);
-    if (key == 0) return ENOMEM;
-    m_mrs[key] = pdn;
+    // Pin the region: the adapter sees its bus address, never the pointer.
+    auto& memory = m_hca.pcie().memory();
+    const std::uint64_t bus = memory.map(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(addr)), length);
+    key = m_fw.register_mr(pdn, addr, length, access, bus);
+    if (key == 0) {
+        memory.unmap(bus);
+        return ENOMEM;
+    }
+    m_regions[key] = Registration{pdn, {bus}};
     ++m_pds[pdn];
     return 0;
 }
 
 int Driver::dereg_mr(std::uint32_t key) {
     control_call();
-    auto it = m_mrs.find(key);
-    if (it == m_mrs.end()) return EINVAL;
+    auto it = m_regions.find(key);
+    if (it == m_regions.end()) return EINVAL;
     m_fw.deregister_mr(key);
-    --m_pds[it->second];
-    m_mrs.erase(it);
+    for (const std::uint64_t bus : it->second.mappings) m_hca.pcie().memory().unmap(bus);
+    --m_pds[it->second.pdn];
+    m_regions.erase(it);
     return 0;
 }
 
@@ -97,15 +108,14 @@ int Driver::create_cq(int entries, EventChannel* channel, DriverCq*& out) {
     cq->cqn = m_next_cqn++;
     cq->requested = entries;
     cq->log_size = log2_ceil(static_cast<std::uint64_t>(entries) + 1);
-    cq->ring = static_cast<Cqe*>(alloc_ring(sizeof(Cqe) << cq->log_size));
-    cq->db = static_cast<hca::CqDoorbellRecord*>(alloc_ring(sizeof(hca::CqDoorbellRecord)));
+    cq->ring = static_cast<Cqe*>(alloc_pinned(sizeof(Cqe) << cq->log_size));
+    cq->db = static_cast<hca::CqDoorbellRecord*>(alloc_pinned(sizeof(hca::CqDoorbellRecord)));
     if (!cq->ring || !cq->db) return ENOMEM;
     // Every entry starts owned by hardware for the first pass.
     for (std::uint32_t i = 0; i < (1u << cq->log_size); ++i) cq->ring[i].owner = 1;
     cq->channel = channel;
     if (channel) ++channel->cq_refs;
-    m_fw.create_cq(cq->cqn, reinterpret_cast<std::uintptr_t>(cq->ring), cq->log_size,
-                   reinterpret_cast<std::uintptr_t>(cq->db));
+    m_fw.create_cq(cq->cqn, bus_of(cq->ring), cq->log_size, bus_of(cq->db));
     out = cq.get();
     m_cqs[cq->cqn] = std::move(cq);
     return 0;
@@ -115,15 +125,15 @@ int Driver::resize_cq(DriverCq& cq, int entries) {
     control_call();
     if (entries < 1 || static_cast<std::uint32_t>(entries) > m_hca.params().max_cqe) return EINVAL;
     const std::uint32_t log_size = log2_ceil(static_cast<std::uint64_t>(entries) + 1);
-    auto* ring = static_cast<Cqe*>(alloc_ring(sizeof(Cqe) << log_size));
+    auto* ring = static_cast<Cqe*>(alloc_pinned(sizeof(Cqe) << log_size));
     if (!ring) return ENOMEM;
     for (std::uint32_t i = 0; i < (1u << log_size); ++i) ring[i].owner = 1;
     std::uint32_t moved = 0;
-    if (!m_fw.resize_cq(cq.cqn, reinterpret_cast<std::uintptr_t>(ring), log_size, cq.consumer, moved)) {
-        free_ring(ring);
+    if (!m_fw.resize_cq(cq.cqn, bus_of(ring), log_size, cq.consumer, moved)) {
+        free_pinned(ring);
         return EINVAL;  // fewer entries than the CQEs it holds
     }
-    free_ring(cq.ring);
+    free_pinned(cq.ring);
     cq.ring = ring;
     cq.log_size = log_size;
     cq.consumer = 0;
@@ -142,8 +152,8 @@ int Driver::destroy_cq(DriverCq* cq) {
         ev.erase(std::remove_if(ev.begin(), ev.end(), [&](const EventChannel::Event& e) { return e.cq == cq; }),
                  ev.end());
     }
-    free_ring(cq->ring);
-    free_ring(cq->db);
+    free_pinned(cq->ring);
+    free_pinned(cq->db);
     m_cqs.erase(cq->cqn);
     return 0;
 }
@@ -250,9 +260,9 @@ int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, c
     qp->max_inline = std::min<std::uint32_t>(p.max_inline, (1u << qp->sq_log_stride) - 32u);
     qp->max_send_sge = std::min<std::uint32_t>(p.max_sge, ((1u << qp->sq_log_stride) - 32u) / 16u);
     qp->max_recv_sge = std::min<std::uint32_t>(p.max_sge, ((1u << qp->rq_log_stride) - 16u) / 16u);
-    qp->sq = static_cast<std::uint8_t*>(alloc_ring(static_cast<std::size_t>(1) << (qp->sq_log_size + qp->sq_log_stride)));
-    qp->rq = static_cast<std::uint8_t*>(alloc_ring(static_cast<std::size_t>(1) << (qp->rq_log_size + qp->rq_log_stride)));
-    qp->rq_db = static_cast<hca::RqDoorbellRecord*>(alloc_ring(sizeof(hca::RqDoorbellRecord)));
+    qp->sq = static_cast<std::uint8_t*>(alloc_pinned(static_cast<std::size_t>(1) << (qp->sq_log_size + qp->sq_log_stride)));
+    qp->rq = static_cast<std::uint8_t*>(alloc_pinned(static_cast<std::size_t>(1) << (qp->rq_log_size + qp->rq_log_stride)));
+    qp->rq_db = static_cast<hca::RqDoorbellRecord*>(alloc_pinned(sizeof(hca::RqDoorbellRecord)));
     if (!qp->sq || !qp->rq || !qp->rq_db) return ENOMEM;
     qp->sq_wrid.assign(qp->max_send_wr, 0);
     qp->rq_wrid.assign(qp->max_recv_wr, 0);
@@ -261,13 +271,13 @@ int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, c
     r.send_cqn = send_cq->cqn;
     r.recv_cqn = recv_cq->cqn;
     r.sq_sig_all = sq_sig_all;
-    r.sq_base = reinterpret_cast<std::uintptr_t>(qp->sq);
+    r.sq_base = bus_of(qp->sq);
     r.sq_log_size = qp->sq_log_size;
     r.sq_log_stride = qp->sq_log_stride;
-    r.rq_base = reinterpret_cast<std::uintptr_t>(qp->rq);
+    r.rq_base = bus_of(qp->rq);
     r.rq_log_size = qp->rq_log_size;
     r.rq_log_stride = qp->rq_log_stride;
-    r.rq_db_record = reinterpret_cast<std::uintptr_t>(qp->rq_db);
+    r.rq_db_record = bus_of(qp->rq_db);
     r.max_send_sge = qp->max_send_sge;
     r.max_recv_sge = qp->max_recv_sge;
     r.max_inline = qp->max_inline;
@@ -324,9 +334,9 @@ int Driver::destroy_qp(DriverQp* qp) {
     --qp->send_cq->qp_refs;
     --qp->recv_cq->qp_refs;
     --m_pds[qp->pdn];
-    free_ring(qp->sq);
-    free_ring(qp->rq);
-    free_ring(qp->rq_db);
+    free_pinned(qp->sq);
+    free_pinned(qp->rq);
+    free_pinned(qp->rq_db);
     m_qps.erase(qp->qpn);
     return 0;
 }
@@ -573,21 +583,29 @@ int Driver::reg_pages(std::uint32_t pdn, const std::vector<std::uint64_t>& pages
                       std::uint32_t& key) {
     control_call();
     if (!m_pds.count(pdn) || pages.empty()) return EINVAL;
-    key = m_fw.register_pages(pdn, pages, access);
-    if (key == 0) return ENOMEM;
-    m_mrs[key] = pdn;
+    // The consumer names host pages; each is pinned at a bus page of its own.
+    auto& memory = m_hca.pcie().memory();
+    std::vector<std::uint64_t> bus(pages.size());
+    for (std::size_t i = 0; i < pages.size(); ++i)
+        bus[i] = memory.map(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(pages[i])), 4096);
+    key = m_fw.register_pages(pdn, bus, access);
+    if (key == 0) {
+        for (const std::uint64_t b : bus) memory.unmap(b);
+        return ENOMEM;
+    }
+    m_regions[key] = Registration{pdn, std::move(bus)};
     ++m_pds[pdn];
     return 0;
 }
 
 int Driver::modify_mr(std::uint32_t key, std::uint32_t pdn, std::uint32_t access) {
     control_call();
-    auto it = m_mrs.find(key);
-    if (it == m_mrs.end() || !m_pds.count(pdn)) return EINVAL;
+    auto it = m_regions.find(key);
+    if (it == m_regions.end() || !m_pds.count(pdn)) return EINVAL;
     if (!m_fw.modify_mr(key, pdn, access)) return EINVAL;
-    --m_pds[it->second];
+    --m_pds[it->second.pdn];
     ++m_pds[pdn];
-    it->second = pdn;
+    it->second.pdn = pdn;
     return 0;
 }
 

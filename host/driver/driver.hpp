@@ -219,7 +219,6 @@ private:
     HostCosts m_costs;
     const sc_core::sc_event& m_memory_written;
     std::map<std::uint32_t, int> m_pds;  // pdn -> objects using it
-    std::map<std::uint32_t, std::uint32_t> m_mrs;  // key -> pdn
     std::map<std::uint32_t, std::unique_ptr<DriverCq>> m_cqs;
     std::map<std::uint32_t, std::unique_ptr<DriverQp>> m_qps;
     std::uint32_t m_next_pdn = 1;
@@ -228,10 +227,20 @@ private:
     std::deque<AsyncEventRecord> m_async;
     sc_core::sc_event m_async_arrived;
     std::vector<std::uint8_t> m_bf;  // BlueFlame staging
+
+    // Memory the adapter reads and writes that the driver owns (rings,
+    // doorbell records): page aligned, zeroed and pinned in the node's bus
+    // address space. free_pinned(nullptr) does nothing.
+    void* alloc_pinned(std::size_t bytes);
+    void free_pinned(void* p);
+    std::uint64_t bus_of(const void* p) const { return m_pinned.at(p); }
+    std::map<const void*, std::uint64_t> m_pinned;  // host address -> bus address
+    struct Registration {
+        std::uint32_t pdn;
+        std::vector<std::uint64_t> mappings;  // bus addresses to unmap at deregistration
+    };
+    std::map<std::uint32_t, Registration> m_regions;  // by key
 };
 
-// Memory for rings: page-aligned and zeroed.
-void* alloc_ring(std::size_t bytes);
-void free_ring(void* p);
 
 }  // namespace hcasim::host

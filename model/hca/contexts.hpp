@@ -30,8 +30,11 @@ struct MemoryRegion {
     std::uint64_t va = 0;
     std::uint64_t length = 0;
     std::uint32_t access = 0;
+    std::uint64_t bus = 0;        // bus address of byte va (pinned contiguously)
+    std::uint64_t mtt_index = 0;  // the region's first page translation entry
     // Physical page registration: the region is virtually contiguous from
-    // va = 0 and page i lives at pages[i]; empty for ordinary regions.
+    // va = 0 and page i lives at bus address pages[i]; empty for ordinary
+    // regions.
     std::vector<std::uint64_t> pages;
 };
 

@@ -27,7 +27,8 @@ const char* to_string(Protection p) {
     return "?";
 }
 
-std::uint32_t ProtectionTable::add(std::uint32_t pdn, std::uint64_t va, std::uint64_t length, std::uint32_t access) {
+std::uint32_t ProtectionTable::add(std::uint32_t pdn, std::uint64_t va, std::uint64_t length, std::uint32_t access,
+                                   std::uint64_t bus) {
     if (m_live >= m_max) return 0;
     std::uint32_t index;
     if (!m_free.empty()) {
@@ -41,7 +42,10 @@ std::uint32_t ProtectionTable::add(std::uint32_t pdn, std::uint64_t va, std::uin
     // The low byte changes every registration so a stale key stays invalid.
     ++m_generation;
     const std::uint32_t key = (index << 8) | m_generation;
-    m_regions[index] = MemoryRegion{true, key, pdn, va, length, access, {}};
+    const std::uint64_t first_page = va / kPageBytes;
+    const std::uint64_t pages = length ? (va + length - 1) / kPageBytes - first_page + 1 : 1;
+    m_regions[index] = MemoryRegion{true, key, pdn, va, length, access, bus, m_next_mtt, {}};
+    m_next_mtt += pages;
     ++m_live;
     return key;
 }
@@ -135,15 +139,14 @@ Translation TranslationUnit::translate(sim::Tick t, std::uint32_t key, std::uint
     }
     if (len == 0) return r;
     // One MTT lookup per page touched; misses of one request are fetched
-    // with one DMA read of the consecutive entries.
-    const std::uint64_t first = va / kPageBytes;
-    const std::uint64_t last = (va + len - 1) / kPageBytes;
+    // with one DMA read of the consecutive entries. An entry is named by its
+    // index in context memory: the region's first entry plus the page.
     const MemoryRegion* mr = m_table.find(key);
-    // Registered physical pages all start at address 0: tag them by region.
-    const std::uint64_t tag_base = mr->pages.empty() ? 0 : (std::uint64_t{key >> 8} << 44);
+    const std::uint64_t first = mr->mtt_index + (va / kPageBytes - mr->va / kPageBytes);
+    const std::uint64_t last = first + ((va + len - 1) / kPageBytes - va / kPageBytes);
     std::uint32_t missing = 0;
-    for (std::uint64_t page = first; page <= last; ++page)
-        if (!m_mtt.access(tag_base | page)) ++missing;
+    for (std::uint64_t entry = first; entry <= last; ++entry)
+        if (!m_mtt.access(entry)) ++missing;
     if (missing) {
         counter("mtt_misses") += missing;
         r.ready = m_pcie.dma_read(r.ready, kIcmMttBase + first * kMttEntryBytes, missing * kMttEntryBytes);
@@ -164,11 +167,12 @@ Translation TranslationUnit::translate(sim::Tick t, std::uint32_t key, std::uint
         }
         return r;
     }
-    // In-process mode the bus address of a byte is its virtual address.
-    if (!out.empty() && out.back().addr + out.back().len == va && out.back().len + len <= 0xffffffffull) {
+    // An ordinary region is pinned contiguously in bus space.
+    const std::uint64_t bus = mr->bus + (va - mr->va);
+    if (!out.empty() && out.back().addr + out.back().len == bus && out.back().len + len <= 0xffffffffull) {
         out.back().len += static_cast<std::uint32_t>(len);
     } else {
-        std::uint64_t a = va, n = len;
+        std::uint64_t a = bus, n = len;
         while (n > 0) {
             const std::uint32_t part = n > 0x80000000ull ? 0x80000000u : static_cast<std::uint32_t>(n);
             out.push_back({a, part});

@@ -28,8 +28,10 @@ class ProtectionTable {
 public:
     explicit ProtectionTable(std::uint32_t max_regions) : m_max(max_regions) {}
 
-    // Returns the new key, or 0 when the table is full.
-    std::uint32_t add(std::uint32_t pdn, std::uint64_t va, std::uint64_t length, std::uint32_t access);
+    // Registers [va, va+length), pinned at bus address bus. Returns the new
+    // key, or 0 when the table is full.
+    std::uint32_t add(std::uint32_t pdn, std::uint64_t va, std::uint64_t length, std::uint32_t access,
+                      std::uint64_t bus);
     bool remove(std::uint32_t key);
     // Physical page registration: the region maps [0, length) onto pages.
     void set_pages(std::uint32_t key, const std::vector<std::uint64_t>& pages);
@@ -45,6 +47,9 @@ private:
     std::vector<MemoryRegion> m_regions;   // index = key >> 8
     std::vector<std::uint32_t> m_free;
     std::uint8_t m_generation = 0;
+    // Page translation entries are handed out in registration order, so
+    // where a region's entries sit in context memory is deterministic.
+    std::uint64_t m_next_mtt = 0;
     std::size_t m_live = 0;
 };
 

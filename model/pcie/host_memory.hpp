@@ -1,12 +1,19 @@
-// Host memory as the adapter sees it through the root complex. In-process
-// mode: the simulated host's memory is this process's memory, so a bus
-// address is the virtual address of the buffer a program registered. Every
-// adapter access goes through here, after the translation and protection
-// unit has allowed it.
+// Host memory as the adapter sees it through the root complex: a simulated
+// physical address space of its own. The driver pins every buffer the
+// adapter may touch (registered regions, rings, doorbell records) with map(),
+// which gives it fresh simulated physical pages from a deterministic
+// allocator; the adapter only ever sees those bus addresses. So a run does not
+// depend on where the simulator's own heap put the buffers: only the offset
+// of a buffer within its page, which the program chose, carries over.
+// Every adapter access goes through here, after the translation and
+// protection unit has allowed it.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <stdexcept>
+#include <string>
 
 #include <systemc>
 
@@ -16,17 +23,50 @@ namespace hcasim::pcie {
 
 class HostMemory {
 public:
+    static constexpr std::uint64_t kPageBytes = 4096;
+    // Bus addresses start above 4 GiB, as for a 64-bit DMA-capable device.
+    static constexpr std::uint64_t kFirstBusPage = 0x100000;
+
     explicit HostMemory(double access_latency_ns) : m_latency(sim::ns_to_ps(access_latency_ns)) {}
 
     // Latency of a DMA read once the request has reached the root complex.
     sim::Tick access_latency() const { return m_latency; }
 
+    // Pins [host, host+len) and returns the bus address of host. The pages
+    // are new ones (a buffer mapped twice gets two mappings, as pinning it
+    // twice would), contiguous in bus space, followed by one unmapped guard
+    // page; the offset within the first page is kept.
+    std::uint64_t map(const void* host, std::uint64_t len) {
+        const auto h = reinterpret_cast<std::uintptr_t>(host);
+        const std::uint64_t offset = h % kPageBytes;
+        const std::uint64_t pages = (offset + (len ? len : 1) + kPageBytes - 1) / kPageBytes;
+        const std::uint64_t bus = m_next_page * kPageBytes;
+        m_next_page += pages + 1;
+        m_ranges[bus] = Range{pages * kPageBytes, reinterpret_cast<std::uint8_t*>(h - offset)};
+        return bus + offset;
+    }
+    // Releases the mapping that map() returned bus for.
+    void unmap(std::uint64_t bus) { m_ranges.erase(bus - bus % kPageBytes); }
+
+    // The host bytes behind [bus, bus+n): for firmware that moves data
+    // within host memory itself.
+    std::uint8_t* host_bytes(std::uint64_t bus, std::uint64_t n) {
+        auto it = m_ranges.upper_bound(bus);
+        if (it == m_ranges.begin() || bus + n > std::prev(it)->first + std::prev(it)->second.len)
+            throw std::logic_error("host memory: no mapping covers bus address 0x" + hex(bus) + " + " +
+                                   std::to_string(n));
+        --it;
+        return it->second.host + (bus - it->first);
+    }
+
     void read(std::uint64_t addr, void* dst, std::size_t n) {
-        std::memcpy(dst, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(addr)), n);
+        if (n == 0) return;
+        std::memcpy(dst, host_bytes(addr, n), n);
         m_bytes_read += n;
     }
     void write(std::uint64_t addr, const void* src, std::size_t n) {
-        std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(addr)), src, n);
+        if (n == 0) return;
+        std::memcpy(host_bytes(addr, n), src, n);
         m_bytes_written += n;
         m_written.notify(sc_core::SC_ZERO_TIME);
     }
@@ -39,7 +79,19 @@ public:
     std::uint64_t bytes_written() const { return m_bytes_written; }
 
 private:
+    struct Range {
+        std::uint64_t len;   // whole pages
+        std::uint8_t* host;  // host address of the first page
+    };
+    static std::string hex(std::uint64_t v) {
+        char b[24];
+        std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(v));
+        return b;
+    }
+
     sim::Tick m_latency;
+    std::map<std::uint64_t, Range> m_ranges;  // by bus address of the first page
+    std::uint64_t m_next_page = kFirstBusPage;
     sc_core::sc_event m_written;
     std::uint64_t m_bytes_read = 0;
     std::uint64_t m_bytes_written = 0;

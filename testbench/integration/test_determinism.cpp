@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <memory>
+#include <vector>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -169,5 +171,46 @@ TEST_CASE("hcasim --format json output parses and carries the rows", "[determini
             CHECK(row["bw_avg_MBps"].get<double>() > 0);
             CHECK(row["bw_peak_MBps"].get<double>() >= row["bw_avg_MBps"].get<double>());
         }
+    }
+}
+
+namespace {
+
+// An 8-QP SEND bandwidth run with every hardware counter, in a child whose
+// heap has first been disturbed by heap_shift: allocations of sizes that
+// move both the brk heap and the mmap area, held for the whole run, so the
+// buffers the run registers sit at other host addresses than in a child
+// with another shift.
+std::string send_bandwidth_with_heap_shift(int heap_shift) {
+    const auto r = run_isolated([heap_shift](std::ostream& os) {
+        hcasim::test::default_fatal_signals();
+        std::vector<std::unique_ptr<std::uint8_t[]>> ballast;
+        for (int i = 0; i < heap_shift; ++i) {
+            ballast.emplace_back(new std::uint8_t[static_cast<std::size_t>(1 + 4096 * 37 * i)]);
+            ballast.back()[0] = 1;
+        }
+        hcasim::sim::Config cfg;
+        System sys(cfg);
+        BandwidthOptions o;
+        o.op = Op::Send;
+        o.qps = 8;
+        o.sizes = {4096, 131072, 1048576};
+        o.iterations = 48;
+        print_bandwidth(os, Format::Csv, info("Send BW Test"), run_bandwidth(sys, o));
+        os << sys.counters();
+    });
+    REQUIRE(r.ok);
+    return r.output;
+}
+
+}  // namespace
+
+TEST_CASE("results and counters do not depend on where the host heap put the registered buffers",
+          "[determinism][integration]") {
+    const std::string reference = send_bandwidth_with_heap_shift(0);
+    REQUIRE(reference.find("node0.pcie.dma_read_requests") != std::string::npos);
+    for (int shift : {1, 3, 7}) {
+        INFO("heap shift " << shift);
+        CHECK(send_bandwidth_with_heap_shift(shift) == reference);
     }
 }

@@ -224,6 +224,7 @@ struct Options {
 // One side of the comparison: host memory, its PCIe link and an engine.
 struct Side {
     std::unique_ptr<pcie::HostMemory> memory;
+    std::uint64_t window_bus = 0;  // where the window is pinned in the side's bus address space
     std::unique_ptr<pcie::PcieHostInterface> pcie;
     hca::DmaEngine* engine = nullptr;
     std::uint8_t* window = nullptr;
@@ -252,6 +253,7 @@ public:
             side.pcie = std::make_unique<pcie::PcieHostInterface>(s == 0 ? "tlm_pcie" : "rtl_pcie", m_pp, *side.memory);
             side.window = static_cast<std::uint8_t*>(std::aligned_alloc(4096, kWindow));
             if (!side.window) throw std::runtime_error("cannot allocate the host memory window");
+            side.window_bus = side.memory->map(side.window, kWindow);
         }
         m_tlm = std::make_unique<hca::TlmDmaEngine>("tlm_dma", m_hp, *m_side[0].pcie);
         m_rtl = std::make_unique<hca::RtlDmaEngine>("rtl_dma", m_hp, *m_side[1].pcie, 1, "", !o.ungated);
@@ -276,7 +278,7 @@ private:
         for (std::size_t i = 0; i < c.d.size(); ++i) {
             const Desc& d = c.d[i];
             DmaDescriptor x;
-            x.addr = d.error == ErrorKind::AddressWrap ? d.abs : reinterpret_cast<std::uintptr_t>(s.window) + d.off;
+            x.addr = d.error == ErrorKind::AddressWrap ? d.abs : s.window_bus + d.off;
             x.len = d.len;
             x.to_host = d.write;
             x.tag = static_cast<std::uint8_t>(i);

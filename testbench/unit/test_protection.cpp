@@ -20,13 +20,14 @@ namespace {
 constexpr std::uint32_t kAll = hcasim::hca::kLocalWrite | hcasim::hca::kRemoteWrite | hcasim::hca::kRemoteRead |
                                hcasim::hca::kRemoteAtomic;
 constexpr std::uint64_t kVa = 0x7f1234560000ull;
+constexpr std::uint64_t kBus = 0x100000000ull;  // where the region is pinned: no bearing on protection
 constexpr std::uint64_t kLen = 3 * 4096 + 100;
 
 }  // namespace
 
 TEST_CASE("a registered region passes the protection check for its own key and PD", "[protection][unit]") {
     ProtectionTable t(16);
-    const std::uint32_t key = t.add(7, kVa, kLen, kAll);
+    const std::uint32_t key = t.add(7, kVa, kLen, kAll, kBus);
     REQUIRE(key != 0);
     CHECK(t.size() == 1);
     REQUIRE(t.find(key) != nullptr);
@@ -41,7 +42,7 @@ TEST_CASE("a registered region passes the protection check for its own key and P
 
 TEST_CASE("an unknown memory key is rejected as a bad key", "[protection][unit]") {
     ProtectionTable t(16);
-    const std::uint32_t key = t.add(1, kVa, kLen, kAll);
+    const std::uint32_t key = t.add(1, kVa, kLen, kAll, kBus);
     CHECK(t.check(0, 1, kVa, 1, 0) == Protection::BadKey);
     CHECK(t.check(key + 1, 1, kVa, 1, 0) == Protection::BadKey);   // right index, wrong variant
     CHECK(t.check(key ^ 0x100, 1, kVa, 1, 0) == Protection::BadKey);  // wrong index
@@ -51,13 +52,13 @@ TEST_CASE("an unknown memory key is rejected as a bad key", "[protection][unit]"
 
 TEST_CASE("a key stays invalid after its region is removed even when the slot is reused", "[protection][unit]") {
     ProtectionTable t(16);
-    const std::uint32_t old_key = t.add(1, kVa, kLen, kAll);
+    const std::uint32_t old_key = t.add(1, kVa, kLen, kAll, kBus);
     REQUIRE(t.remove(old_key));
     CHECK(t.size() == 0);
     CHECK(t.check(old_key, 1, kVa, 1, 0) == Protection::BadKey);
     CHECK_FALSE(t.remove(old_key));  // removing twice fails
     // The next registration reuses the slot with a new key generation.
-    const std::uint32_t new_key = t.add(1, kVa, kLen, kAll);
+    const std::uint32_t new_key = t.add(1, kVa, kLen, kAll, kBus);
     REQUIRE(new_key != 0);
     CHECK(new_key != old_key);
     CHECK((new_key >> 8) == (old_key >> 8));
@@ -71,19 +72,19 @@ TEST_CASE("keys of live regions are distinct and the table refuses more than its
     ProtectionTable t(8);
     std::set<std::uint32_t> keys;
     for (int i = 0; i < 8; ++i) {
-        const std::uint32_t k = t.add(1, kVa + static_cast<std::uint64_t>(i) * kLen, kLen, kAll);
+        const std::uint32_t k = t.add(1, kVa + static_cast<std::uint64_t>(i) * kLen, kLen, kAll, kBus);
         REQUIRE(k != 0);
         keys.insert(k);
     }
     CHECK(keys.size() == 8);
-    CHECK(t.add(1, kVa, kLen, kAll) == 0);  // full
+    CHECK(t.add(1, kVa, kLen, kAll, kBus) == 0);  // full
     REQUIRE(t.remove(*keys.begin()));
-    CHECK(t.add(1, kVa, kLen, kAll) != 0);  // room again
+    CHECK(t.add(1, kVa, kLen, kAll, kBus) != 0);  // room again
 }
 
 TEST_CASE("a key used from another protection domain is a PD mismatch", "[protection][unit]") {
     ProtectionTable t(16);
-    const std::uint32_t key = t.add(3, kVa, kLen, kAll);
+    const std::uint32_t key = t.add(3, kVa, kLen, kAll, kBus);
     CHECK(t.check(key, 4, kVa, 1, 0) == Protection::PdMismatch);
     CHECK(t.check(key, 0, kVa, 1, 0) == Protection::PdMismatch);
     CHECK(t.check(key, 3, kVa, 1, 0) == Protection::Ok);
@@ -92,7 +93,7 @@ TEST_CASE("a key used from another protection domain is a PD mismatch", "[protec
 TEST_CASE("accesses outside the registered region are out of bounds at the start the end and on overflow",
           "[protection][unit]") {
     ProtectionTable t(16);
-    const std::uint32_t key = t.add(1, kVa, kLen, kAll);
+    const std::uint32_t key = t.add(1, kVa, kLen, kAll, kBus);
     SECTION("before the start") {
         CHECK(t.check(key, 1, kVa - 1, 1, 0) == Protection::OutOfBounds);
         CHECK(t.check(key, 1, kVa - 1, 10, 0) == Protection::OutOfBounds);  // straddles the start
@@ -114,7 +115,7 @@ TEST_CASE("accesses outside the registered region are out of bounds at the start
     }
     SECTION("a region at the top of the address space") {
         const std::uint64_t top = std::numeric_limits<std::uint64_t>::max() - 4095;
-        const std::uint32_t k2 = t.add(1, top, 4096, kAll);
+        const std::uint32_t k2 = t.add(1, top, 4096, kAll, kBus);
         CHECK(t.check(k2, 1, top, 4096, 0) == Protection::Ok);
         CHECK(t.check(k2, 1, top + 4000, 96, 0) == Protection::Ok);
         CHECK(t.check(k2, 1, top + 4000, 97, 0) == Protection::OutOfBounds);
@@ -128,8 +129,8 @@ TEST_CASE("each access right missing from a region is denied and the others are 
                               static_cast<std::uint32_t>(kRemoteRead), static_cast<std::uint32_t>(kRemoteAtomic)}) {
         INFO("access bit " << bit);
         ProtectionTable t(16);
-        const std::uint32_t without = t.add(1, kVa, kLen, kAll & ~bit);
-        const std::uint32_t with = t.add(1, kVa, kLen, bit);
+        const std::uint32_t without = t.add(1, kVa, kLen, kAll & ~bit, kBus);
+        const std::uint32_t with = t.add(1, kVa, kLen, bit, kBus);
         CHECK(t.check(without, 1, kVa, 64, bit) == Protection::AccessDenied);
         CHECK(t.check(without, 1, kVa, 64, kAll & ~bit) == Protection::Ok);
         CHECK(t.check(without, 1, kVa, 64, bit | (kAll & ~bit)) == Protection::AccessDenied);
