@@ -1,15 +1,17 @@
 #include "model/sim/config.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
-
-#include <boost/program_options/parsers.hpp>
-#include <boost/program_options/options_description.hpp>
 
 #ifndef HCASIM_PRESETS_DIR
 #define HCASIM_PRESETS_DIR "testbench/configs"
@@ -19,10 +21,14 @@ namespace hcasim::sim {
 
 namespace {
 
+// Whole numbers exactly (4294967295, not 4.29497e+09), others as %g.
 std::string format_number(double v) {
-    std::ostringstream os;
-    os << v;
-    return os.str();
+    char b[32];
+    if (std::fabs(v) < 9.0e15 && v == std::floor(v))
+        std::snprintf(b, sizeof b, "%lld", static_cast<long long>(v));
+    else
+        std::snprintf(b, sizeof b, "%g", v);
+    return b;
 }
 
 std::string allowed(const ParamSpec& s) {
@@ -63,6 +69,9 @@ bool parse_int(const std::string& v, std::int64_t& out) {
 
 bool parse_real(const std::string& v, double& out) {
     if (v.empty()) return false;
+    // Decimal notation only: strtod would also take hex ("0x10"), "inf" and
+    // "nan".
+    if (v.find_first_not_of("0123456789.eE+-") != std::string::npos) return false;
     errno = 0;
     char* end = nullptr;
     const double x = std::strtod(v.c_str(), &end);
@@ -79,6 +88,21 @@ std::string trim(const std::string& s) {
 }
 
 }  // namespace
+
+std::string printable(const std::string& s) {
+    std::string out;
+    for (const char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c < 0x20 || c >= 0x7f) {
+            char b[5];
+            std::snprintf(b, sizeof b, "\\x%02x", c);
+            out += b;
+        } else {
+            out += ch;
+        }
+    }
+    return out;
+}
 
 void ParamRegistry::add(ParamSpec spec) {
     if (m_index.count(spec.key)) throw ConfigError("parameter declared twice: " + spec.key);
@@ -97,7 +121,7 @@ Config::Config() {
 
 const ParamSpec& Config::spec(const std::string& key) const {
     const ParamSpec* s = parameters().find(key);
-    if (!s) throw ConfigError("unknown configuration key '" + key + "' (hcasim params lists the keys)");
+    if (!s) throw ConfigError("unknown configuration key '" + printable(key) + "' (hcasim params lists the keys)");
     return *s;
 }
 
@@ -105,7 +129,10 @@ void Config::set(const std::string& key_in, const std::string& value_in) {
     const std::string key = trim(key_in);
     const std::string value = trim(value_in);
     const ParamSpec& s = spec(key);
-    const std::string bad = "invalid value '" + value + "' for " + key + ": expected " + allowed(s);
+    const std::string bad = "invalid value '" + printable(value) + "' for " + key + ": expected " + allowed(s);
+    // The C-string parsers below would stop at a NUL and accept what precedes it.
+    if (value.find('\0') != std::string::npos)
+        throw ConfigError("invalid value '" + printable(value) + "' for " + key + ": it contains a NUL byte");
     switch (s.kind) {
     case ParamSpec::Kind::Bool:
         if (value == "true" || value == "1" || value == "yes" || value == "on") {
@@ -146,32 +173,89 @@ void Config::set(const std::string& key_in, const std::string& value_in) {
 
 void Config::set_assignment(const std::string& a) {
     const auto eq = a.find('=');
-    if (eq == std::string::npos) throw ConfigError("expected key=value, got '" + a + "'");
+    if (eq == std::string::npos) throw ConfigError("expected key=value, got '" + printable(a) + "'");
     set(a.substr(0, eq), a.substr(eq + 1));
 }
 
+namespace {
+
+// The bytes of a configuration file. stat() first: a directory, FIFO or
+// device is refused without being opened (opening a FIFO blocks, reading
+// /dev/zero never ends); then at most kMaxFileBytes + 1 bytes are read, so a
+// file that grows meanwhile is refused too.
+std::string read_config_file(const std::string& path) {
+    const std::string quoted = "'" + printable(path) + "'";
+    if (path.empty()) throw ConfigError("configuration file name is empty");
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        throw ConfigError("cannot read configuration file " + quoted + ": " + std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) throw ConfigError("configuration file " + quoted + " is a directory");
+    if (!S_ISREG(st.st_mode)) throw ConfigError("configuration file " + quoted + " is not a regular file");
+    const std::string too_big = "configuration file " + quoted + " is larger than " +
+                                std::to_string(Config::kMaxFileBytes) + " bytes";
+    if (static_cast<std::uint64_t>(st.st_size) > Config::kMaxFileBytes) throw ConfigError(too_big);
+    // O_NONBLOCK: should the path have become a FIFO since stat(), open()
+    // returns at once and fstat() refuses it.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) throw ConfigError("cannot read configuration file " + quoted + ": " + std::strerror(errno));
+    std::string bytes;
+    std::string error;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        error = "configuration file " + quoted + " is not a regular file";
+    } else {
+        char buf[65536];
+        for (;;) {
+            const ssize_t n = ::read(fd, buf, sizeof buf);
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) {
+                error = "cannot read configuration file " + quoted + ": " + std::strerror(errno);
+                break;
+            }
+            if (n == 0) break;
+            bytes.append(buf, static_cast<std::size_t>(n));
+            if (bytes.size() > Config::kMaxFileBytes) {
+                error = too_big;
+                break;
+            }
+        }
+    }
+    ::close(fd);
+    if (!error.empty()) throw ConfigError(error);
+    return bytes;
+}
+
+}  // namespace
+
 void Config::load_file(const std::string& path) {
-    std::ifstream file(path);
-    if (!file) throw ConfigError("cannot read configuration file '" + path + "'");
-    // Boost's INI reader knows '#' comments only; ';' starts one too.
-    std::stringstream in;
-    for (std::string line; std::getline(file, line);) {
-        const std::string t = trim(line);
-        in << (t.empty() || t[0] == ';' ? std::string() : line) << "\n";
-    }
-    namespace po = boost::program_options;
-    po::parsed_options parsed(nullptr);
-    try {
-        parsed = po::parse_config_file(in, po::options_description(), /*allow_unregistered=*/true);
-    } catch (const po::error& e) {
-        throw ConfigError(path + ": " + e.what());
-    }
-    for (const auto& opt : parsed.options) {
-        if (opt.value.size() != 1) throw ConfigError(path + ": key '" + opt.string_key + "' needs one value");
+    std::string text = read_config_file(path);
+    // Editors on Windows start UTF-8 files with a byte order mark.
+    if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
+    const std::string where = printable(path);
+    std::istringstream in(text);
+    std::string section;
+    int number = 0;
+    for (std::string line; std::getline(in, line);) {
+        ++number;
+        const std::string at = where + ":" + std::to_string(number) + ": ";
+        std::string t = line;
+        const auto hash = t.find('#');
+        if (hash != std::string::npos) t.resize(hash);
+        t = trim(t);
+        if (t.empty() || t[0] == ';') continue;
+        if (t.front() == '[') {
+            if (t.back() != ']' || trim(t.substr(1, t.size() - 2)).empty())
+                throw ConfigError(at + "invalid line '" + printable(line) + "': expected [section] or name = value");
+            section = trim(t.substr(1, t.size() - 2));
+            continue;
+        }
+        const auto eq = t.find('=');
+        if (eq == std::string::npos || trim(t.substr(0, eq)).empty())
+            throw ConfigError(at + "invalid line '" + printable(line) + "': expected [section] or name = value");
+        const std::string name = trim(t.substr(0, eq));
         try {
-            set(opt.string_key, opt.value.front());
+            set(section.empty() ? name : section + "." + name, t.substr(eq + 1));
         } catch (const ConfigError& e) {
-            throw ConfigError(path + ": " + e.what());
+            throw ConfigError(at + e.what());
         }
     }
 }

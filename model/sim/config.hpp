@@ -4,6 +4,7 @@
 // declared keys, and a bad key or value is an error that names it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -16,6 +17,11 @@ class ConfigError : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
 };
+
+// s with every byte a terminal would hide or garble (control bytes, DEL,
+// bytes of 0x80 and above) written as \xNN, for error messages that quote
+// user input.
+std::string printable(const std::string& s);
 
 struct ParamSpec {
     enum class Kind { Int, Real, Bool, Choice, Text };
@@ -56,8 +62,11 @@ public:
     // "key=value".
     void set_assignment(const std::string& assignment);
     // INI file: "[section]" then "name = value" gives key "section.name";
-    // '#' and ';' start comments.
+    // '#' starts a comment anywhere, ';' at the start of a line. A leading
+    // UTF-8 byte order mark is skipped. Only a regular file of at most
+    // kMaxFileBytes is read (a directory, FIFO or device is refused unopened).
     void load_file(const std::string& path);
+    static constexpr std::size_t kMaxFileBytes = 1 << 20;
     // A preset by name from the presets folder, or a path.
     void load_preset(const std::string& name_or_path);
 

@@ -1,14 +1,20 @@
 // The hcasim command: runs the default scenario, the perftest-style latency
 // and bandwidth workloads, the simulator benchmark, and lists parameters.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <cstdlib>
 #include <iostream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
+#include "model/hca/hca_params.hpp"
+#include "testbench/cli/cli_input.hpp"
 #include "testbench/system/isolated.hpp"
 #include "testbench/system/system.hpp"
 #include "testbench/workloads/kvipl_perftest.hpp"
@@ -36,17 +42,18 @@ Commands:
 
 Options)";
 
+// More iterations than this would only exhaust memory: every iteration
+// keeps one sample (lat) or one completion time (bw).
+constexpr int kMaxIterations = 100000000;
+
 struct Cli {
     std::string command = "run";
+    std::set<std::string> given;  // long names of the options on the command line
     std::string op = "write";
     std::string api = "verbs";
     std::string reliability = "rd";
-    std::string sizes;
-    int iters = 0;
-    int tx_depth = 128;
-    int qps = 1;
-    int mtu = 4096;
-    int inline_max = -1;
+    // Numbers stay text until the command knows their limits.
+    std::string sizes, iters, tx_depth, qps, mtu, inline_max;
     std::string format = "text";
     std::string preset = "cx3-fdr";
     std::string config_file;
@@ -54,103 +61,209 @@ struct Cli {
     bool counters = false;
     std::string vcd;
     std::string dma = "tlm";
+
+    bool has(const std::string& option) const { return given.count(option) != 0; }
 };
+
+// The options each command uses. Any other option given to a command is
+// refused by name: nothing on the command line is silently ignored.
+const std::map<std::string, std::set<std::string>>& options_of() {
+    static const std::set<std::string> config{"preset", "config", "set"};
+    static const std::set<std::string> workload{"api",      "reliability", "sizes", "iters", "mtu", "inline",
+                                                "format",   "counters",    "vcd",   "preset", "config", "set"};
+    auto with = [](std::set<std::string> s, std::initializer_list<const char*> more) {
+        for (const char* m : more) s.insert(m);
+        return s;
+    };
+    static const std::map<std::string, std::set<std::string>> m{
+        {"run", with(workload, {"tx-depth", "qps"})},
+        {"lat", with(workload, {"op"})},
+        {"bw", with(workload, {"op", "tx-depth", "qps"})},
+        {"bench", with(config, {"dma", "sizes", "iters"})},
+        {"params", {"format"}},
+        {"presets", {}},
+    };
+    return m;
+}
+
+std::string option_name(const std::string& long_name) { return long_name == "iters" ? "-n/--iters" : "--" + long_name; }
+
+void check_options_used(const Cli& c) {
+    const auto& used = options_of().at(c.command);
+    for (const auto& o : c.given) {
+        if (used.count(o)) continue;
+        if (c.command == "run" && o == "op")
+            throw std::invalid_argument("run does not use --op: the default scenario is RDMA WRITE (use lat or bw --op " +
+                                        sim::printable(c.op) + ")");
+        std::string list;
+        for (const auto& u : used) list += (list.empty() ? "" : ", ") + option_name(u);
+        throw std::invalid_argument(c.command + " does not use " + option_name(o) +
+                                    (list.empty() ? " (it takes no options)" : " (its options: " + list + ")"));
+    }
+}
 
 sim::Config make_config(const Cli& c) {
     sim::Config cfg;
     cfg.load_preset(c.preset);
-    if (!c.config_file.empty()) cfg.load_file(c.config_file);
+    if (c.has("config")) cfg.load_file(c.config_file);
     for (const auto& s : c.sets) cfg.set_assignment(s);
-    if (!c.vcd.empty()) {
+    if (c.has("vcd")) {
+        cli::check_output_file("--vcd", c.vcd);
         if (cfg.get_choice("hca.dma.impl") != "rtl")
-            throw sim::ConfigError("--vcd " + c.vcd + " records the RTL DMA engine: add --set hca.dma.impl=rtl");
+            throw sim::ConfigError("--vcd " + sim::printable(c.vcd) +
+                                   " records the RTL DMA engine: add --set hca.dma.impl=rtl");
         cfg.set("hca.dma.vcd", c.vcd);
+    }
+    const std::string& vcd = cfg.get_text("hca.dma.vcd");
+    if (!vcd.empty()) {
+        if (cfg.get_choice("hca.dma.impl") != "rtl")
+            throw sim::ConfigError("hca.dma.vcd records the RTL DMA engine: it needs hca.dma.impl=rtl");
+        cli::check_output_file("hca.dma.vcd", vcd);
     }
     return cfg;
 }
 
-RunInfo info_for(const Cli& c, const sim::Config& cfg, const std::string& title) {
-    RunInfo info;
-    info.title = title;
-    info.op = c.op;
-    info.settings.emplace_back("preset", c.preset);
-    info.settings.emplace_back("api", c.api);
-    if (c.api == "kvipl") info.settings.emplace_back("VI reliability", c.reliability);
-    info.settings.emplace_back("link", cfg.raw("link.speed") + " " + cfg.raw("link.width") + "x");
-    info.settings.emplace_back("pcie", "gen" + cfg.raw("pcie.gen") + " x" + cfg.raw("pcie.lanes"));
-    info.settings.emplace_back("topology", cfg.raw("fabric.topology"));
-    info.settings.emplace_back("path MTU", std::to_string(c.mtu));
-    for (const auto& [k, v] : cfg.overrides()) info.settings.emplace_back(k, v);
-    return info;
-}
-
-std::string title(const std::string& op, bool lat) {
-    std::string t = op == "send" ? "Send" : op == "write" ? "RDMA Write" : "RDMA Read";
-    return t + (lat ? " Latency Test" : " BW Test");
+Format output_format(const Cli& c) {
+    if (c.format == "text") return Format::Text;
+    if (c.format == "csv") return Format::Csv;
+    if (c.format == "json") return Format::Json;
+    throw std::invalid_argument("unknown --format '" + sim::printable(c.format) + "': expected text, csv or json");
 }
 
 int vi_reliability(const Cli& c) {
     if (c.reliability == "ud") return 1;
     if (c.reliability == "rd") return 2;
     if (c.reliability == "rr") return 4;
-    throw std::invalid_argument("unknown --reliability '" + c.reliability + "': expected ud, rd or rr");
+    throw std::invalid_argument("unknown --reliability '" + sim::printable(c.reliability) + "': expected ud, rd or rr");
 }
 
-bool api_is_kvipl(const Cli& c) {
-    if (c.api == "verbs") {
-        if (c.reliability != "rd") throw std::invalid_argument("--reliability applies to --api kvipl only");
-        return false;
-    }
-    if (c.api != "kvipl") throw std::invalid_argument("unknown --api '" + c.api + "': expected verbs or kvipl");
+std::string title(Op op, bool lat) {
+    std::string t = op == Op::Send ? "Send" : op == Op::Write ? "RDMA Write" : "RDMA Read";
+    return t + (lat ? " Latency Test" : " BW Test");
+}
+
+// A latency or bandwidth run, every option checked against the command's
+// rules and the device's limits before anything is built.
+struct Workload {
+    bool latency = true;
+    bool kvipl = false;
+    sim::Config cfg;
+    Format format = Format::Text;
+    LatencyOptions lat;
+    BandwidthOptions bw;
+    RunInfo info;
+    bool counters = false;
+};
+
+Workload plan_workload(const Cli& c, bool latency, const std::string& default_sizes) {
+    Workload w;
+    w.latency = latency;
+    w.cfg = make_config(c);
+    const hca::HcaParams device = hca::HcaParams::from(w.cfg);
+    w.format = output_format(c);
+    w.counters = c.counters;
+    const Op op = parse_op(c.op);
+    if (c.api != "verbs" && c.api != "kvipl")
+        throw std::invalid_argument("unknown --api '" + sim::printable(c.api) + "': expected verbs or kvipl");
+    w.kvipl = c.api == "kvipl";
+    if (!w.kvipl && c.has("reliability")) throw std::invalid_argument("--reliability applies to --api kvipl only");
+    const int reliability = vi_reliability(c);
     // VIs use the port's MTU and have no inline data: say so rather than ignore.
-    if (c.mtu != 4096) throw std::invalid_argument("--mtu does not apply to --api kvipl (VIs use the port's MTU, port.max_mtu)");
-    if (c.inline_max >= 0) throw std::invalid_argument("--inline does not apply to --api kvipl (VI descriptors carry no inline data)");
-    return true;
+    if (w.kvipl && c.has("mtu"))
+        throw std::invalid_argument("--mtu does not apply to --api kvipl (VIs use the port's MTU, port.max_mtu)");
+    if (w.kvipl && c.has("inline"))
+        throw std::invalid_argument("--inline does not apply to --api kvipl (VI descriptors carry no inline data)");
+    if (op == Op::Read && c.has("inline"))
+        throw std::invalid_argument("--inline does not apply to --op read (an RDMA READ request carries no data)");
+    std::vector<std::uint32_t> sizes = parse_sizes(c.has("sizes") ? c.sizes : default_sizes);
+    if (w.kvipl && !c.has("sizes")) {
+        // The default sweep stops at the NIC's largest VI transfer.
+        sizes.erase(std::remove_if(sizes.begin(), sizes.end(), [&](std::uint32_t s) { return s > device.vi_max_transfer; }),
+                    sizes.end());
+        if (sizes.empty()) sizes.push_back(device.vi_max_transfer);
+    }
+    const int iters = c.has("iters") ? cli::parse_int("-n/--iters", c.iters, 1, kMaxIterations) : 1000;
+    // perftest's default MTU is the port's.
+    const int port_mtu = static_cast<int>(w.cfg.get_int("port.max_mtu"));
+    int mtu = port_mtu;
+    if (c.has("mtu")) {
+        if (c.mtu != "256" && c.mtu != "512" && c.mtu != "1024" && c.mtu != "2048" && c.mtu != "4096")
+            throw cli::bad_value("--mtu", c.mtu, "one of 256, 512, 1024, 2048, 4096 (bytes)");
+        mtu = std::stoi(c.mtu);
+        if (mtu > port_mtu)
+            throw std::invalid_argument("--mtu " + c.mtu + " is more than the device allows: port.max_mtu = " +
+                                        std::to_string(port_mtu) + " bytes");
+    }
+    const std::string inline_note = "bytes, the device's hca.max_inline";
+    const auto inline_max = c.has("inline")
+                                ? static_cast<std::uint32_t>(cli::parse_unsigned("--inline", c.inline_max, 0, device.max_inline, inline_note))
+                                : 0u;
+    w.info.api = c.api;
+    w.info.op = op_name(op);
+    w.info.title = title(op, latency);
+    w.info.settings.emplace_back("preset", c.preset);
+    if (w.kvipl) w.info.settings.emplace_back("VI reliability", c.reliability);
+    w.info.settings.emplace_back("link", w.cfg.raw("link.speed") + " " + w.cfg.raw("link.width") + "x");
+    w.info.settings.emplace_back("pcie", "gen" + w.cfg.raw("pcie.gen") + " x" + w.cfg.raw("pcie.lanes"));
+    w.info.settings.emplace_back("topology", w.cfg.raw("fabric.topology"));
+    w.info.settings.emplace_back("path MTU", std::to_string(mtu));
+    for (const auto& [k, v] : w.cfg.overrides()) w.info.settings.emplace_back(k, v);
+    if (latency) {
+        LatencyOptions& o = w.lat;
+        o.op = op;
+        o.sizes = sizes;
+        o.iterations = iters;
+        o.mtu = mtu;
+        o.vi_reliability = reliability;
+        // The default is perftest's 220 B, or less if the device inlines less.
+        o.inline_max = c.has("inline") ? inline_max : std::min(o.inline_max, device.max_inline);
+        if (w.kvipl) check_latency_kvipl_options(o, w.cfg);
+        else check_latency_options(o, w.cfg);
+        return w;
+    }
+    BandwidthOptions& o = w.bw;
+    o.op = op;
+    o.sizes = sizes;
+    o.mtu = mtu;
+    o.inline_max = inline_max;
+    o.vi_reliability = reliability;
+    if (w.kvipl) {
+        if (c.has("qps") && c.qps != "1") throw std::invalid_argument("--api kvipl runs one VI: --qps must be 1");
+        o.qps = 1;
+        o.tx_depth = c.has("tx-depth") ? cli::parse_int("--tx-depth", c.tx_depth, 1,
+                                                        static_cast<int>(std::min<std::uint32_t>(device.vi_max_descriptors, 65536)),
+                                                        "descriptors, the NIC's hca.vi_max_descriptors with --api kvipl")
+                                       : 128;
+    } else {
+        o.qps = c.has("qps") ? cli::parse_int("--qps", c.qps, 1, static_cast<int>(std::min<std::uint32_t>(device.max_qp, 1 << 24)),
+                                              "the device's hca.max_qp")
+                             : 1;
+        o.tx_depth = c.has("tx-depth") ? cli::parse_int("--tx-depth", c.tx_depth, 1,
+                                                        static_cast<int>(std::min<std::uint32_t>(device.max_qp_wr, 65536)),
+                                                        "work requests, the device's hca.max_qp_wr")
+                                       : 128;
+    }
+    // -n is per QP, as perftest's; the workload takes the messages in all.
+    const std::int64_t messages = static_cast<std::int64_t>(iters) * o.qps;
+    if (messages > kMaxIterations)
+        throw std::invalid_argument("-n/--iters " + std::to_string(iters) + " x --qps " + std::to_string(o.qps) + " is " +
+                                    std::to_string(messages) + " messages per size, more than " +
+                                    std::to_string(kMaxIterations));
+    o.iterations = static_cast<int>(messages);
+    if (w.kvipl) check_bandwidth_kvipl_options(o, w.cfg);
+    else check_bandwidth_options(o, w.cfg);
+    w.info.settings.emplace_back("QPs", std::to_string(o.qps));
+    w.info.settings.emplace_back("TX depth", std::to_string(o.tx_depth));
+    return w;
 }
 
-int cmd_lat(const Cli& c, std::ostream& os) {
-    const sim::Config cfg = make_config(c);
-    LatencyOptions o;
-    o.op = parse_op(c.op);
-    o.sizes = parse_sizes(c.sizes.empty() ? "2:8388608" : c.sizes);
-    o.iterations = c.iters > 0 ? c.iters : 1000;
-    o.mtu = c.mtu;
-    if (c.inline_max >= 0) o.inline_max = static_cast<std::uint32_t>(c.inline_max);
-    if (o.inline_max > static_cast<std::uint32_t>(cfg.get_int("hca.max_inline")))
-        o.inline_max = static_cast<std::uint32_t>(cfg.get_int("hca.max_inline"));
-    const Format f = parse_format(c.format);
-    o.vi_reliability = vi_reliability(c);
-    const bool kvipl = api_is_kvipl(c);
-    System sys(cfg);
-    const auto rows = kvipl ? run_latency_kvipl(sys, o) : run_latency(sys, o);
-    print_latency(os, f, info_for(c, cfg, title(c.op, true)), rows);
-    if (c.counters) os << sys.counters();
-    return 0;
-}
-
-int cmd_bw(const Cli& c, std::ostream& os) {
-    const sim::Config cfg = make_config(c);
-    BandwidthOptions o;
-    o.op = parse_op(c.op);
-    o.sizes = parse_sizes(c.sizes.empty() ? "2:8388608" : c.sizes);
-    o.iterations = c.iters > 0 ? c.iters : 1000;
-    o.tx_depth = c.tx_depth;
-    o.qps = c.qps;
-    o.mtu = c.mtu;
-    if (c.inline_max >= 0) o.inline_max = static_cast<std::uint32_t>(c.inline_max);
-    if (o.tx_depth < 1 || o.tx_depth > 16384) throw std::invalid_argument("invalid --tx-depth: expected 1 to 16384");
-    if (o.qps < 1 || o.qps > 65536) throw std::invalid_argument("invalid --qps: expected 1 to 65536");
-    const Format f = parse_format(c.format);
-    o.vi_reliability = vi_reliability(c);
-    const bool kvipl = api_is_kvipl(c);
-    System sys(cfg);
-    const auto rows = kvipl ? run_bandwidth_kvipl(sys, o) : run_bandwidth(sys, o);
-    RunInfo info = info_for(c, cfg, title(c.op, false));
-    info.settings.emplace_back("QPs", std::to_string(o.qps));
-    info.settings.emplace_back("TX depth", std::to_string(o.tx_depth));
-    print_bandwidth(os, f, info, rows);
-    if (c.counters) os << sys.counters();
-    return 0;
+void run_workload(const Workload& w, std::ostream& os) {
+    System sys(w.cfg);
+    if (w.latency)
+        print_latency(os, w.format, w.info, w.kvipl ? run_latency_kvipl(sys, w.lat) : run_latency(sys, w.lat));
+    else
+        print_bandwidth(os, w.format, w.info, w.kvipl ? run_bandwidth_kvipl(sys, w.bw) : run_bandwidth(sys, w.bw));
+    if (w.counters) os << sys.counters();
 }
 
 // Each part of a multi-part command runs in its own process: SystemC builds
@@ -166,28 +279,50 @@ int in_child(const std::function<void(std::ostream&)>& fn) {
 }
 
 int cmd_run(Cli c) {
-    make_config(c);  // a bad parameter stops here, before anything runs
+    // Both halves are checked before the banner: a bad option stops here.
+    c.op = "write";
+    const Workload lat = plan_workload(c, true, "2:65536");
+    const Workload bw = plan_workload(c, false, "2:1048576");
     std::cout << "hcasim default scenario: two nodes, ConnectX-3-class FDR 4x HCAs on PCIe Gen3 x8, back to back\n"
                  "(every figure below is simulated time from the hardware model)\n\n";
-    Cli lat = c;
-    lat.op = "write";
-    if (lat.sizes.empty()) lat.sizes = "2:65536";
-    if (lat.iters == 0) lat.iters = 1000;
-    int rc = in_child([&](std::ostream& os) { cmd_lat(lat, os); });
+    int rc = in_child([&](std::ostream& os) { run_workload(lat, os); });
     if (rc) return rc;
     std::cout << "\n";
-    Cli bw = c;
-    bw.op = "write";
-    if (bw.sizes.empty()) bw.sizes = "2:1048576";
-    if (bw.iters == 0) bw.iters = 1000;
-    return in_child([&](std::ostream& os) { cmd_bw(bw, os); });
+    return in_child([&](std::ostream& os) { run_workload(bw, os); });
+}
+
+// bench: one message size, the number of messages of each run.
+struct BenchPlan {
+    std::uint32_t size = 0;
+    int messages = 0;
+};
+
+BenchPlan plan_bench(const Cli& c, std::uint32_t default_size, int default_messages) {
+    if (c.dma != "tlm" && c.dma != "rtl")
+        throw std::invalid_argument("unknown --dma '" + sim::printable(c.dma) + "': expected tlm or rtl");
+    const sim::Config cfg = make_config(c);
+    // --dma rtl runs both engines itself; a waveform would cover one run only.
+    if (c.dma == "rtl" && cfg.raw("hca.dma.impl") != sim::parameters().find("hca.dma.impl")->default_value)
+        throw std::invalid_argument("bench --dma rtl runs both DMA engines: do not set hca.dma.impl");
+    if (!cfg.get_text("hca.dma.vcd").empty()) throw std::invalid_argument("bench writes no waveforms: do not set hca.dma.vcd");
+    BenchPlan b;
+    b.size = default_size;
+    if (c.has("sizes")) {
+        const auto sizes = parse_sizes(c.sizes);
+        if (sizes.size() != 1)
+            throw std::invalid_argument("bench runs one message size: --sizes '" + sim::printable(c.sizes) +
+                                        "' names " + std::to_string(sizes.size()));
+        b.size = sizes.front();
+    }
+    b.messages = c.has("iters") ? cli::parse_int("-n/--iters", c.iters, 1, kMaxIterations) : default_messages;
+    return b;
 }
 
 // The same bandwidth run with the SystemC and with the RTL DMA engine, each
 // in its own process: the wall-time ratio, and the RTL's cycles per wall
 // second (clocked cycles of every engine instance over the RTL run's wall time).
 int cmd_bench_rtl(const Cli& c) {
-    make_config(c);
+    const BenchPlan plan = plan_bench(c, 65536, 20000);
     nlohmann::json runs = nlohmann::json::array();
     for (const char* impl : {"tlm", "rtl"}) {
         const IsolatedResult r = run_isolated([&](std::ostream& os) {
@@ -195,10 +330,10 @@ int cmd_bench_rtl(const Cli& c) {
             cfg.set("hca.dma.impl", impl);
             BandwidthOptions o;
             o.op = Op::Write;
-            o.sizes = {static_cast<std::uint32_t>(c.sizes.empty() ? 65536 : parse_sizes(c.sizes).front())};
+            o.sizes = {plan.size};
             o.qps = 1;
             o.tx_depth = 128;
-            o.iterations = c.iters > 0 ? c.iters : 20000;
+            o.iterations = plan.messages;
             o.mtu = 4096;
             System sys(cfg);
             timespec c0{}, c1{};
@@ -244,19 +379,18 @@ int cmd_bench_rtl(const Cli& c) {
 
 int cmd_bench(const Cli& c) {
     if (c.dma == "rtl") return cmd_bench_rtl(c);
-    if (c.dma != "tlm") throw std::invalid_argument("invalid --dma '" + c.dma + "': expected tlm or rtl");
-    make_config(c);
+    const BenchPlan plan = plan_bench(c, 4096, 200000);
     nlohmann::json results = nlohmann::json::array();
     for (int qps : {1, 1024}) {
         const IsolatedResult r = run_isolated([&](std::ostream& os) {
             sim::Config cfg = make_config(c);
             BandwidthOptions o;
             o.op = Op::Write;
-            o.sizes = {static_cast<std::uint32_t>(c.sizes.empty() ? 4096 : parse_sizes(c.sizes).front())};
+            o.sizes = {plan.size};
             o.qps = qps;
             o.tx_depth = qps == 1 ? 128 : 16;
             o.cq_mod = qps == 1 ? 32 : 16;
-            o.iterations = c.iters > 0 ? c.iters : 200000;
+            o.iterations = plan.messages;
             o.mtu = 4096;
             System sys(cfg);
             const auto rows = run_bandwidth(sys, o);
@@ -293,6 +427,8 @@ int cmd_bench(const Cli& c) {
 }
 
 int cmd_params(const Cli& c) {
+    if (c.format != "text" && c.format != "md")
+        throw std::invalid_argument("unknown --format '" + sim::printable(c.format) + "' for params: expected text or md");
     const auto& all = sim::parameters().all();
     if (c.format == "md") {
         std::cout << "| key | unit | default | allowed | meaning | source of the default |\n|---|---|---|---|---|---|\n";
@@ -304,9 +440,10 @@ int cmd_params(const Cli& c) {
         else if (!s.choices.empty()) {
             for (const auto& ch : s.choices) allowed += (allowed.empty() ? "" : ", ") + ch;
         } else {
+            // Whole numbers exactly (4294967295, not 4.29497e+09).
             auto num = [](double v) {
                 char b[32];
-                if (v == static_cast<double>(static_cast<long long>(v))) std::snprintf(b, sizeof b, "%lld", static_cast<long long>(v));
+                if (std::fabs(v) < 9.0e15 && v == std::floor(v)) std::snprintf(b, sizeof b, "%lld", static_cast<long long>(v));
                 else std::snprintf(b, sizeof b, "%g", v);
                 return std::string(b);
             };
@@ -333,17 +470,32 @@ int main(int argc, char** argv) {
 
 int sc_main(int argc, char** argv) {
     Cli c;
+    // The limits --help advertises are the default device's.
+    const hca::HcaParams device = hca::HcaParams::from(sim::Config());
+    const std::string max_qp_wr = std::to_string(device.max_qp_wr);
+    const std::string vi_descriptors = std::to_string(device.vi_max_descriptors);
     po::options_description opts(kUsage);
     opts.add_options()("help,h", "this text")
         ("op", po::value(&c.op), "lat/bw: send, write or read (default write)")
-        ("api", po::value(&c.api), "lat/bw: the host API the workload uses, verbs or kvipl (default verbs)")
+        ("api", po::value(&c.api), "run/lat/bw: the host API the workload uses, verbs or kvipl (default verbs)")
         ("reliability", po::value(&c.reliability), "--api kvipl: VI reliability level ud, rd or rr (default rd)")
-        ("sizes", po::value(&c.sizes), "message sizes: LO:HI (powers of two), N, or N,M,... (default 2:8388608)")
-        ("iters,n", po::value(&c.iters), "iterations per size (default 1000)")
-        ("tx-depth,t", po::value(&c.tx_depth), "bw: outstanding work requests per QP (default 128)")
-        ("qps,q", po::value(&c.qps), "bw: number of QPs (default 1)")
-        ("mtu,m", po::value(&c.mtu), "path MTU in bytes (default 4096)")
-        ("inline,I", po::value(&c.inline_max), "largest message sent inline (lat default 220, bw default 0)")
+        ("sizes", po::value(&c.sizes),
+         "message sizes in bytes, decimal: LO:HI (every power of two from LO to HI, both powers of two), N, "
+         "or N,M,... (default 2:8388608, with --api kvipl up to hca.vi_max_transfer; bench: one size)")
+        ("iters,n", po::value(&c.iters),
+         ("iterations per size, 1 to " + std::to_string(kMaxIterations) +
+          " (default 1000); bw: per QP, as perftest's -n; bench: messages per run").c_str())
+        ("tx-depth,t", po::value(&c.tx_depth),
+         ("bw: work requests in flight per QP, 1 to hca.max_qp_wr (" + max_qp_wr +
+          "); --api kvipl: 1 to hca.vi_max_descriptors (" + vi_descriptors + ") (default 128)").c_str())
+        ("qps,q", po::value(&c.qps),
+         ("bw: number of QPs, 1 to hca.max_qp (" + std::to_string(device.max_qp) +
+          "); QPs x TX depth x 2 + 16 must fit a CQ, hca.max_cqe (" + std::to_string(device.max_cqe) +
+          ") (default 1)").c_str())
+        ("mtu,m", po::value(&c.mtu), "path MTU in bytes: 256, 512, 1024, 2048 or 4096, at most port.max_mtu (default port.max_mtu)")
+        ("inline,I", po::value(&c.inline_max),
+         ("largest message sent inline, 0 to hca.max_inline (" + std::to_string(device.max_inline) +
+          ") (lat default 220, bw default 0)").c_str())
         ("format,f", po::value(&c.format), "text, csv or json (params: text or md)")
         ("preset,p", po::value(&c.preset), "device preset name or file (default cx3-fdr)")
         ("config,c", po::value(&c.config_file), "INI file of parameter overrides")
@@ -366,17 +518,24 @@ int sc_main(int argc, char** argv) {
             std::cout << opts << "\n";
             return 0;
         }
+        if (!options_of().count(c.command)) {
+            std::cerr << "hcasim: error: unknown command '" << sim::printable(c.command)
+                      << "' (run, lat, bw, bench, params, presets)\n";
+            return 2;
+        }
+        for (const auto& [name, value] : vm)
+            if (name != "command" && !value.defaulted()) c.given.insert(name);
+        check_options_used(c);
         if (c.command == "run") return cmd_run(c);
-        if (c.command == "lat") return cmd_lat(c, std::cout);
-        if (c.command == "bw") return cmd_bw(c, std::cout);
-        if (c.command == "bench") return cmd_bench(c);
-        if (c.command == "params") return cmd_params(c);
-        if (c.command == "presets") {
-            for (const auto& p : sim::Config::preset_names()) std::cout << p << "\n";
+        if (c.command == "lat" || c.command == "bw") {
+            const Workload w = plan_workload(c, c.command == "lat", "2:8388608");
+            run_workload(w, std::cout);
             return 0;
         }
-        std::cerr << "hcasim: error: unknown command '" << c.command << "' (run, lat, bw, bench, params, presets)\n";
-        return 2;
+        if (c.command == "bench") return cmd_bench(c);
+        if (c.command == "params") return cmd_params(c);
+        for (const auto& p : sim::Config::preset_names()) std::cout << p << "\n";
+        return 0;
     } catch (const po::error& e) {
         std::cerr << "hcasim: error: " << e.what() << "\n";
         return 2;

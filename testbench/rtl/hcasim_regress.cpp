@@ -8,6 +8,7 @@
 // tolerance of the RTL's. Functional coverage of the descriptors is printed
 // as a table. Same seed, same output, byte for byte.
 #include <cinttypes>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "testbench/cli/cli_input.hpp"
 #include "testbench/system/split_mix.hpp"
 #include "model/hca/rtl_dma_engine.hpp"
 #include "model/hca/tlm_dma_engine.hpp"
@@ -514,42 +516,73 @@ any case fails (or, with --require-coverage, if a bin is never hit).
 
 Options)";
 
-}  // namespace
+// More cases than this only exhausts memory (every case seed is kept).
+constexpr std::uint64_t kMaxCases = 10000000;
 
-int main(int argc, char** argv) {
-    setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
-    return sc_core::sc_elab_and_sim(argc, argv);
+// Keys the regression sets itself: it always builds both engines, one RTL
+// channel, and writes waveforms only where --vcd says.
+void refuse_fixed_keys(const std::vector<std::string>& sets) {
+    for (const auto& a : sets) {
+        const auto eq = a.find('=');
+        std::string key = a.substr(0, eq);
+        key.erase(0, key.find_first_not_of(" \t"));
+        key.erase(key.find_last_not_of(" \t") + 1);
+        if (key == "hca.dma.impl")
+            throw std::invalid_argument("--set hca.dma.impl: hcasim-regress always runs both DMA engines, the RTL and the model");
+        if (key == "hca.dma.rtl_channels")
+            throw std::invalid_argument("--set hca.dma.rtl_channels: hcasim-regress drives one RTL engine instance");
+        if (key == "hca.dma.vcd") throw std::invalid_argument("--set hca.dma.vcd: use --vcd FILE for a waveform of the run");
+    }
 }
+
+}  // namespace
 
 int sc_main(int argc, char** argv) {
     Options o;
     bool require_coverage = false;
+    // Numbers stay text until checked: boost would wrap "-1" to 2^64 - 1.
+    std::string iterations, seed, tolerance_pct, total_tolerance_pct, tolerance_cycles;
+    std::vector<std::string> cases;
     po::options_description opts(kUsage);
     opts.add_options()("help,h", "this text")
-        ("iterations,n", po::value(&o.iterations), "number of cases (default 200)")
-        ("seed", po::value(&o.seed), "seed of the run: case seeds derive from it (default 1)")
-        ("case", po::value(&o.cases), "replay only the case with this seed (repeatable)")
+        ("iterations,n", po::value(&iterations), ("number of cases, 1 to " + std::to_string(kMaxCases) + " (default 200)").c_str())
+        ("seed", po::value(&seed), "seed of the run, 0 to 18446744073709551615: case seeds derive from it (default 1)")
+        ("case", po::value(&cases), "replay only the case with this seed (repeatable; not with --iterations or --seed)")
         ("vcd", po::value(&o.vcd), "write a VCD of the RTL engine for the whole run")
-        ("tolerance-pct", po::value(&o.tolerance_pct), "allowed cycle drift of the model per case, percent of the RTL's (default 25, docs/calibration.md)")
-        ("total-tolerance-pct", po::value(&o.total_tolerance_pct),
+        ("tolerance-pct", po::value(&tolerance_pct), "allowed cycle drift of the model per case, percent of the RTL's (default 25, docs/calibration.md)")
+        ("total-tolerance-pct", po::value(&total_tolerance_pct),
          "allowed drift of the run's total cycles, percent, checked on runs of 100 cases or more (default 2)")
-        ("tolerance-cycles", po::value(&o.tolerance_cycles), "allowed drift in cycles, whatever the case's length (default 2048)")
+        ("tolerance-cycles", po::value(&tolerance_cycles), "allowed drift in cycles, whatever the case's length (default 2048)")
         ("quiet,q", po::bool_switch(&o.quiet), "print failing cases and the summary only")
         ("list", po::bool_switch(&o.list), "list each case's descriptors")
         ("ungated", po::bool_switch(&o.ungated), "clock the RTL every cycle instead of gating it while quiet")
         ("require-coverage", po::bool_switch(&require_coverage), "fail if a coverage bin is never hit")
-        ("set,s", po::value(&o.sets), "override a parameter, e.g. --set pcie.mps=128 (repeatable)");
+        ("set,s", po::value(&o.sets), "override a parameter, e.g. --set pcie.mps=128 (repeatable; not hca.dma.*)");
     try {
         po::variables_map vm;
-        po::store(po::parse_command_line(argc, argv, opts), vm);
+        const po::parsed_options parsed = po::command_line_parser(argc, argv).options(opts).run();
+        po::store(parsed, vm);
         po::notify(vm);
         if (vm.count("help")) {
             std::cout << opts << "\n";
             return 0;
         }
-        if (o.iterations == 0 && o.cases.empty()) throw std::invalid_argument("--iterations must be at least 1");
-        if (!(o.tolerance_pct >= 0)) throw std::invalid_argument("--tolerance-pct must be at least 0");
-        if (!(o.total_tolerance_pct >= 0)) throw std::invalid_argument("--total-tolerance-pct must be at least 0");
+        const std::vector<std::string> stray = po::collect_unrecognized(parsed.options, po::include_positional);
+        if (!stray.empty())
+            throw std::invalid_argument("unexpected argument '" + sim::printable(stray.front()) +
+                                        "': hcasim-regress takes options only (--help lists them)");
+        if (!cases.empty() && (vm.count("iterations") || vm.count("seed")))
+            throw std::invalid_argument("--case replays the given cases only: --iterations and --seed do not apply");
+        if (vm.count("iterations")) o.iterations = cli::parse_unsigned("--iterations", iterations, 1, kMaxCases);
+        if (vm.count("seed")) o.seed = cli::parse_unsigned("--seed", seed, 0, UINT64_MAX);
+        for (const auto& c : cases) o.cases.push_back(cli::parse_unsigned("--case", c, 0, UINT64_MAX));
+        if (vm.count("tolerance-pct")) o.tolerance_pct = cli::parse_nonnegative("--tolerance-pct", tolerance_pct);
+        if (vm.count("total-tolerance-pct"))
+            o.total_tolerance_pct = cli::parse_nonnegative("--total-tolerance-pct", total_tolerance_pct);
+        if (vm.count("tolerance-cycles"))
+            o.tolerance_cycles = cli::parse_unsigned("--tolerance-cycles", tolerance_cycles, 0, UINT64_MAX);
+        if (vm.count("vcd")) cli::check_output_file("--vcd", o.vcd);
+        refuse_fixed_keys(o.sets);
         sim::Config cfg;
         for (const auto& s : o.sets) cfg.set_assignment(s);
         Regression reg("regress", cfg, o);
@@ -571,4 +604,9 @@ int sc_main(int argc, char** argv) {
         std::cerr << "hcasim-regress: error: " << e.what() << "\n";
         return 1;
     }
+}
+
+int main(int argc, char** argv) {
+    setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
+    return sc_core::sc_elab_and_sim(argc, argv);
 }

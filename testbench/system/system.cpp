@@ -63,9 +63,16 @@ System::System(const sim::Config& cfg, int nodes) : m_cfg(cfg) {
 
 System::~System() = default;
 
-void System::run(const std::vector<Program>& programs) {
+void System::run(const std::vector<Program>& programs, const std::vector<std::string>& names) {
     std::vector<std::string> errors(programs.size());
+    std::vector<sim::Tick> failed_at(programs.size(), 0);
     std::vector<bool> finished(programs.size(), false);
+    std::size_t first_failure = programs.size();
+    auto describe = [&](std::size_t i) {
+        const std::string node = "node" + std::to_string(i % m_nodes.size());
+        const std::string name = i < names.size() && !names[i].empty() ? " (" + names[i] + ")" : "";
+        return "host program " + std::to_string(i) + name + " on " + node;
+    };
     for (std::size_t i = 0; i < programs.size(); ++i) {
         if (!programs[i]) {
             finished[i] = true;
@@ -76,15 +83,33 @@ void System::run(const std::vector<Program>& programs) {
         sc_core::sc_spawn_options opts;
         opts.set_stack_size(8 << 20);
         sc_core::sc_spawn(
-            [this, i, node_index, &programs, &errors, &finished]() {
+            [this, i, node_index, &programs, &errors, &failed_at, &finished, &first_failure]() {
                 host::bind_current_thread(&m_nodes[static_cast<std::size_t>(node_index)]->driver());
                 Host host(*this, node_index);
+                bool failed = true;
                 try {
                     programs[i](host);
+                    failed = false;
+                } catch (const sc_core::sc_unwind_exception&) {
+                    throw;  // SystemC killing or resetting the thread: not a failure of the program
                 } catch (const std::exception& e) {
                     errors[i] = e.what();
+                } catch (...) {
+                    errors[i] = "an exception that is not a std::exception";
+                }
+                if (failed) {
+                    failed_at[i] = sim::now_ps();
                     if (sim::Log::enabled(sim::LogLevel::Info))
                         HCASIM_LOG(sim::LogLevel::Info, "system", "program " << i << " failed; hardware counters:\n" << counters());
+                    // The other programs may wait for this one forever (a
+                    // receive, a barrier, a spinning poll): end the run now.
+                    if (first_failure == programs.size()) {
+                        first_failure = i;
+                        // The run's error says why it stopped; SystemC's own
+                        // "stopped by user" note would only add noise.
+                        sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+                        sc_core::sc_stop();
+                    }
                 }
                 finished[i] = true;
                 --m_running;
@@ -92,14 +117,16 @@ void System::run(const std::vector<Program>& programs) {
             ("program" + std::to_string(i)).c_str(), &opts);
     }
     sc_core::sc_start();
+    if (first_failure < programs.size())
+        throw std::runtime_error(describe(first_failure) + " failed at " +
+                                 std::to_string(sim::ps_to_us(failed_at[first_failure])) + " us: " +
+                                 errors[first_failure]);
     if (sim::Log::enabled(sim::LogLevel::Info) && std::any_of(finished.begin(), finished.end(), [](bool f) { return !f; }))
         HCASIM_LOG(sim::LogLevel::Info, "system", "hardware counters:\n" << counters());
     for (std::size_t i = 0; i < programs.size(); ++i) {
-        if (!errors[i].empty())
-            throw std::runtime_error("host program " + std::to_string(i) + " failed: " + errors[i]);
         if (!finished[i])
-            throw std::runtime_error("host program " + std::to_string(i) + " is blocked forever at " +
-                                     std::to_string(sim::ps_to_us(sim::now_ps())) + " us (nothing left to wake it)");
+            throw std::runtime_error(describe(i) + " is blocked forever at " + std::to_string(sim::ps_to_us(sim::now_ps())) +
+                                     " us (nothing left to wake it)");
     }
 }
 

@@ -68,8 +68,10 @@ public:
 
     // Runs one program per node (index i on node i) until all return, then
     // lets the hardware drain. Throws if a program is left blocked forever
-    // or throws itself.
-    void run(const std::vector<Program>& programs);
+    // or throws itself: the first program that throws ends the run at once
+    // (the others may be waiting for it forever), and the exception names
+    // its node, the program (names[i] when given) and what it threw.
+    void run(const std::vector<Program>& programs, const std::vector<std::string>& names = {});
 
     // Hardware counters of every block, "node0.hca.tx_transport.packets = 12".
     std::string counters() const;

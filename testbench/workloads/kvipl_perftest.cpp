@@ -11,6 +11,7 @@
 #include <string>
 
 #include "host/kvipl/kvipl.h"
+#include "model/hca/hca_params.hpp"
 
 namespace hcasim::testbench {
 
@@ -123,9 +124,10 @@ struct KvipEndpoint {
     }
 };
 
-// Polls a work queue until a descriptor completes; it must succeed.
-void reap(Host& h, KVIP_VI_HANDLE vi, bool recv, const char* what) {
-    const sim::Tick deadline = h.now() + 100000 * sim::kPsPerUs;
+// Polls a work queue until a descriptor completes; it must succeed within
+// limit (100 ms unless more data is in flight, see stall_limit).
+void reap(Host& h, KVIP_VI_HANDLE vi, bool recv, const char* what, sim::Tick limit = 100000 * sim::kPsPerUs) {
+    const sim::Tick deadline = h.now() + limit;
     KVIP_DESCRIPTOR* d = nullptr;
     for (;;) {
         const KVIP_RETURN r = recv ? KvipRecvDone(vi, &d) : KvipSendDone(vi, &d);
@@ -139,7 +141,9 @@ void reap(Host& h, KVIP_VI_HANDLE vi, bool recv, const char* what) {
                                           ? " (the receiver had no receive descriptor posted)"
                                           : ""));
         }
-        if (h.now() > deadline) throw std::runtime_error(std::string(what) + ": nothing completed in 100 ms");
+        if (h.now() > deadline)
+            throw std::runtime_error(std::string(what) + ": nothing completed in " +
+                                     std::to_string(limit / sim::kPsPerUs / 1000) + " ms of simulated time");
     }
 }
 
@@ -156,10 +160,59 @@ void check_options(int reliability, Op op) {
         throw std::invalid_argument("--reliability ud runs only --op write (no RDMA read, no flow control for sends)");
 }
 
+std::string more_than_allowed(const std::string& what, const std::string& key, std::uint64_t limit,
+                              const std::string& unit = "") {
+    return what + " is more than the NIC allows: " + key + " = " + std::to_string(limit) +
+           (unit.empty() ? "" : " " + unit);
+}
+
+// What both KVIPL workloads ask of the NIC, against the attributes it
+// reports in KvipQueryNic (the same parameters), so a run the NIC would fail
+// halfway is refused before anything is built.
+void check_nic(const std::vector<std::uint32_t>& sizes, int iterations, Op op, int reliability, const sim::Config& cfg) {
+    check_options(reliability, op);
+    if (sizes.empty()) throw std::invalid_argument("no message sizes (--sizes)");
+    if (iterations < 1) throw std::invalid_argument("invalid -n/--iters " + std::to_string(iterations) + ": expected at least 1");
+    const hca::HcaParams p = hca::HcaParams::from(cfg);
+    const std::uint32_t max_size = *std::max_element(sizes.begin(), sizes.end());
+    if (max_size > p.vi_max_transfer)
+        throw std::invalid_argument(more_than_allowed("--sizes " + std::to_string(max_size) + " (--api kvipl)",
+                                                      "hca.vi_max_transfer", p.vi_max_transfer, "bytes"));
+    // Each node registers two halves of (largest size + 4 KiB).
+    const std::uint64_t registered = 2 * (static_cast<std::uint64_t>(max_size) + 4096);
+    const std::uint64_t max_register = std::min<std::uint64_t>(p.max_mr_size, 0xffffffffu);
+    if (registered > max_register)
+        throw std::invalid_argument("--sizes " + std::to_string(max_size) + " needs " + std::to_string(registered) +
+                                    " bytes of registered memory (--api kvipl), more than the NIC registers: " +
+                                    std::to_string(max_register) + " bytes");
+    // Descriptors and data are two memory regions.
+    if (p.max_mr < 2) throw std::invalid_argument(more_than_allowed("2 registered memory regions", "hca.max_mr", p.max_mr));
+    if (op == Op::Read && !p.vi_rdma_read)
+        throw std::invalid_argument("--op read needs VI RDMA reads, which the NIC does not support: hca.vi_rdma_read = false");
+    // An RDMA descriptor has an address segment and a data segment.
+    if (op != Op::Send && p.vi_max_segments < 2)
+        throw std::invalid_argument(more_than_allowed("--op " + std::string(op_name(op)) + " needs 2 segments per descriptor, which",
+                                                      "hca.vi_max_segments", p.vi_max_segments));
+}
+
 }  // namespace
 
+void check_latency_kvipl_options(const LatencyOptions& opt, const sim::Config& cfg) {
+    check_nic(opt.sizes, opt.iterations, opt.op, opt.vi_reliability, cfg);
+}
+
+void check_bandwidth_kvipl_options(const BandwidthOptions& opt, const sim::Config& cfg) {
+    if (opt.qps != 1) throw std::invalid_argument("--api kvipl runs one VI: --qps must be 1");
+    check_nic(opt.sizes, opt.iterations, opt.op, opt.vi_reliability, cfg);
+    if (opt.tx_depth < 1) throw std::invalid_argument("invalid --tx-depth " + std::to_string(opt.tx_depth) + ": expected at least 1");
+    const hca::HcaParams p = hca::HcaParams::from(cfg);
+    if (static_cast<std::uint64_t>(opt.tx_depth) > p.vi_max_descriptors)
+        throw std::invalid_argument(more_than_allowed("--tx-depth " + std::to_string(opt.tx_depth) + " (--api kvipl)",
+                                                      "hca.vi_max_descriptors", p.vi_max_descriptors, "per work queue"));
+}
+
 std::vector<LatencyRow> run_latency_kvipl(System& sys, const LatencyOptions& opt) {
-    check_options(opt.vi_reliability, opt.op);
+    check_latency_kvipl_options(opt, sys.config());
     const std::uint32_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
     std::vector<LatencyRow> rows;
     auto program = [&](Host& h) {
@@ -212,13 +265,12 @@ std::vector<LatencyRow> run_latency_kvipl(System& sys, const LatencyOptions& opt
         }
         h.barrier("klat/end");
     };
-    sys.run({program, program});
+    sys.run({program, program}, {"KVIPL latency client", "KVIPL latency server"});
     return rows;
 }
 
 std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOptions& opt) {
-    if (opt.qps != 1) throw std::invalid_argument("--api kvipl runs one VI: --qps must be 1");
-    check_options(opt.vi_reliability, opt.op);
+    check_bandwidth_kvipl_options(opt, sys.config());
     const std::uint32_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
     std::vector<BandwidthRow> rows;
     const int depth = opt.tx_depth;
@@ -246,6 +298,8 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
                                       ep.desc_mh),
                          "KvipPostRecv");
             h.barrier("kbw" + std::to_string(size));
+            const sim::Tick stall = stall_limit(
+                sys.config(), static_cast<std::uint64_t>(std::min(depth, iters)) * static_cast<std::uint64_t>(size));
             if (client) {
                 const sim::Tick t0 = h.now();
                 const auto wall0 = std::chrono::steady_clock::now();
@@ -259,7 +313,7 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
                              "KvipPostSend");
                         ++posted;
                     }
-                    reap(h, ep.vi, false, "bandwidth send");
+                    reap(h, ep.vi, false, "bandwidth send", stall);
                     message_done.push_back(h.now());
                     ++done;
                 }
@@ -269,7 +323,7 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count()));
             } else if (opt.op == Op::Send) {
                 for (int received = 0; received < iters; ++received) {
-                    reap(h, ep.vi, true, "bandwidth receive");
+                    reap(h, ep.vi, true, "bandwidth receive", stall);
                     if (posted < iters) {
                         need(KvipPostRecv(ep.vi, ep.desc(static_cast<std::size_t>(posted % rwin), KVIP_CONTROL_OP_SENDRECV,
                                                          ep.data.p + half, max_size, 0),
@@ -283,7 +337,7 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
         }
         h.barrier("kbw/end");
     };
-    sys.run({program, program});
+    sys.run({program, program}, {"KVIPL bandwidth client", "KVIPL bandwidth server"});
     return rows;
 }
 

@@ -15,4 +15,9 @@ namespace hcasim::testbench {
 std::vector<LatencyRow> run_latency_kvipl(System& sys, const LatencyOptions& opt);
 std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOptions& opt);
 
+// Refuse, naming the option and the NIC limit (hca.vi_max_transfer,
+// hca.vi_max_descriptors, ...), what would fail only once the system runs.
+void check_latency_kvipl_options(const LatencyOptions& opt, const sim::Config& cfg);
+void check_bandwidth_kvipl_options(const BandwidthOptions& opt, const sim::Config& cfg);
+
 }  // namespace hcasim::testbench

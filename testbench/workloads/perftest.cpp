@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <stdexcept>
 
+#include "model/hca/hca_params.hpp"
+#include "model/hca/port.hpp"
 #include "testbench/workloads/rc_endpoint.hpp"
 
 namespace hcasim::testbench {
@@ -15,7 +18,7 @@ Op parse_op(const std::string& s) {
     if (s == "send") return Op::Send;
     if (s == "write") return Op::Write;
     if (s == "read") return Op::Read;
-    throw std::invalid_argument("unknown --op '" + s + "': expected send, write or read");
+    throw std::invalid_argument("unknown --op '" + sim::printable(s) + "': expected send, write or read");
 }
 
 const char* op_name(Op op) {
@@ -28,31 +31,49 @@ const char* op_name(Op op) {
 }
 
 std::vector<std::uint32_t> parse_sizes(const std::string& spec) {
-    std::vector<std::uint32_t> out;
+    const std::string shown = "'" + sim::printable(spec) + "'";
+    // Plain decimal only: no sign, blank, leading zero (octal?) or 0x (hex).
     auto number = [&](const std::string& t) {
-        std::size_t pos = 0;
-        unsigned long long v = 0;
-        try {
-            v = std::stoull(t, &pos, 0);
-        } catch (...) {
-            pos = 0;
-        }
-        if (pos != t.size() || v < 1 || v > (1ull << 31))
-            throw std::invalid_argument("invalid size '" + t + "' in --sizes: expected 1 to 2147483648 bytes");
+        const bool digits = !t.empty() && t.size() <= 10 && t.find_first_not_of("0123456789") == std::string::npos;
+        const unsigned long long v = digits && t[0] != '0' ? std::stoull(t) : 0;
+        if (v < 1 || v > kMaxMessageBytes)
+            throw std::invalid_argument("invalid size '" + sim::printable(t) + "' in --sizes " + shown +
+                                        ": expected a decimal number of bytes from 1 to " +
+                                        std::to_string(kMaxMessageBytes));
         return static_cast<std::uint32_t>(v);
     };
+    if (spec.empty())
+        throw std::invalid_argument("empty --sizes: expected a size (4096), a list (64,4096) or a range of powers of two (2:8388608)");
+    std::vector<std::uint32_t> out;
     const auto colon = spec.find(':');
     if (colon != std::string::npos) {
+        // A range is perftest's -a sweep: every power of two from LO to HI.
+        if (spec.find(':', colon + 1) != std::string::npos)
+            throw std::invalid_argument("invalid --sizes " + shown + ": a range is LO:HI");
         const std::uint32_t lo = number(spec.substr(0, colon));
         const std::uint32_t hi = number(spec.substr(colon + 1));
-        if (lo > hi) throw std::invalid_argument("invalid --sizes '" + spec + "': the first size exceeds the last");
+        auto power_of_two = [](std::uint32_t v) { return (v & (v - 1)) == 0; };
+        if (!power_of_two(lo) || !power_of_two(hi))
+            throw std::invalid_argument("invalid --sizes " + shown +
+                                        ": a range LO:HI runs the powers of two from LO to HI, so both must be powers "
+                                        "of two; list other sizes with commas (3,100)");
+        if (lo > hi) throw std::invalid_argument("invalid --sizes " + shown + ": the first size exceeds the last");
         for (std::uint64_t s = lo; s <= hi; s *= 2) out.push_back(static_cast<std::uint32_t>(s));
         return out;
     }
-    std::stringstream ss(spec);
-    std::string item;
-    while (std::getline(ss, item, ',')) out.push_back(number(item));
-    if (out.empty()) throw std::invalid_argument("empty --sizes");
+    std::size_t begin = 0;
+    for (;;) {
+        const auto comma = spec.find(',', begin);
+        const std::string item = spec.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+        if (item.empty()) throw std::invalid_argument("invalid --sizes " + shown + ": an empty size between commas");
+        const std::uint32_t v = number(item);
+        // Each size is a phase both hosts enter by its name.
+        if (std::find(out.begin(), out.end(), v) != out.end())
+            throw std::invalid_argument("invalid --sizes " + shown + ": " + item + " is listed twice");
+        out.push_back(v);
+        if (comma == std::string::npos) break;
+        begin = comma + 1;
+    }
     return out;
 }
 
@@ -134,6 +155,17 @@ void fill_pattern(Host& h, std::uint8_t* p, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::uint8_t>(rng() >> 56);
 }
 
+sim::Tick stall_limit(const sim::Config& cfg, std::uint64_t bytes_in_flight) {
+    static const double kGtPerLane[] = {2.5, 5.0, 8.0, 16.0};
+    const std::int64_t gen = cfg.get_int("pcie.gen");
+    const double pcie_bytes_per_s = kGtPerLane[std::clamp<std::int64_t>(gen, 1, 4) - 1] * 1e9 *
+                                    (gen <= 2 ? 8.0 / 10.0 : 128.0 / 130.0) / 8.0 *
+                                    static_cast<double>(cfg.get_int("pcie.lanes"));
+    const double rate = std::min(pcie_bytes_per_s, hca::link_rate(cfg).data_bytes_per_s());
+    const double drain_s = 2.0 * static_cast<double>(bytes_in_flight) / rate;
+    return 100000 * sim::kPsPerUs + static_cast<sim::Tick>(drain_s * 1e12);
+}
+
 BandwidthRow bandwidth_row(std::uint32_t size, int iterations, sim::Tick t0, sim::Tick t1,
                            std::vector<sim::Tick> message_done, int tx_depth, double wall_seconds) {
     BandwidthRow r;
@@ -158,15 +190,134 @@ BandwidthRow bandwidth_row(std::uint32_t size, int iterations, sim::Tick t0, sim
     return r;
 }
 
-std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
-    const std::uint32_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
-    std::vector<LatencyRow> rows;
+namespace {
+
+// What the workloads ask of the device, checked against what it reports
+// (the same parameters the verbs device reports in ibv_query_device and
+// ibv_query_port), so a bad combination is refused before anything is
+// built, naming the option and the limit.
+std::string more_than_allowed(const std::string& what, const std::string& key, std::uint64_t limit,
+                              const std::string& unit = "") {
+    return what + " is more than the device allows: " + key + " = " + std::to_string(limit) +
+           (unit.empty() ? "" : " " + unit);
+}
+
+void check_sizes(const std::vector<std::uint32_t>& sizes) {
+    if (sizes.empty()) throw std::invalid_argument("no message sizes (--sizes)");
+    for (std::uint32_t s : sizes)
+        if (s < 1 || s > kMaxMessageBytes)
+            throw std::invalid_argument("invalid size " + std::to_string(s) + " in --sizes: expected 1 to " +
+                                        std::to_string(kMaxMessageBytes) + " bytes");
+}
+
+void check_endpoint(const EndpointOptions& eo, int mtu, const sim::Config& cfg) {
+    const hca::HcaParams p = hca::HcaParams::from(cfg);
+    const auto port_mtu = static_cast<std::uint64_t>(cfg.get_int("port.max_mtu"));
+    if (static_cast<std::uint64_t>(mtu) > port_mtu)
+        throw std::invalid_argument(more_than_allowed("--mtu " + std::to_string(mtu), "port.max_mtu", port_mtu, "bytes"));
+    if (eo.max_inline > p.max_inline)
+        throw std::invalid_argument(more_than_allowed("--inline " + std::to_string(eo.max_inline), "hca.max_inline",
+                                                      p.max_inline, "bytes"));
+    if (static_cast<std::uint64_t>(eo.qps) > p.max_qp)
+        throw std::invalid_argument(more_than_allowed("--qps " + std::to_string(eo.qps), "hca.max_qp", p.max_qp));
+    if (eo.max_send_wr > p.max_qp_wr)
+        throw std::invalid_argument(more_than_allowed(
+            std::to_string(eo.max_send_wr) + " work requests per send queue (--tx-depth)", "hca.max_qp_wr", p.max_qp_wr));
+    if (eo.max_recv_wr > p.max_qp_wr)
+        throw std::invalid_argument(more_than_allowed(std::to_string(eo.max_recv_wr) + " work requests per receive queue",
+                                                      "hca.max_qp_wr", p.max_qp_wr));
+    if (eo.max_sge > p.max_sge)
+        throw std::invalid_argument(more_than_allowed(std::to_string(eo.max_sge) + " scatter/gather entries per work request",
+                                                      "hca.max_sge", p.max_sge));
+    if (p.max_cq < 2) throw std::invalid_argument(more_than_allowed("2 completion queues", "hca.max_cq", p.max_cq));
+}
+
+// What both workloads take from the device: outstanding RDMA READs per QP
+// as perftest does, up to 16 or the device's limit if lower.
+EndpointOptions device_endpoint(const sim::Config& cfg) {
     EndpointOptions eo;
+    eo.max_rd_atomic = static_cast<std::uint8_t>(
+        std::min<std::uint32_t>(eo.max_rd_atomic, hca::HcaParams::from(cfg).max_qp_rd_atom));
+    return eo;
+}
+
+}  // namespace
+
+EndpointOptions latency_endpoint(const LatencyOptions& opt, const sim::Config& cfg) {
+    EndpointOptions eo = device_endpoint(cfg);
+    const std::uint32_t max_size = opt.sizes.empty() ? 1 : *std::max_element(opt.sizes.begin(), opt.sizes.end());
     eo.buffer_bytes = 2 * static_cast<std::size_t>(max_size) + 4096;
     eo.max_inline = opt.inline_max;
     eo.mtu = mtu_enum(opt.mtu);
     eo.max_send_wr = 128;
     eo.max_recv_wr = 128;
+    return eo;
+}
+
+EndpointOptions bandwidth_endpoint(const BandwidthOptions& opt, const sim::Config& cfg) {
+    EndpointOptions eo = device_endpoint(cfg);
+    const std::uint32_t max_size = opt.sizes.empty() ? 1 : *std::max_element(opt.sizes.begin(), opt.sizes.end());
+    // Each QP streams from and into its own slice of the buffer.
+    eo.buffer_bytes = static_cast<std::size_t>(max_size) * 2 + 4096;
+    eo.qps = opt.qps;
+    eo.max_inline = opt.inline_max;
+    eo.mtu = mtu_enum(opt.mtu);
+    eo.max_send_wr = static_cast<std::uint32_t>(opt.tx_depth);
+    // Receives: two TX depths' worth (perftest's rx depth), as many as the
+    // device's queues hold.
+    const std::uint64_t max_qp_wr = hca::HcaParams::from(cfg).max_qp_wr;
+    eo.max_recv_wr = static_cast<std::uint32_t>(std::min<std::uint64_t>(2 * static_cast<std::uint64_t>(opt.tx_depth), max_qp_wr));
+    const std::uint64_t cqes = bandwidth_cq_entries(opt.qps, opt.tx_depth);
+    eo.cq_depth = static_cast<int>(std::min<std::uint64_t>(cqes, std::numeric_limits<int>::max()));
+    eo.max_sge = 1;
+    return eo;
+}
+
+std::uint64_t bandwidth_cq_entries(int qps, int tx_depth) {
+    return std::max<std::uint64_t>(1024, static_cast<std::uint64_t>(qps) * static_cast<std::uint64_t>(tx_depth) * 2 + 16);
+}
+
+void check_latency_options(const LatencyOptions& opt, const sim::Config& cfg) {
+    check_sizes(opt.sizes);
+    if (opt.iterations < 1) throw std::invalid_argument("invalid -n/--iters " + std::to_string(opt.iterations) + ": expected at least 1");
+    const EndpointOptions eo = latency_endpoint(opt, cfg);
+    check_endpoint(eo, opt.mtu, cfg);
+    const hca::HcaParams p = hca::HcaParams::from(cfg);
+    if (static_cast<std::uint64_t>(eo.cq_depth) > p.max_cqe)
+        throw std::invalid_argument(more_than_allowed("completion queues of " + std::to_string(eo.cq_depth) + " entries",
+                                                      "hca.max_cqe", p.max_cqe));
+}
+
+void check_bandwidth_options(const BandwidthOptions& opt, const sim::Config& cfg) {
+    check_sizes(opt.sizes);
+    if (opt.iterations < 1) throw std::invalid_argument("invalid -n/--iters " + std::to_string(opt.iterations) + ": expected at least 1");
+    if (opt.tx_depth < 1) throw std::invalid_argument("invalid --tx-depth " + std::to_string(opt.tx_depth) + ": expected at least 1");
+    if (opt.qps < 1) throw std::invalid_argument("invalid --qps " + std::to_string(opt.qps) + ": expected at least 1");
+    if (opt.cq_mod < 1) throw std::invalid_argument("invalid completion moderation " + std::to_string(opt.cq_mod));
+    if (opt.inline_max > 0 && opt.op == Op::Read)
+        throw std::invalid_argument("--inline does not apply to --op read (an RDMA READ request carries no data)");
+    const EndpointOptions eo = bandwidth_endpoint(opt, cfg);
+    check_endpoint(eo, opt.mtu, cfg);
+    const hca::HcaParams p = hca::HcaParams::from(cfg);
+    const std::uint64_t cqes = bandwidth_cq_entries(opt.qps, opt.tx_depth);
+    if (cqes > p.max_cqe && cqes == bandwidth_cq_entries(1, 1))
+        throw std::invalid_argument(more_than_allowed("completion queues of " + std::to_string(cqes) + " entries",
+                                                      "hca.max_cqe", p.max_cqe));
+    if (cqes > p.max_cqe) {
+        const std::uint64_t most_qps = p.max_cqe < 16 ? 0 : (p.max_cqe - 16) / (2 * static_cast<std::uint64_t>(opt.tx_depth));
+        throw std::invalid_argument(more_than_allowed("--qps " + std::to_string(opt.qps) + " x --tx-depth " +
+                                                          std::to_string(opt.tx_depth) + " needs completion queues of " +
+                                                          std::to_string(cqes) + " entries (2 x QPs x TX depth + 16), which",
+                                                      "hca.max_cqe", p.max_cqe) +
+                                    " (at this TX depth at most " + std::to_string(most_qps) + " QPs)");
+    }
+}
+
+std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
+    check_latency_options(opt, sys.config());
+    const std::uint32_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
+    std::vector<LatencyRow> rows;
+    const EndpointOptions eo = latency_endpoint(opt, sys.config());
     const int rx_depth = 64;
 
     auto program = [&](Host& h) {
@@ -214,8 +365,14 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
                     }
                 }
                 out[size - 1] = tag;
-                // Signal every 16th post so the send queue drains.
-                const unsigned sig = (it % 16 == 15) ? IBV_SEND_SIGNALED : 0;
+                // Signal every 16th post: its completion retires the posts
+                // before it, so the send queue drains. A size of more posts
+                // leaves at most 15 unsignaled ones, which the next size's
+                // 16th post retires; a size of fewer has no 16th post, so
+                // its last one is signaled instead.
+                const bool sixteenth = it % kLatencySignalEvery == kLatencySignalEvery - 1;
+                const bool last_of_short_size = it == opt.iterations - 1 && opt.iterations < kLatencySignalEvery;
+                const unsigned sig = sixteenth || last_of_short_size ? IBV_SEND_SIGNALED : 0;
                 if (sig) ++outstanding;
                 post_one(qp, opt.op == Op::Write ? IBV_WR_RDMA_WRITE : IBV_WR_SEND, out, ep.mr->lkey, size, peer_in,
                          ep.remote_rkey, sig | inl, static_cast<std::uint64_t>(it));
@@ -236,23 +393,16 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
             if (client) rows.push_back(latency_stats(size, std::move(samples)));
         }
     };
-    sys.run({program, program});
+    sys.run({program, program}, {"latency client", "latency server"});
     return rows;
 }
 
 std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt) {
+    check_bandwidth_options(opt, sys.config());
     const std::uint32_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
     std::vector<BandwidthRow> rows;
-    EndpointOptions eo;
-    // Each QP streams from and into its own slice of the buffer.
-    eo.buffer_bytes = static_cast<std::size_t>(max_size) * 2 + 4096;
-    eo.qps = opt.qps;
-    eo.max_inline = opt.inline_max;
-    eo.mtu = mtu_enum(opt.mtu);
-    eo.max_send_wr = static_cast<std::uint32_t>(opt.tx_depth);
-    eo.max_recv_wr = static_cast<std::uint32_t>(opt.tx_depth) * 2;
-    eo.cq_depth = std::max(1024, opt.qps * opt.tx_depth * 2 + 16);
-    eo.max_sge = 1;
+    const EndpointOptions eo = bandwidth_endpoint(opt, sys.config());
+    const int recv_window = static_cast<int>(eo.max_recv_wr);
 
     // A signaled completion at least every tx_depth posts, or the sender
     // would wait for one that never comes (perftest's rule too).
@@ -269,7 +419,7 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
             auto quota = [&](int q) { return iters / nq + (q < iters % nq ? 1 : 0); };
             if (opt.op == Op::Send && !client) {
                 for (int q = 0; q < nq; ++q)
-                    for (int i = 0; i < std::min(quota(q), opt.tx_depth * 2); ++i, ++posted[static_cast<std::size_t>(q)])
+                    for (int i = 0; i < std::min(quota(q), recv_window); ++i, ++posted[static_cast<std::size_t>(q)])
                         post_recv(ep.qps[static_cast<std::size_t>(q)], ep.buf + max_size, ep.mr->lkey, max_size,
                                   static_cast<std::uint64_t>(q));
             }
@@ -290,13 +440,17 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
                                                                 : IBV_WR_RDMA_READ;
                 const unsigned inl = (size <= opt.inline_max && opt.op != Op::Read) ? IBV_SEND_INLINE : 0;
                 sim::Tick last_progress = t0;
+                const std::uint64_t in_flight = std::min<std::uint64_t>(
+                    static_cast<std::uint64_t>(iters), static_cast<std::uint64_t>(nq) * static_cast<std::uint64_t>(opt.tx_depth));
+                const sim::Tick stall = stall_limit(sys.config(), in_flight * size);
                 // Post to every QP once, then only to QPs whose completions
                 // made room: the loop costs O(completions), not O(QPs).
                 std::vector<int> refill;
                 for (int q = 0; q < nq; ++q) refill.push_back(q);
                 while (total_done < iters) {
-                    if (h.now() - last_progress > 100000 * sim::kPsPerUs)
-                        throw std::runtime_error("bandwidth run made no progress for 100 ms of simulated time");
+                    if (h.now() - last_progress > stall)
+                        throw std::runtime_error("bandwidth run made no progress for " +
+                                                 std::to_string(stall / sim::kPsPerUs / 1000) + " ms of simulated time");
                     for (int q : refill) {
                         auto& p = posted[static_cast<std::size_t>(q)];
                         auto& d = done[static_cast<std::size_t>(q)];
@@ -370,7 +524,7 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
             h.barrier("bwdone" + std::to_string(size));
         }
     };
-    sys.run({program, program});
+    sys.run({program, program}, {"bandwidth client", "bandwidth server"});
     return rows;
 }
 

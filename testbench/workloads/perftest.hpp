@@ -17,6 +17,11 @@ const char* op_name(Op op);
 
 // perftest reports MB/sec with MB = 2^20 bytes; so does hcasim.
 inline constexpr double kPerftestMB = 1048576.0;
+// The largest message: one work request carries at most 2 GiB.
+inline constexpr std::uint32_t kMaxMessageBytes = 1u << 31;
+// The latency workloads signal every 16th send (and the last of a size of
+// fewer than 16), as perftest does.
+inline constexpr int kLatencySignalEvery = 16;
 
 struct LatencyOptions {
     Op op = Op::Write;
@@ -30,7 +35,7 @@ struct LatencyOptions {
 struct BandwidthOptions {
     Op op = Op::Write;
     std::vector<std::uint32_t> sizes;
-    int iterations = 1000;
+    int iterations = 1000;  // messages per size in all, spread evenly over the QPs
     int tx_depth = 128;   // outstanding work requests per QP
     int qps = 1;
     int cq_mod = 32;      // one signaled completion every cq_mod posts
@@ -39,8 +44,23 @@ struct BandwidthOptions {
     int vi_reliability = 2;  // --api kvipl: VIP_SERVICE_* of the VIs
 };
 
+// Both throw std::invalid_argument, before anything runs, for options the
+// device cannot serve (see the check_* functions).
 std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt);
 std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt);
+
+// Refuse, with a message naming the command-line option and the device
+// limit (hca.max_qp_wr, hca.max_cqe, hca.max_inline, port.max_mtu, ...),
+// what the verbs calls would refuse only once the system is built.
+void check_latency_options(const LatencyOptions& opt, const sim::Config& cfg);
+void check_bandwidth_options(const BandwidthOptions& opt, const sim::Config& cfg);
+
+// The verbs resources each workload asks for.
+struct EndpointOptions;
+EndpointOptions latency_endpoint(const LatencyOptions& opt, const sim::Config& cfg);
+EndpointOptions bandwidth_endpoint(const BandwidthOptions& opt, const sim::Config& cfg);
+// Entries of each completion queue of a bandwidth run.
+std::uint64_t bandwidth_cq_entries(int qps, int tx_depth);
 
 // Shared by the verbs and KVIPL workloads.
 // Spins on a byte the peer writes by RDMA until it holds value (one memory read
@@ -48,11 +68,18 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
 void spin_until(Host& h, const volatile std::uint8_t* p, std::uint8_t value);
 // Payload bytes: a pseudo-random pattern of (sim.seed, node).
 void fill_pattern(Host& h, std::uint8_t* p, std::size_t n);
+// How long a streaming run may go without a completion before it counts as
+// stuck: 100 ms, plus twice the time the data in flight takes at the slower
+// of the IB link and the PCIe link (with many QPs sharing the wire, a first
+// completion may wait for nearly all of it).
+sim::Tick stall_limit(const sim::Config& cfg, std::uint64_t bytes_in_flight);
 // A bandwidth row from the run's start and end and when each message completed.
 BandwidthRow bandwidth_row(std::uint32_t size, int iterations, sim::Tick t0, sim::Tick t1,
                            std::vector<sim::Tick> message_done, int tx_depth, double wall_seconds);
 
-// "2:8388608" (powers of two from 2 to 8 MiB), "4096", or "64,1024,65536".
+// "2:8388608" (every power of two from 2 to 8 MiB; both bounds must be
+// powers of two), "4096", or "64,1024,65536" (each size once). Decimal only;
+// throws std::invalid_argument naming --sizes.
 std::vector<std::uint32_t> parse_sizes(const std::string& spec);
 
 }  // namespace hcasim::testbench
