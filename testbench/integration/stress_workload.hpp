@@ -1,0 +1,944 @@
+// The RC data-integrity stress workload ("Correctness first", section 6).
+//
+// Everything a run does is planned up front from one seed (SplitMix64), so a
+// failing seed replays exactly: how many QPs and in which directions they
+// carry traffic, the send queue depth, max_inline_data, and per message the
+// opcode (WRITE, WRITE_WITH_IMM, SEND, SEND_WITH_IMM), size (1 B up to the
+// shape's maximum), 1-4 source SGEs at random offsets, the destination (a
+// random offset of the peer's region for WRITEs, 1-4 receive SGEs for
+// SENDs), inline or not, signaled or not, and which WRs go out together in
+// one ibv_post_send chain. Both nodes run the same program; each plays the
+// sender of its own streams and the receiver of its peer's.
+//
+// What is checked: every completion (per QP wr_id order of signaled sends and
+// of receives, status, opcode, byte_len, imm_data and IBV_WC_WITH_IMM,
+// qp_num), that nothing is lost or completed twice, and every byte of every
+// registered region at the end: payloads where the plan put them, the
+// background fill everywhere else (the guard bytes around every area, the
+// unused tail of receive buffers, the receive buffers a WRITE_WITH_IMM
+// consumed without touching).
+//
+// A stalled QP never hangs a test: when no completion arrives for a while
+// (simulated time) the programs stop and report what is missing.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "testbench/integration/harness.hpp"
+
+namespace hcasim::test::stress {
+
+inline constexpr std::uint32_t KiB = 1024;
+
+// What a test case fixes; the seed picks everything else.
+struct Shape {
+    std::string dma = "tlm";                // hca.dma.impl
+    int rnr_retry = 7;                      // 0: every receive is posted before the peer sends for it
+    int min_qps = 4, max_qps = 8;
+    int min_msgs = 16, max_msgs = 40;       // per QP and direction
+    std::uint32_t max_size = 256 * KiB;
+    bool both_directions = true;            // seeds may also send from node 1 to node 0
+};
+
+enum class Op { Write, WriteImm, Send, SendImm };
+
+inline const char* op_name(Op op) {
+    switch (op) {
+    case Op::Write: return "WRITE";
+    case Op::WriteImm: return "WRITE_WITH_IMM";
+    case Op::Send: return "SEND";
+    case Op::SendImm: return "SEND_WITH_IMM";
+    }
+    return "?";
+}
+inline bool has_imm(Op op) { return op == Op::WriteImm || op == Op::SendImm; }
+inline bool consumes_recv(Op op) { return op != Op::Write; }
+inline bool is_write(Op op) { return op == Op::Write || op == Op::WriteImm; }
+
+struct Area {
+    std::size_t off;  // in the region
+    std::uint32_t len;
+};
+
+struct Msg {
+    Op op = Op::Send;
+    std::uint32_t size = 0;
+    std::vector<Area> src;   // pieces of the sender's region, in payload order
+    Area dst{0, 0};          // WRITEs: where the payload lands in the receiver's region
+    int recv = -1;           // the receive it consumes (index in Stream::recvs)
+    bool inline_data = false;
+    bool signaled = false;
+    int chain = 0;           // > 0 on the first WR of a post: WRs in that ibv_post_send
+    std::uint32_t imm = 0;
+    std::uint64_t pattern = 0;  // seed of the payload bytes
+};
+
+struct Recv {
+    std::vector<Area> sges;  // receive buffer pieces in the receiver's region
+    int msg = -1;            // the message that consumes it
+    int phase = 0;           // Phased: posted once every receive of the phase before has completed
+};
+
+// When the receiver posts its receives.
+enum class RecvMode {
+    UpFront,  // all before the peer starts sending
+    Trickle,  // a few ahead, replenished as they complete (RNR NAKs are legitimate: rnr_retry 7 only)
+    Phased,   // in phases: the next once the last has completed, and the sender told (like put/get,
+              // in no simulated time); the sender holds back messages whose receive is not posted yet
+};
+
+// The messages one node sends on one QP, and the receives its peer posts.
+struct Stream {
+    int from = 0;  // sending node
+    int qp = 0;
+    std::vector<Msg> msgs;
+    std::vector<Recv> recvs;
+    std::size_t src_bytes = 0, dst_bytes = 0;  // region sizes
+    RecvMode mode = RecvMode::UpFront;
+    int window = 0;                // Trickle: receives kept posted ahead
+    std::vector<int> phase_end;    // Phased: receives posted once phase p is (index of the first not posted)
+};
+
+struct Plan {
+    std::uint64_t seed = 0;
+    Shape shape;
+    int qps = 0;
+    bool both = false;
+    std::uint32_t sq_depth = 0;
+    std::uint32_t max_inline = 0;
+    std::uint32_t psn[2] = {};
+    ibv_mtu mtu = IBV_MTU_4096;
+    std::vector<Stream> streams;
+
+    std::size_t messages() const {
+        std::size_t n = 0;
+        for (const auto& s : streams) n += s.msgs.size();
+        return n;
+    }
+    std::uint64_t bytes() const {
+        std::uint64_t n = 0;
+        for (const auto& s : streams)
+            for (const auto& m : s.msgs) n += m.size;
+        return n;
+    }
+    std::string describe() const {
+        std::ostringstream os;
+        os << "seed " << seed << " (dma " << shape.dma << ", rnr_retry " << shape.rnr_retry << ", " << qps << " QPs, "
+           << (both ? "both directions" : "node 0 to node 1") << ", MTU " << (128 << mtu) << ", sq depth " << sq_depth
+           << ", max_inline " << max_inline << ", " << messages() << " messages, " << bytes() << " B)";
+        return os.str();
+    }
+    // Every message of every stream, one a line (HCASIM_STRESS_DUMP=1).
+    std::string dump() const;
+};
+
+inline std::uint64_t mix(std::uint64_t a, std::uint64_t b) { return SplitMix64{a * 0x9e3779b97f4a7c15ull ^ b}.next(); }
+
+// Sizes spread over every scale: a third small enough to go inline.
+inline std::uint32_t draw_size(SplitMix64& r, std::uint32_t max) {
+    const std::uint64_t c = r.below(100);
+    std::uint64_t v;
+    if (c < 30) v = r.range(1, 256);
+    else if (c < 55) v = r.range(257, 4096 + 64);
+    else if (c < 85) v = r.range(4096 + 65, 64 * KiB);
+    else v = r.range(64 * KiB + 1, 256 * KiB);
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>(v, max));
+}
+
+// n lengths >= 1 that add up to total (n <= total).
+inline std::vector<std::uint32_t> split(SplitMix64& r, std::uint32_t total, int n) {
+    std::vector<std::uint32_t> cuts;
+    while (static_cast<int>(cuts.size()) < n - 1) {
+        const auto c = static_cast<std::uint32_t>(r.range(1, total - 1));
+        if (std::find(cuts.begin(), cuts.end(), c) == cuts.end()) cuts.push_back(c);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    std::vector<std::uint32_t> out;
+    std::uint32_t prev = 0;
+    for (auto c : cuts) {
+        out.push_back(c - prev);
+        prev = c;
+    }
+    out.push_back(total - prev);
+    return out;
+}
+
+// Lays areas out one after the other with random gaps: random alignments,
+// page crossings, and at least kGuard bytes of untouched background between.
+inline constexpr std::size_t kGuard = 64;
+inline Area place(SplitMix64& r, std::size_t& cursor, std::uint32_t len) {
+    cursor += kGuard + r.below(r.chance(20) ? 8192 : 512);
+    const Area a{cursor, len};
+    cursor += len;
+    return a;
+}
+
+inline std::vector<Area> place_pieces(SplitMix64& r, std::size_t& cursor, std::uint32_t total, int n) {
+    std::vector<Area> out;
+    for (std::uint32_t len : split(r, total, std::min<int>(n, static_cast<int>(total)))) out.push_back(place(r, cursor, len));
+    return out;
+}
+
+inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
+    Plan p;
+    p.seed = seed;
+    p.shape = shape;
+    SplitMix64 r{mix(seed, 1)};
+    p.qps = static_cast<int>(r.range(static_cast<std::uint64_t>(shape.min_qps), static_cast<std::uint64_t>(shape.max_qps)));
+    p.both = shape.both_directions && r.chance(40);
+    static const std::uint32_t depths[] = {8, 16, 32, 64};
+    p.sq_depth = depths[r.below(4)];
+    static const std::uint32_t inlines[] = {0, 64, 128, 220, 256};
+    p.max_inline = inlines[r.below(5)];
+    for (auto& psn : p.psn) psn = static_cast<std::uint32_t>(r.chance(25) ? 0xffffff - r.below(64) : r.below(1u << 24));
+    static const ibv_mtu mtus[] = {IBV_MTU_4096, IBV_MTU_4096, IBV_MTU_2048, IBV_MTU_1024, IBV_MTU_256};
+    p.mtu = mtus[r.below(5)];
+    for (int from = 0; from < 2; ++from)
+        for (int q = 0; q < p.qps; ++q) {
+            if (from == 1 && !(p.both && r.chance(60))) continue;
+            SplitMix64 sr{mix(seed, 1000 + static_cast<std::uint64_t>(from * 1000 + q))};
+            Stream s;
+            s.from = from;
+            s.qp = q;
+            const int n = static_cast<int>(sr.range(static_cast<std::uint64_t>(shape.min_msgs), static_cast<std::uint64_t>(shape.max_msgs)));
+            std::size_t src = 0, dst = 0;
+            int since_signal = 0;
+            for (int j = 0; j < n; ++j) {
+                Msg m;
+                const std::uint64_t o = sr.below(100);
+                m.op = o < 30 ? Op::Write : o < 50 ? Op::WriteImm : o < 80 ? Op::Send : Op::SendImm;
+                // The stream ends with a SEND: once its receive completes, IB
+                // ordering has placed every WRITE before it.
+                if (j == n - 1 && is_write(m.op)) m.op = m.op == Op::Write ? Op::Send : Op::SendImm;
+                m.size = draw_size(sr, shape.max_size);
+                m.src = place_pieces(sr, src, m.size, static_cast<int>(sr.range(1, 4)));
+                m.inline_data = m.size <= p.max_inline && sr.chance(70);
+                m.imm = static_cast<std::uint32_t>(sr.next());
+                m.pattern = mix(seed, 0x10000 + static_cast<std::uint64_t>(from) * 0x1000000 + static_cast<std::uint64_t>(q) * 0x10000 + static_cast<std::uint64_t>(j));
+                if (is_write(m.op)) m.dst = place(sr, dst, m.size);
+                if (consumes_recv(m.op)) {
+                    Recv rv;
+                    rv.msg = j;
+                    // A SEND's buffer may be larger than the message; a
+                    // WRITE_WITH_IMM's must stay untouched.
+                    const std::uint32_t cap = m.op == Op::WriteImm ? static_cast<std::uint32_t>(sr.range(1, 4096))
+                                                                   : m.size + (sr.chance(50) ? 0 : static_cast<std::uint32_t>(sr.range(1, 300)));
+                    rv.sges = place_pieces(sr, dst, cap, static_cast<int>(sr.range(1, 4)));
+                    m.recv = static_cast<int>(s.recvs.size());
+                    s.recvs.push_back(rv);
+                }
+                // Mostly unsignaled; at least every sq_depth/2 WRs and the last
+                // one signaled, so the send queue never fills with WRs whose
+                // slots cannot be reclaimed.
+                ++since_signal;
+                m.signaled = sr.chance(12) || since_signal >= static_cast<int>(p.sq_depth / 2) || j == n - 1;
+                if (m.signaled) since_signal = 0;
+                s.msgs.push_back(m);
+            }
+            // Chains of 2-4 WRs per post; a quarter are lone WRs, which the
+            // driver writes by BlueFlame when the WQE is small.
+            for (int j = 0; j < n;) {
+                int k = sr.chance(25) ? 1 : static_cast<int>(sr.range(2, 4));
+                k = std::min(k, n - j);
+                s.msgs[static_cast<std::size_t>(j)].chain = k;
+                j += k;
+            }
+            s.src_bytes = src + kGuard + 64;
+            s.dst_bytes = dst + kGuard + 64;
+            const std::uint64_t mode = sr.below(shape.rnr_retry != 0 ? 3 : 2);
+            s.mode = mode == 0 ? RecvMode::UpFront : mode == 1 ? RecvMode::Phased : RecvMode::Trickle;
+            s.window = static_cast<int>(sr.range(1, 6));
+            if (s.mode == RecvMode::Phased) {
+                // A phase starts only at a post's first WR: the sender holds
+                // back whole chains, and one that straddled two phases would
+                // wait for receives that wait for it.
+                int ph = 0;
+                for (std::size_t i = 0; i < s.recvs.size(); ++i) {
+                    if (i > 0 && s.msgs[static_cast<std::size_t>(s.recvs[i].msg)].chain > 0 && sr.chance(35)) {
+                        s.phase_end.push_back(static_cast<int>(i));
+                        ++ph;
+                    }
+                    s.recvs[i].phase = ph;
+                }
+                s.phase_end.push_back(static_cast<int>(s.recvs.size()));
+            }
+            p.streams.push_back(std::move(s));
+        }
+    return p;
+}
+
+inline std::string Plan::dump() const {
+    std::ostringstream os;
+    for (const Stream& s : streams) {
+        os << "QP " << s.qp << " node " << s.from << " -> " << 1 - s.from << ": " << s.msgs.size() << " messages, "
+           << s.recvs.size() << " receives"
+           << (s.mode == RecvMode::Trickle ? ", trickled " + std::to_string(s.window) + " ahead"
+               : s.mode == RecvMode::Phased ? ", in " + std::to_string(s.phase_end.size()) + " phases"
+                                            : "")
+           << "\n";
+        for (std::size_t j = 0; j < s.msgs.size(); ++j) {
+            const Msg& m = s.msgs[j];
+            os << "  " << j << (m.chain ? " post " + std::to_string(m.chain) : std::string(7, ' ')) << " " << op_name(m.op)
+               << " " << m.size << " B, src";
+            for (const Area& a : m.src) os << " " << a.off << "+" << a.len;
+            if (is_write(m.op)) os << ", dst " << m.dst.off;
+            if (m.recv >= 0) {
+                os << ", receive " << m.recv << " (phase " << s.recvs[static_cast<std::size_t>(m.recv)].phase << "):";
+                for (const Area& a : s.recvs[static_cast<std::size_t>(m.recv)].sges) os << " " << a.off << "+" << a.len;
+            }
+            os << (m.inline_data ? ", inline" : "") << (m.signaled ? ", signaled" : "") << "\n";
+        }
+    }
+    return os.str();
+}
+
+// ---------------------------------------------------------------------------
+// The program (both nodes run it).
+
+inline std::uint64_t send_wr_id(int q, int j) { return 0x5000000000000000ull | (std::uint64_t(q) << 32) | std::uint32_t(j); }
+inline std::uint64_t recv_wr_id(int q, int r) { return 0x7000000000000000ull | (std::uint64_t(q) << 32) | std::uint32_t(r); }
+
+// A registered region with the image it must hold.
+struct Region {
+    std::uint8_t* buf = nullptr;
+    std::size_t bytes = 0;
+    ibv_mr* mr = nullptr;
+    std::vector<std::uint8_t> want;
+
+    void init(std::uint64_t seed, int stream, std::size_t n) {
+        bytes = (n + 4095) & ~std::size_t(4095);
+        buf = static_cast<std::uint8_t*>(std::aligned_alloc(4096, bytes));
+        need(buf != nullptr, "aligned_alloc");
+        want.resize(bytes);
+        for (std::size_t i = 0; i < bytes; i += 8) {
+            const std::uint64_t v = mix(seed ^ 0xbac6u, static_cast<std::uint64_t>(stream) << 40 | i);
+            std::memcpy(want.data() + i, &v, 8);  // bytes is a multiple of 4096
+        }
+        std::memcpy(buf, want.data(), bytes);
+    }
+    std::uint64_t addr(std::size_t off) const { return reinterpret_cast<std::uintptr_t>(buf + off); }
+};
+
+inline void put_payload(std::uint8_t* base, const std::vector<Area>& pieces, const std::vector<std::uint8_t>& data) {
+    std::size_t k = 0;
+    for (const auto& a : pieces) {
+        const std::size_t n = std::min<std::size_t>(a.len, data.size() - k);
+        std::memcpy(base + a.off, data.data() + k, n);
+        k += n;
+    }
+}
+
+// What the two programs tell each other while traffic flows. Both run in
+// the same process, so this plays the part of put/get without blocking.
+struct Shared {
+    std::map<int, int> phase;  // per stream: the receive phase posted
+};
+
+class Node {
+public:
+    Node(Host& h, const Plan& plan, Shared& shared, Record& rec)
+        : m_h(h), m_plan(plan), m_shared(shared), m_rec(rec), m_me(h.index()),
+          m_rng{mix(plan.seed, 0xcafe + static_cast<std::uint64_t>(h.index()))} {}
+
+    void run() {
+        setup();
+        m_h.barrier("stress.ready");
+        traffic();
+        m_h.barrier("stress.done");
+        verify();
+        m_h.barrier("stress.verified");
+        teardown();
+    }
+
+private:
+    struct Tx {  // a stream I send
+        const Stream* s = nullptr;
+        int idx = 0;  // in the plan
+        Region src;
+        int next = 0;        // next message to post
+        int retired = 0;     // messages whose send queue slot is free again
+        int next_sig = 0;    // index into sig
+        std::vector<int> sig;  // signaled messages, in order
+        std::uint64_t raddr = 0;
+        std::uint32_t rkey = 0;
+        bool dead = false;
+        bool done() const { return dead || retired == static_cast<int>(s->msgs.size()); }
+    };
+    struct Rx {  // a stream my peer sends to me
+        const Stream* s = nullptr;
+        int idx = 0;
+        int phase = 0;  // Phased: the phase whose receives are posted
+        Region dst;
+        int posted = 0, completed = 0;
+        bool dead = false;
+        bool done() const { return dead || completed == static_cast<int>(s->recvs.size()); }
+    };
+    struct Published {
+        std::uint32_t qpn;
+        std::uint64_t addr;  // my receive region for this QP (0 if none)
+        std::uint32_t rkey;
+        std::uint16_t lid;
+    };
+
+    void error(const std::string& what) {
+        if (m_errors < 40) m_rec.set("error.n" + std::to_string(m_me) + "." + std::to_string(100 + m_errors).substr(1), what);
+        ++m_errors;
+    }
+
+    std::string where(const Stream& s, int j) const {
+        const Msg& m = s.msgs[static_cast<std::size_t>(j)];
+        std::ostringstream os;
+        os << "QP " << s.qp << " (node " << s.from << " -> " << 1 - s.from << ") message " << j << " (" << op_name(m.op)
+           << " " << m.size << " B, " << m.src.size() << " SGE" << (m.inline_data ? ", inline" : "")
+           << (m.signaled ? ", signaled" : "") << ")";
+        return os.str();
+    }
+
+    void setup() {
+        int n = 0;
+        ibv_device** list = ibv_get_device_list(&n);
+        need(list != nullptr && n > 0, "ibv_get_device_list");
+        m_ctx = ibv_open_device(list[0]);
+        need(m_ctx != nullptr, "ibv_open_device");
+        ibv_free_device_list(list);
+        m_pd = ibv_alloc_pd(m_ctx);
+        need(m_pd != nullptr, "ibv_alloc_pd");
+        std::vector<int> recvs(static_cast<std::size_t>(m_plan.qps), 1);
+        int sends = 0, receives = 0;
+        for (const auto& s : m_plan.streams) {
+            if (s.from == m_me) {
+                sends += static_cast<int>(m_plan.sq_depth);
+            } else {
+                recvs[static_cast<std::size_t>(s.qp)] = std::max<int>(1, static_cast<int>(s.recvs.size()));
+                receives += static_cast<int>(s.recvs.size());
+            }
+        }
+        // Room for every completion that can be outstanding: nothing may
+        // overflow whatever the timing.
+        m_scq = ibv_create_cq(m_ctx, std::max(16, sends), nullptr, nullptr, 0);
+        m_rcq = ibv_create_cq(m_ctx, std::max(16, receives), nullptr, nullptr, 0);
+        need(m_scq && m_rcq, "ibv_create_cq");
+        for (int q = 0; q < m_plan.qps; ++q) {
+            ibv_qp_init_attr init{};
+            init.send_cq = m_scq;
+            init.recv_cq = m_rcq;
+            init.qp_type = IBV_QPT_RC;
+            init.cap.max_send_wr = m_plan.sq_depth;
+            init.cap.max_recv_wr = static_cast<std::uint32_t>(recvs[static_cast<std::size_t>(q)]);
+            init.cap.max_send_sge = 4;
+            init.cap.max_recv_sge = 4;
+            init.cap.max_inline_data = m_plan.max_inline;
+            ibv_qp* qp = ibv_create_qp(m_pd, &init);
+            need(qp != nullptr, "ibv_create_qp");
+            m_qps.push_back(qp);
+        }
+        m_tx.resize(static_cast<std::size_t>(m_plan.qps));
+        m_rx.resize(static_cast<std::size_t>(m_plan.qps));
+        for (std::size_t i = 0; i < m_plan.streams.size(); ++i) {
+            const Stream& s = m_plan.streams[i];
+            const std::size_t q = static_cast<std::size_t>(s.qp);
+            if (s.from == m_me) {
+                Tx& t = m_tx[q];
+                t.s = &s;
+                t.idx = static_cast<int>(i);
+                t.src.init(m_plan.seed, static_cast<int>(i), s.src_bytes);
+                for (std::size_t j = 0; j < s.msgs.size(); ++j) {
+                    const Msg& m = s.msgs[j];
+                    put_payload(t.src.want.data(), m.src, pattern(m.size, m.pattern));
+                    if (m.signaled) t.sig.push_back(static_cast<int>(j));
+                }
+                std::memcpy(t.src.buf, t.src.want.data(), t.src.bytes);
+                t.src.mr = ibv_reg_mr(m_pd, t.src.buf, t.src.bytes, IBV_ACCESS_LOCAL_WRITE);
+                need(t.src.mr != nullptr, "ibv_reg_mr");
+            } else {
+                Rx& r = m_rx[q];
+                r.s = &s;
+                r.idx = static_cast<int>(i);
+                r.dst.init(m_plan.seed, static_cast<int>(i), s.dst_bytes);
+                for (const Msg& m : s.msgs) {
+                    const auto data = pattern(m.size, m.pattern);
+                    if (is_write(m.op)) put_payload(r.dst.want.data(), {m.dst}, data);
+                    else put_payload(r.dst.want.data(), s.recvs[static_cast<std::size_t>(m.recv)].sges, data);
+                }
+                r.dst.mr = ibv_reg_mr(m_pd, r.dst.buf, r.dst.bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+                need(r.dst.mr != nullptr, "ibv_reg_mr");
+            }
+        }
+        ibv_port_attr port{};
+        need_rc(ibv_query_port(m_ctx, 1, &port), "ibv_query_port");
+        for (int q = 0; q < m_plan.qps; ++q) {
+            const Rx& r = m_rx[static_cast<std::size_t>(q)];
+            Published mine{};
+            mine.qpn = m_qps[static_cast<std::size_t>(q)]->qp_num;
+            mine.addr = r.s ? r.dst.addr(0) : 0;
+            mine.rkey = r.s ? r.dst.mr->rkey : 0;
+            mine.lid = port.lid;
+            m_h.put_value("stress/" + std::to_string(m_me) + "/" + std::to_string(q), mine);
+        }
+        ConnOptions c;
+        c.rnr_retry = static_cast<std::uint8_t>(m_plan.shape.rnr_retry);
+        c.mtu = m_plan.mtu;
+        c.qp_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+        for (int q = 0; q < m_plan.qps; ++q) {
+            const auto peer = m_h.get_value<Published>("stress/" + std::to_string(1 - m_me) + "/" + std::to_string(q));
+            Tx& t = m_tx[static_cast<std::size_t>(q)];
+            t.raddr = peer.addr;
+            t.rkey = peer.rkey;
+            ibv_qp* qp = m_qps[static_cast<std::size_t>(q)];
+            need_rc(qp_to_init(qp, c.qp_access), "ibv_modify_qp(INIT)");
+            need_rc(qp_to_rtr(qp, peer.lid, peer.qpn, m_plan.psn[1 - m_me], c), "ibv_modify_qp(RTR)");
+            need_rc(qp_to_rts(qp, m_plan.psn[m_me], c), "ibv_modify_qp(RTS)");
+            m_qpn_index[qp->qp_num] = q;
+        }
+        // UpFront streams post every receive, Phased ones their first phase,
+        // before the peer may send: with rnr_retry 0 an RNR NAK is never
+        // legitimate. Trickling streams (rnr_retry 7) start with a few.
+        for (Rx& r : m_rx)
+            if (r.s) post_recvs(r, recv_limit(r));
+    }
+
+    // How many receives of r should be posted by now.
+    int recv_limit(const Rx& r) const {
+        const int total = static_cast<int>(r.s->recvs.size());
+        switch (r.s->mode) {
+        case RecvMode::UpFront: return total;
+        case RecvMode::Trickle: return std::min(total, r.completed + r.s->window);
+        case RecvMode::Phased: return r.s->phase_end.empty() ? 0 : r.s->phase_end[static_cast<std::size_t>(r.phase)];
+        }
+        return total;
+    }
+
+    void replenish(Rx& r) {
+        if (r.dead) return;
+        if (r.s->mode == RecvMode::Phased) {
+            // The phase is over: post the next one, then tell the sender.
+            if (r.phase + 1 >= static_cast<int>(r.s->phase_end.size()) ||
+                r.completed < r.s->phase_end[static_cast<std::size_t>(r.phase)])
+                return;
+            ++r.phase;
+            post_recvs(r, recv_limit(r));
+            m_shared.phase[r.idx] = r.phase;
+            return;
+        }
+        if (r.s->mode == RecvMode::Trickle) post_recvs(r, recv_limit(r));
+    }
+
+    void post_recvs(Rx& r, int limit) {
+        while (!r.dead && r.posted < limit) {
+            // Linked lists of 1-4 receive WRs as well.
+            const int k = std::min(static_cast<int>(m_rng.range(1, 4)), limit - r.posted);
+            std::vector<ibv_recv_wr> wrs(static_cast<std::size_t>(k));
+            std::vector<std::vector<ibv_sge>> sges(static_cast<std::size_t>(k));
+            for (int i = 0; i < k; ++i) {
+                const Recv& rv = r.s->recvs[static_cast<std::size_t>(r.posted + i)];
+                for (const Area& a : rv.sges) sges[static_cast<std::size_t>(i)].push_back({r.dst.addr(a.off), a.len, r.dst.mr->lkey});
+                ibv_recv_wr& w = wrs[static_cast<std::size_t>(i)];
+                w.wr_id = recv_wr_id(r.s->qp, r.posted + i);
+                w.sg_list = sges[static_cast<std::size_t>(i)].data();
+                w.num_sge = static_cast<int>(rv.sges.size());
+                w.next = i + 1 < k ? &wrs[static_cast<std::size_t>(i + 1)] : nullptr;
+            }
+            ibv_recv_wr* bad = nullptr;
+            const int rc = ibv_post_recv(m_qps[static_cast<std::size_t>(r.s->qp)], wrs.data(), &bad);
+            if (rc) {
+                error("QP " + std::to_string(r.s->qp) + ": ibv_post_recv of receive " + std::to_string(r.posted) +
+                      " returned " + std::to_string(rc));
+                r.dead = true;
+                return;
+            }
+            r.posted += k;
+        }
+    }
+
+    // Posts the next chain of t if the send queue has room for it.
+    bool post_chain(Tx& t) {
+        const Stream& s = *t.s;
+        if (t.dead || t.next == static_cast<int>(s.msgs.size())) return false;
+        const int k = s.msgs[static_cast<std::size_t>(t.next)].chain;
+        if (t.next + k - t.retired > static_cast<int>(m_plan.sq_depth)) return false;
+        if (s.mode == RecvMode::Phased)
+            for (int j = t.next; j < t.next + k; ++j) {
+                const int rv = s.msgs[static_cast<std::size_t>(j)].recv;
+                if (rv >= 0 && m_shared.phase[t.idx] < s.recvs[static_cast<std::size_t>(rv)].phase) return false;
+            }
+        std::vector<ibv_send_wr> wrs(static_cast<std::size_t>(k));
+        std::vector<std::vector<ibv_sge>> sges(static_cast<std::size_t>(k));
+        for (int i = 0; i < k; ++i) {
+            const int j = t.next + i;
+            const Msg& m = s.msgs[static_cast<std::size_t>(j)];
+            auto& sg = sges[static_cast<std::size_t>(i)];
+            for (const Area& a : m.src) sg.push_back({t.src.addr(a.off), a.len, t.src.mr->lkey});
+            ibv_send_wr& w = wrs[static_cast<std::size_t>(i)];
+            w.wr_id = send_wr_id(s.qp, j);
+            w.sg_list = sg.data();
+            w.num_sge = static_cast<int>(sg.size());
+            w.opcode = m.op == Op::Write      ? IBV_WR_RDMA_WRITE
+                       : m.op == Op::WriteImm ? IBV_WR_RDMA_WRITE_WITH_IMM
+                       : m.op == Op::Send     ? IBV_WR_SEND
+                                              : IBV_WR_SEND_WITH_IMM;
+            w.send_flags = (m.signaled ? unsigned(IBV_SEND_SIGNALED) : 0u) | (m.inline_data ? unsigned(IBV_SEND_INLINE) : 0u);
+            if (has_imm(m.op)) w.imm_data = m.imm;
+            if (is_write(m.op)) {
+                w.wr.rdma.remote_addr = t.raddr + m.dst.off;
+                w.wr.rdma.rkey = t.rkey;
+            }
+            w.next = i + 1 < k ? &wrs[static_cast<std::size_t>(i + 1)] : nullptr;
+        }
+        ibv_send_wr* bad = nullptr;
+        const int rc = ibv_post_send(m_qps[static_cast<std::size_t>(s.qp)], wrs.data(), &bad);
+        if (rc) {
+            error(where(s, t.next) + ": ibv_post_send of a chain of " + std::to_string(k) + " returned " + std::to_string(rc));
+            t.dead = true;
+            return false;
+        }
+        // Inline data was copied when posted: scribble over it, so a late
+        // DMA read of the buffer would show in the peer's bytes.
+        for (int i = 0; i < k; ++i) {
+            const Msg& m = s.msgs[static_cast<std::size_t>(t.next + i)];
+            if (!m.inline_data) continue;
+            for (const Area& a : m.src) {
+                std::memset(t.src.buf + a.off, 0xee, a.len);
+                std::memset(t.src.want.data() + a.off, 0xee, a.len);
+            }
+        }
+        t.next += k;
+        return true;
+    }
+
+    int qp_index(std::uint32_t qpn) const {
+        auto it = m_qpn_index.find(qpn);
+        return it == m_qpn_index.end() ? -1 : it->second;
+    }
+
+    void send_completion(const ibv_wc& w) {
+        const int q = qp_index(w.qp_num);
+        if (q < 0 || !m_tx[static_cast<std::size_t>(q)].s) {
+            error("send completion for qp_num " + std::to_string(w.qp_num) + " (wr_id " + std::to_string(w.wr_id) +
+                  ") that sends nothing");
+            return;
+        }
+        Tx& t = m_tx[static_cast<std::size_t>(q)];
+        const Stream& s = *t.s;
+        if (t.dead) return;  // flushes after an error
+        if (t.next_sig >= static_cast<int>(t.sig.size())) {
+            error("QP " + std::to_string(q) + ": send completion wr_id " + std::to_string(w.wr_id) + " after all " +
+                  std::to_string(t.sig.size()) + " signaled WRs completed (duplicate?)");
+            return;
+        }
+        const int j = t.sig[static_cast<std::size_t>(t.next_sig)];
+        const Msg& m = s.msgs[static_cast<std::size_t>(j)];
+        if (w.status != IBV_WC_SUCCESS) {
+            std::ostringstream os;
+            os << where(s, j) << ": send completion " << ibv_wc_status_str(w.status) << " (status " << w.status
+               << ", vendor_err " << w.vendor_err << ", wr_id " << (w.wr_id & 0xffffffffu) << ")";
+            error(os.str());
+            t.dead = true;
+            return;
+        }
+        if (w.wr_id != send_wr_id(q, j)) {
+            error(where(s, j) + ": send completions out of order: got wr_id of message " +
+                  std::to_string(w.wr_id & 0xffffffffu) + " (raw " + std::to_string(w.wr_id) + ")");
+            t.dead = true;
+            return;
+        }
+        const int want_op = is_write(m.op) ? IBV_WC_RDMA_WRITE : IBV_WC_SEND;
+        if (w.opcode != want_op)
+            error(where(s, j) + ": send completion opcode " + std::to_string(w.opcode) + ", want " + std::to_string(want_op));
+        ++t.next_sig;
+        t.retired = j + 1;
+    }
+
+    void recv_completion(const ibv_wc& w) {
+        const int q = qp_index(w.qp_num);
+        if (q < 0 || !m_rx[static_cast<std::size_t>(q)].s) {
+            error("receive completion for qp_num " + std::to_string(w.qp_num) + " (wr_id " + std::to_string(w.wr_id) +
+                  ") that receives nothing");
+            return;
+        }
+        Rx& r = m_rx[static_cast<std::size_t>(q)];
+        const Stream& s = *r.s;
+        if (r.dead) return;
+        if (r.completed >= static_cast<int>(s.recvs.size())) {
+            error("QP " + std::to_string(q) + ": receive completion wr_id " + std::to_string(w.wr_id) + " after all " +
+                  std::to_string(s.recvs.size()) + " receives completed (duplicate?)");
+            return;
+        }
+        const int rv = r.completed;
+        const int j = s.recvs[static_cast<std::size_t>(rv)].msg;
+        const Msg& m = s.msgs[static_cast<std::size_t>(j)];
+        const std::string at = where(s, j) + ", receive " + std::to_string(rv);
+        if (w.status != IBV_WC_SUCCESS) {
+            std::ostringstream os;
+            os << at << ": receive completion " << ibv_wc_status_str(w.status) << " (status " << w.status
+               << ", vendor_err " << w.vendor_err << ")";
+            error(os.str());
+            r.dead = true;
+            return;
+        }
+        if (w.wr_id != recv_wr_id(q, rv)) {
+            error(at + ": receive completions out of order: got wr_id of receive " + std::to_string(w.wr_id & 0xffffffffu));
+            r.dead = true;
+            return;
+        }
+        const int want_op = m.op == Op::WriteImm ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+        std::ostringstream bad;
+        if (w.opcode != want_op) bad << " opcode " << w.opcode << " (want " << want_op << ")";
+        if (w.byte_len != m.size) bad << " byte_len " << w.byte_len << " (want " << m.size << ")";
+        const bool imm_flag = (w.wc_flags & IBV_WC_WITH_IMM) != 0;
+        if (imm_flag != has_imm(m.op)) bad << " IBV_WC_WITH_IMM " << (imm_flag ? "set" : "clear");
+        if (has_imm(m.op) && w.imm_data != m.imm) bad << " imm_data " << w.imm_data << " (want " << m.imm << ")";
+        if (!bad.str().empty()) error(at + ":" + bad.str());
+        ++r.completed;
+    }
+
+    bool all_done() const {
+        for (const Tx& t : m_tx)
+            if (t.s && !t.done()) return false;
+        for (const Rx& r : m_rx)
+            if (r.s && !r.done()) return false;
+        return true;
+    }
+
+    void traffic() {
+        // Give up when no completion arrives for this long: far more than any
+        // legitimate gap (the longest signaled stretch of 256 KiB WRITEs).
+        const sim::Tick stall = us(4000);
+        sim::Tick last_progress = m_h.now();
+        int idle = 0;
+        std::vector<Tx*> ready;
+        while (!all_done()) {
+            bool progress = false;
+            ibv_wc wc[16];
+            for (ibv_cq* cq : {m_rcq, m_scq}) {
+                const int n = ibv_poll_cq(cq, 16, wc);
+                if (n < 0) throw std::runtime_error("ibv_poll_cq returned " + std::to_string(n));
+                for (int i = 0; i < n; ++i) (cq == m_scq ? send_completion(wc[i]) : recv_completion(wc[i]));
+                progress |= n > 0;
+            }
+            for (Rx& r : m_rx)
+                if (r.s) replenish(r);
+            // Post a few chains on randomly picked QPs that have room.
+            ready.clear();
+            for (Tx& t : m_tx)
+                if (t.s && !t.dead && t.next < static_cast<int>(t.s->msgs.size())) ready.push_back(&t);
+            for (int k = static_cast<int>(m_rng.range(1, 3)); k > 0 && !ready.empty(); --k)
+                post_chain(*ready[m_rng.below(ready.size())]);
+            if (progress) {
+                last_progress = m_h.now();
+                idle = 0;
+                continue;
+            }
+            if (m_h.now() - last_progress > stall) {
+                report_stall();
+                return;
+            }
+            // Poll often while traffic flows, less when nothing happens.
+            ++idle;
+            m_h.sleep((idle < 50 ? 200 : idle < 500 ? 1000 : 10000) * sim::kPsPerNs);
+        }
+        // Nothing more may arrive: no duplicates, no completions of
+        // unsignaled WRs (after an error, flushes may).
+        if (m_errors) return;
+        m_h.sleep(us(20));
+        for (ibv_cq* cq : {m_scq, m_rcq}) {
+            ibv_wc w;
+            while (ibv_poll_cq(cq, 1, &w) == 1)
+                error(std::string("extra ") + (cq == m_scq ? "send" : "receive") + " completion after all expected: qp_num " +
+                      std::to_string(w.qp_num) + " wr_id " + std::to_string(w.wr_id) + " status " + std::to_string(w.status));
+        }
+    }
+
+    void report_stall() {
+        for (const Tx& t : m_tx) {
+            if (!t.s || t.done()) continue;
+            const int j = t.next_sig < static_cast<int>(t.sig.size()) ? t.sig[static_cast<std::size_t>(t.next_sig)] : -1;
+            std::ostringstream os;
+            os << "stalled: QP " << t.s->qp << " (qpn " << m_qps[static_cast<std::size_t>(t.s->qp)]->qp_num << ") posted "
+               << t.next << " of " << t.s->msgs.size() << " WRs, the first " << t.retired << " done";
+            if (j >= 0) os << "; missing the completion of " << where(*t.s, j);
+            error(os.str());
+        }
+        for (const Rx& r : m_rx) {
+            if (!r.s || r.done()) continue;
+            const int j = r.s->recvs[static_cast<std::size_t>(r.completed)].msg;
+            error("stalled: QP " + std::to_string(r.s->qp) + " received " + std::to_string(r.completed) + " of " +
+                  std::to_string(r.s->recvs.size()) + " (" + std::to_string(r.posted) + " posted); missing receive " +
+                  std::to_string(r.completed) + " for " + where(*r.s, j));
+        }
+    }
+
+    // Which planned area holds byte off of a region.
+    static std::string owner(const Stream& s, bool src, std::size_t off) {
+        for (std::size_t j = 0; j < s.msgs.size(); ++j) {
+            const Msg& m = s.msgs[j];
+            auto in = [&](const Area& a) { return off >= a.off && off < a.off + a.len; };
+            if (src) {
+                for (std::size_t k = 0; k < m.src.size(); ++k)
+                    if (in(m.src[k])) return "message " + std::to_string(j) + " source SGE " + std::to_string(k);
+            } else {
+                if (is_write(m.op) && in(m.dst)) return "message " + std::to_string(j) + " (" + op_name(m.op) + ") byte " + std::to_string(off - m.dst.off);
+                if (m.recv >= 0) {
+                    const auto& sg = s.recvs[static_cast<std::size_t>(m.recv)].sges;
+                    for (std::size_t k = 0; k < sg.size(); ++k)
+                        if (in(sg[k])) return "receive buffer of message " + std::to_string(j) + " (" + op_name(m.op) + ") SGE " + std::to_string(k);
+                }
+            }
+        }
+        return "background/guard";
+    }
+
+    void check_region(const Stream& s, const Region& r, bool src) {
+        if (std::memcmp(r.buf, r.want.data(), r.bytes) == 0) return;
+        std::size_t first = 0, n = 0;
+        for (std::size_t i = r.bytes; i-- > 0;)
+            if (r.buf[i] != r.want[i]) {
+                first = i;
+                ++n;
+            }
+        char hex[64];
+        std::snprintf(hex, sizeof hex, "got 0x%02x want 0x%02x", r.buf[first], r.want[first]);
+        error("QP " + std::to_string(s.qp) + (src ? " source" : " destination") + " region of node " +
+              std::to_string(m_me) + ": " + std::to_string(n) + " bytes differ, the first at offset " +
+              std::to_string(first) + " (" + hex + ") in " + owner(s, src, first));
+    }
+
+    void verify() {
+        for (const Tx& t : m_tx)
+            if (t.s && !t.dead && t.done()) check_region(*t.s, t.src, true);
+        for (const Rx& r : m_rx) {
+            if (!r.s) continue;
+            // An incomplete stream already has its error; its bytes are moot.
+            if (!r.dead && r.done()) check_region(*r.s, r.dst, false);
+        }
+        std::uint64_t done = 0;
+        for (const Tx& t : m_tx)
+            if (t.s) done += static_cast<std::uint64_t>(t.retired);
+        m_rec.num("sent.n" + std::to_string(m_me), done);
+        m_rec.num("errors.n" + std::to_string(m_me), m_errors);
+        m_rec.num("end_us.n" + std::to_string(m_me), static_cast<double>(m_h.now()) / 1e6);
+        // How much of the interesting hardware paths the seed exercised.
+        const std::string hca = "node" + std::to_string(m_me) + ".hca.";
+        m_rec.num("rnr_naks.n" + std::to_string(m_me), m_h.system().counter(hca + "rx_transport.rnr_naks"));
+        m_rec.num("blueflame.n" + std::to_string(m_me), m_h.system().counter(hca + "doorbell_unit.blueflame_writes"));
+    }
+
+    void teardown() {
+        for (ibv_qp* q : m_qps) need_rc(ibv_destroy_qp(q), "ibv_destroy_qp");
+        for (Tx& t : m_tx)
+            if (t.s) {
+                need_rc(ibv_dereg_mr(t.src.mr), "ibv_dereg_mr");
+                std::free(t.src.buf);
+            }
+        for (Rx& r : m_rx)
+            if (r.s) {
+                need_rc(ibv_dereg_mr(r.dst.mr), "ibv_dereg_mr");
+                std::free(r.dst.buf);
+            }
+        need_rc(ibv_destroy_cq(m_scq), "ibv_destroy_cq");
+        need_rc(ibv_destroy_cq(m_rcq), "ibv_destroy_cq");
+        need_rc(ibv_dealloc_pd(m_pd), "ibv_dealloc_pd");
+        need_rc(ibv_close_device(m_ctx), "ibv_close_device");
+    }
+
+    Host& m_h;
+    const Plan& m_plan;
+    Shared& m_shared;
+    Record& m_rec;
+    int m_me;
+    SplitMix64 m_rng;  // run-time choices: which QP posts next, receive batches
+    int m_errors = 0;
+    ibv_context* m_ctx = nullptr;
+    ibv_pd* m_pd = nullptr;
+    ibv_cq* m_scq = nullptr;
+    ibv_cq* m_rcq = nullptr;
+    std::vector<ibv_qp*> m_qps;
+    std::map<std::uint32_t, int> m_qpn_index;
+    std::vector<Tx> m_tx;
+    std::vector<Rx> m_rx;
+};
+
+// ---------------------------------------------------------------------------
+// Parent side.
+
+struct Outcome {
+    RunResult run;
+    std::vector<std::string> errors;
+    double wall_s = 0;
+};
+
+inline Outcome run_plan(const Plan& plan) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Outcome o;
+    Shared shared;  // one copy in the child, for both programs
+    const Program prog = [&plan, &shared](Host& h, Record& rec) { Node(h, plan, shared, rec).run(); };
+    o.run = run_pair({{"hca.dma.impl", plan.shape.dma}}, prog, prog);
+    o.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!o.run.ok) o.errors.push_back("run failed: " + o.run.error);
+    for (const auto& [k, v] : o.run.kv)
+        if (k.rfind("error.", 0) == 0) o.errors.push_back(k.substr(6) + ": " + v);
+    for (int n = 0; n < 2; ++n) {
+        const long long e = o.run.num("errors.n" + std::to_string(n));
+        if (e > 40) o.errors.push_back("n" + std::to_string(n) + ": " + std::to_string(e - 40) + " more errors not shown");
+        if (o.run.ok && e == LLONG_MIN) o.errors.push_back("node " + std::to_string(n) + " recorded no result");
+    }
+    return o;
+}
+
+inline std::string joined(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& e : v) s += "\n  " + e;
+    return s;
+}
+
+inline const char* env(const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v ? v : nullptr;
+}
+
+// The seeds a test runs: its normal count; HCASIM_STRESS_SEEDS=N (long
+// mode) runs N instead, and HCASIM_STRESS_SEED=S only seed S.
+inline std::vector<std::uint64_t> seeds(std::uint64_t first, int normal) {
+    if (const char* one = env("HCASIM_STRESS_SEED")) return {std::strtoull(one, nullptr, 0)};
+    int n = normal;
+    if (const char* many = env("HCASIM_STRESS_SEEDS")) n = std::atoi(many);
+    std::vector<std::uint64_t> out;
+    for (int i = 0; i < n; ++i) out.push_back(first + static_cast<std::uint64_t>(i));
+    return out;
+}
+
+// Runs every seed in its own child and checks each; a failure names the
+// seed, its plan and what went wrong.
+inline void run_seeds(const Shape& shape, std::uint64_t first, int normal) {
+    const bool verbose = env("HCASIM_STRESS_SEEDS") || env("HCASIM_STRESS_VERBOSE");
+    int failed = 0;
+    for (std::uint64_t seed : seeds(first, normal)) {
+        const Plan plan = make_plan(seed, shape);
+        if (env("HCASIM_STRESS_DUMP")) std::printf("%s", plan.dump().c_str());
+        const Outcome o = run_plan(plan);
+        // Counters of both nodes; 0 for a node that recorded none.
+        auto both = [&o](const std::string& key) {
+            long long n = 0;
+            for (const char* node : {".n0", ".n1"}) n += std::max(0LL, o.run.num(key + node));
+            return n;
+        };
+        if (verbose)
+            std::printf("stress %s: %s in %.2f s wall, %.0f us simulated, %lld RNR NAKs, %lld BlueFlame writes\n",
+                        plan.describe().c_str(), o.errors.empty() ? "ok" : "FAILED", o.wall_s, o.run.real("end_us.n0"),
+                        both("rnr_naks"), both("blueflame"));
+        failed += !o.errors.empty();
+        INFO(plan.describe() << ", replay with HCASIM_STRESS_SEED=" << seed << ":" << joined(o.errors));
+        CHECK(o.errors.empty());
+    }
+    if (verbose) std::printf("stress: %d seed(s) failed\n", failed);
+}
+
+}  // namespace hcasim::test::stress
