@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/hca/hca.hpp"
+#include "model/packet/opcode_table.hpp"
 
 namespace hcasim::hca {
 
@@ -79,9 +80,10 @@ void RxTransport::receive(packet::PacketPtr pkt, sim::Tick t) {
     const std::uint8_t* payload = pkt->bytes.data() + p.payload_offset;
     // The packet stays alive until the payload writes that point into it land.
     m_current = std::move(pkt);
-    if (p.h.bth.opcode <= static_cast<std::uint8_t>(Opcode::RcReadRequest)) {
+    const packet::OpcodeInfo& info = packet::opcode_info(p.h.bth.opcode);
+    if (info.qp_types == packet::kQpRc && info.request) {
         responder(*qp, p, payload, done);
-    } else if (p.h.bth.opcode <= static_cast<std::uint8_t>(Opcode::RcAcknowledge)) {
+    } else if (info.qp_types == packet::kQpRc) {
         requester(*qp, p, payload, done);
     } else {
         counter("dropped_unsupported_transport")++;
@@ -95,6 +97,7 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
         return;
     }
     const std::uint8_t o = p.h.bth.opcode;
+    const packet::OpcodeInfo& info = packet::opcode_info(o);
     const std::uint32_t psn = p.h.bth.psn;
     std::int32_t d = psn_diff(psn, qp.epsn);
     const bool unreliable = qp.vi == ViReliability::Unreliable;
@@ -109,9 +112,7 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
         counter("lost_packet_gaps")++;
         qp.recv_in_progress = false;
         qp.write_in_progress = false;
-        const bool starts = is_op(o, Opcode::RcSendFirst) || is_op(o, Opcode::RcSendOnly) ||
-                            is_op(o, Opcode::RcSendOnlyImm) || is_op(o, Opcode::RcWriteFirst) ||
-                            is_op(o, Opcode::RcWriteOnly) || is_op(o, Opcode::RcWriteOnlyImm);
+        const bool starts = (info.send || info.write) && info.starts_message();
         qp.epsn = psn_add(psn, 1);
         if (!starts) return;
         qp.epsn = psn;
@@ -133,13 +134,11 @@ void RxTransport::responder(QpContext& qp, const packet::Parsed& p, const std::u
     }
     qp.nak_outstanding = false;
     const std::uint32_t len = static_cast<std::uint32_t>(p.payload_len);
-    const bool send_first = is_op(o, Opcode::RcSendFirst) || is_op(o, Opcode::RcSendOnly) || is_op(o, Opcode::RcSendOnlyImm);
-    const bool send_rest = is_op(o, Opcode::RcSendMiddle) || is_op(o, Opcode::RcSendLast) || is_op(o, Opcode::RcSendLastImm);
-    const bool write_first = is_op(o, Opcode::RcWriteFirst) || is_op(o, Opcode::RcWriteOnly) || is_op(o, Opcode::RcWriteOnlyImm);
-    const bool write_rest = is_op(o, Opcode::RcWriteMiddle) || is_op(o, Opcode::RcWriteLast) || is_op(o, Opcode::RcWriteLastImm);
-    const bool last = is_op(o, Opcode::RcSendLast) || is_op(o, Opcode::RcSendLastImm) || is_op(o, Opcode::RcSendOnly) ||
-                      is_op(o, Opcode::RcSendOnlyImm) || is_op(o, Opcode::RcWriteLast) ||
-                      is_op(o, Opcode::RcWriteLastImm) || is_op(o, Opcode::RcWriteOnly) || is_op(o, Opcode::RcWriteOnlyImm);
+    const bool send_first = info.send && info.starts_message();
+    const bool send_rest = info.send && !info.starts_message();
+    const bool write_first = info.write && info.starts_message();
+    const bool write_rest = info.write && !info.starts_message();
+    const bool last = (info.send || info.write) && info.ends_message();
     const bool imm = p.h.immdt.has_value();
 
     // A new message may not start in the middle of another one.
@@ -382,6 +381,7 @@ void RxTransport::requester(QpContext& qp, const packet::Parsed& p, const std::u
         return;
     }
     const std::uint8_t o = p.h.bth.opcode;
+    const packet::OpcodeInfo& info = packet::opcode_info(o);
     const std::uint32_t psn = p.h.bth.psn;
     if (is_op(o, Opcode::RcAcknowledge)) {
         const std::uint8_t syn = p.h.aeth->syndrome;
@@ -423,8 +423,8 @@ void RxTransport::requester(QpContext& qp, const packet::Parsed& p, const std::u
             counter("read_responses_out_of_order")++;
             return;
         }
-        const bool first = is_op(o, Opcode::RcReadResponseFirst) || is_op(o, Opcode::RcReadResponseOnly);
-        const bool last = is_op(o, Opcode::RcReadResponseLast) || is_op(o, Opcode::RcReadResponseOnly);
+        const bool first = info.starts_message();
+        const bool last = info.ends_message();
         if (first) ack_received(qp, psn_add(psn, kPsnMask), t);
         const std::uint32_t len = static_cast<std::uint32_t>(p.payload_len);
         if (w.read_received + len > w.length) {
