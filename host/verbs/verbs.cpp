@@ -29,6 +29,9 @@ struct SimContext {
     ibv_context ctx;
     Driver* drv;
     SimDevice* device;
+    // Notified when the program acknowledges events: destroying an object
+    // waits until every event reported on it has been acknowledged.
+    sc_core::sc_event acked;
 };
 struct SimPd {
     ibv_pd pd;
@@ -41,11 +44,13 @@ struct SimChannel {
 struct SimCq {
     ibv_cq cq;
     host::DriverCq* dcq;
+    std::uint32_t async_events_reported = 0;
 };
 struct SimQp {
     ibv_qp qp;
     host::DriverQp* dqp;
     ibv_qp_init_attr init;
+    std::uint32_t async_events_reported = 0;
 };
 struct SimMr {
     ibv_mr mr;
@@ -602,6 +607,12 @@ int ibv_resize_cq(struct ibv_cq* cq, int cqe) {
 
 int ibv_destroy_cq(struct ibv_cq* cq) {
     if (!cq) return EINVAL;
+    // Wait (in simulated time) until every completion and asynchronous
+    // event reported on it is acknowledged, as libibverbs does.
+    auto* ctx = reinterpret_cast<SimContext*>(cq->context);
+    while (cq->comp_events_completed != sim(cq)->dcq->events_delivered ||
+           cq->async_events_completed != sim(cq)->async_events_reported)
+        sc_core::wait(ctx->acked);
     const int err = drv(cq->context)->destroy_cq(sim(cq)->dcq);
     if (err) return err;
     pthread_mutex_destroy(&cq->mutex);
@@ -621,7 +632,9 @@ int ibv_get_cq_event(struct ibv_comp_channel* channel, struct ibv_cq** cq, void*
 }
 
 void ibv_ack_cq_events(struct ibv_cq* cq, unsigned int nevents) {
-    if (cq) cq->comp_events_completed += nevents;
+    if (!cq) return;
+    cq->comp_events_completed += nevents;
+    reinterpret_cast<SimContext*>(cq->context)->acked.notify(sc_core::SC_ZERO_TIME);
 }
 
 int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* event) {
@@ -641,18 +654,52 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
     default: event->event_type = IBV_EVENT_DEVICE_FATAL; break;  // VI events never reach verbs
     }
     if (e.type == hca::AsyncEventType::CqError) {
-        if (host::DriverCq* cq = d->find_cq(e.number)) event->element.cq = &static_cast<SimCq*>(cq->user_context)->cq;
+        if (host::DriverCq* cq = d->find_cq(e.number)) {
+            auto* scq = static_cast<SimCq*>(cq->user_context);
+            event->element.cq = &scq->cq;
+            ++scq->async_events_reported;
+        }
     }
     if (e.type == hca::AsyncEventType::QpFatal || e.type == hca::AsyncEventType::QpRequestError ||
         e.type == hca::AsyncEventType::QpAccessError) {
-        if (host::DriverQp* qp = d->find_qp(e.number)) event->element.qp = static_cast<ibv_qp*>(qp->user_context);
+        if (host::DriverQp* qp = d->find_qp(e.number)) {
+            event->element.qp = static_cast<ibv_qp*>(qp->user_context);
+            ++sim(event->element.qp)->async_events_reported;
+        }
     }
     if (e.type == hca::AsyncEventType::PortActive || e.type == hca::AsyncEventType::PortError)
         event->element.port_num = static_cast<int>(e.number);
     return 0;
 }
 
-void ibv_ack_async_event(struct ibv_async_event*) {}
+// As libibverbs: every event taken with ibv_get_async_event is acknowledged
+// once; destroying its QP or CQ waits for that.
+void ibv_ack_async_event(struct ibv_async_event* event) {
+    if (!event) return;
+    ibv_context* context = nullptr;
+    switch (event->event_type) {
+    case IBV_EVENT_CQ_ERR:
+        if (!event->element.cq) return;
+        ++event->element.cq->async_events_completed;
+        context = event->element.cq->context;
+        break;
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+        if (!event->element.qp) return;
+        ++event->element.qp->events_completed;
+        context = event->element.qp->context;
+        break;
+    default:
+        return;  // port and device events belong to no object
+    }
+    reinterpret_cast<SimContext*>(context)->acked.notify(sc_core::SC_ZERO_TIME);
+}
 
 struct ibv_qp* ibv_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* init) {
     if (!pd || !init) return fail<ibv_qp>(EINVAL);
@@ -817,6 +864,10 @@ int ibv_query_qp(struct ibv_qp* ibqp, struct ibv_qp_attr* attr, int, struct ibv_
 int ibv_destroy_qp(struct ibv_qp* ibqp) {
     if (!ibqp) return EINVAL;
     SimQp* qp = sim(ibqp);
+    // Wait (in simulated time) until every asynchronous event reported on it
+    // is acknowledged, as libibverbs does.
+    auto* ctx = reinterpret_cast<SimContext*>(ibqp->context);
+    while (ibqp->events_completed != qp->async_events_reported) sc_core::wait(ctx->acked);
     const int err = drv(ibqp->context)->destroy_qp(qp->dqp);
     if (err) return err;
     pthread_mutex_destroy(&ibqp->mutex);
@@ -824,6 +875,63 @@ int ibv_destroy_qp(struct ibv_qp* ibqp) {
     delete qp;
     return 0;
 }
+
+// The strings are libibverbs' own, so programs print what they would on
+// real hardware.
+const char* ibv_node_type_str(enum ibv_node_type node_type) {
+    switch (node_type) {
+    case IBV_NODE_CA: return "InfiniBand channel adapter";
+    case IBV_NODE_SWITCH: return "InfiniBand switch";
+    case IBV_NODE_ROUTER: return "InfiniBand router";
+    case IBV_NODE_RNIC: return "iWARP NIC";
+    case IBV_NODE_USNIC: return "usNIC";
+    case IBV_NODE_USNIC_UDP: return "usNIC UDP";
+    case IBV_NODE_UNSPECIFIED: return "unspecified";
+    default: return "unknown";
+    }
+}
+
+const char* ibv_port_state_str(enum ibv_port_state port_state) {
+    switch (port_state) {
+    case IBV_PORT_NOP: return "no state change (NOP)";
+    case IBV_PORT_DOWN: return "down";
+    case IBV_PORT_INIT: return "init";
+    case IBV_PORT_ARMED: return "armed";
+    case IBV_PORT_ACTIVE: return "active";
+    case IBV_PORT_ACTIVE_DEFER: return "active defer";
+    default: return "unknown";
+    }
+}
+
+const char* ibv_event_type_str(enum ibv_event_type event) {
+    switch (event) {
+    case IBV_EVENT_CQ_ERR: return "CQ error";
+    case IBV_EVENT_QP_FATAL: return "local work queue catastrophic error";
+    case IBV_EVENT_QP_REQ_ERR: return "invalid request local work queue error";
+    case IBV_EVENT_QP_ACCESS_ERR: return "local access violation work queue error";
+    case IBV_EVENT_COMM_EST: return "communication established";
+    case IBV_EVENT_SQ_DRAINED: return "send queue drained";
+    case IBV_EVENT_PATH_MIG: return "path migrated";
+    case IBV_EVENT_PATH_MIG_ERR: return "path migration request error";
+    case IBV_EVENT_DEVICE_FATAL: return "local catastrophic error";
+    case IBV_EVENT_PORT_ACTIVE: return "port active";
+    case IBV_EVENT_PORT_ERR: return "port error";
+    case IBV_EVENT_LID_CHANGE: return "LID change";
+    case IBV_EVENT_PKEY_CHANGE: return "P_Key change";
+    case IBV_EVENT_SM_CHANGE: return "SM change";
+    case IBV_EVENT_SRQ_ERR: return "SRQ catastrophic error";
+    case IBV_EVENT_SRQ_LIMIT_REACHED: return "SRQ limit reached";
+    case IBV_EVENT_QP_LAST_WQE_REACHED: return "last WQE reached";
+    case IBV_EVENT_CLIENT_REREGISTER: return "client reregistration";
+    case IBV_EVENT_GID_CHANGE: return "GID table change";
+    case IBV_EVENT_WQ_FATAL: return "WQ fatal";
+    default: return "unknown";
+    }
+}
+
+// The simulated adapter never pins the program's pages against fork()'s
+// copy-on-write: there is nothing to prepare.
+int ibv_fork_init(void) { return 0; }
 
 const char* ibv_wc_status_str(enum ibv_wc_status status) {
     const auto i = static_cast<std::size_t>(status);
