@@ -502,11 +502,11 @@ TEST_CASE("the KVIPL default size sweep stops at the NIC's largest transfer", "[
 TEST_CASE("a host program that throws ends the run at once and the error names its node and name and failure", "[cli][workload]") {
 #if defined(__SANITIZE_ADDRESS__)
     // SystemC switches host-program stacks without telling AddressSanitizer:
-    // once a program has thrown on its own stack, ASan ignores the no-return
-    // hook of the exception run() then throws on the main stack ("ASan is
-    // ignoring requested __asan_handle_no_return ... false positive error
-    // reports may follow") and reports the frames it unwound as overflowed
-    // stack buffers. The behaviour itself is checked in the normal build.
+    // after a run, ASan ignores the no-return hook of the exception run()
+    // throws on the main stack ("ASan is ignoring requested
+    // __asan_handle_no_return ... false positive error reports may follow")
+    // and reports the frames it unwound as overflowed stack buffers. The
+    // behaviour itself is checked in the normal build.
     WARN("not run under AddressSanitizer: SystemC's stack switching makes it report false stack overflows here");
     return;
 #endif
