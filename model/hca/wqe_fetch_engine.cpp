@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "model/hca/hca.hpp"
+#include "model/sim/assert.hpp"
 
 namespace hcasim::hca {
 
@@ -157,6 +158,7 @@ sim::Tick WqeFetchEngine::prefetch_recv(QpContext& qp, sim::Tick t, bool demand)
         qp.rq_cache.push_back(std::move(w));
         ++qp.rq_fetched;
     }
+    HCASIM_ASSERT(qp.rq_cache.size() <= m_p.rq_prefetch_depth);
     counter("recv_fetches")++;
     counter("recv_wqes") += n;
     // Keep the cache topped up once this fetch is on chip.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "model/sim/assert.hpp"
+
 namespace hcasim::pcie {
 
 using sim::ParamSpec;
@@ -105,6 +107,7 @@ Tick PcieHostInterface::PostedOrder::floor_for(Tick t) const {
 void PcieHostInterface::PostedOrder::add(Tick enter, Tick end) {
     // A write that has left the link by now holds nothing back that is yet
     // to be issued: keep only the newest of those as the floor.
+    HCASIM_ASSERT(end >= last_end());  // posted writes leave in the order they were issued
     const Tick now = sim::now_ps();
     while (!m_marks.empty() && m_marks.front().end <= now) {
         m_retired_end = m_marks.front().end;
@@ -193,6 +196,7 @@ Tick PcieHostInterface::dma_read(Tick t, std::uint64_t addr, std::uint64_t len) 
             while (!m_tag_free.empty() && m_tag_free.front() <= burst_ready) m_tag_free.pop_front();
         }
         ++burst;
+        HCASIM_ASSERT(m_tag_free.size() + burst <= m_p.read_tags);
         for_each_completion(a, n, m_p.rcb, m_p.mps, [&](std::uint64_t, std::uint32_t cn) {
             ++completions;
             completion_bytes += m_p.costs.completion_wire(cn);

@@ -3,6 +3,8 @@
 // and what it accepts, and nothing runs.
 #include <catch2/catch.hpp>
 
+#include "model/sim/assert.hpp"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -284,4 +286,16 @@ TEST_CASE("hcasim exits non-zero naming the key for an unknown key and runs noth
     CHECK(contains(r.err, f.path()));
     CHECK(contains(r.err, "pcie.bogus"));
     CHECK(r.out.empty());
+}
+
+TEST_CASE("HCASIM_ASSERT throws naming the invariant in the sanitizer build and is not evaluated elsewhere",
+          "[sim][unit]") {
+#if defined(HCASIM_CHECK_INVARIANTS)
+    CHECK_NOTHROW(HCASIM_ASSERT(1 + 1 == 2));
+    CHECK_THROWS_WITH(HCASIM_ASSERT(1 + 1 == 3), Catch::Contains("1 + 1 == 3"));
+#else
+    int evaluated = 0;
+    HCASIM_ASSERT(++evaluated == 1);
+    CHECK(evaluated == 0);
+#endif
 }
