@@ -27,12 +27,17 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Pcie
       m_scheduler("qp_scheduler", m_p),
       m_fetch("wqe_fetch", m_p, *this),
       m_descriptors("descriptor_engine", m_p, *this),
-      m_tx("tx_transport", m_p, *this),
-      m_rx("rx_transport", m_p, *this),
+      m_tx("tx_pipeline", m_p, {*this, m_scheduler, m_port}),
+      m_completer("completer", m_p, {*this, m_tx, *m_dma, *this, *this}),
+      m_requester("requester", m_p, {m_tx, m_completer, m_fetch, m_translation, *m_dma}),
+      m_responder("responder", m_p, {m_tx, m_fetch, m_translation, *m_dma, *this, *this}),
+      m_rx("rx_pipeline", m_p, {*this, m_responder, m_completer, pcie, m_port}),
       m_doorbell("doorbell_unit", m_p, *this) {
+    m_tx.set_producers(m_responder, m_requester);
+    m_completer.set_requester(m_requester);
     m_port.on_receive([this](packet::PacketPtr pkt, sim::Tick t) { m_rx.receive(std::move(pkt), t); });
     // The transmit buffer must hold the largest packet the port can send.
-    const std::uint32_t largest = m_port.max_mtu() + 128;
+    const std::uint32_t largest = m_port.max_mtu() + kPacketOverheadBytes;
     if (m_p.tx_buffer_bytes < largest)
         throw sim::ConfigError("hca.tx_buffer_bytes=" + std::to_string(m_p.tx_buffer_bytes) +
                                " cannot hold one packet of port.max_mtu=" + std::to_string(m_port.max_mtu()) +
@@ -141,7 +146,7 @@ void Hca::state_changed(QpContext& qp, sim::Tick t) {
 }
 
 std::vector<sim::Block*> Hca::blocks() {
-    return {&m_doorbell, &m_scheduler, &m_fetch, &m_descriptors, &m_translation, &m_dma->block(), &m_tx, &m_rx, &m_completion, &m_port};
+    return {&m_doorbell, &m_scheduler, &m_fetch, &m_descriptors, &m_translation, &m_dma->block(), &m_tx, &m_requester, &m_responder, &m_completer, &m_rx, &m_completion, &m_port};
 }
 
 }  // namespace hcasim::hca

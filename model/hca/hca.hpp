@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/hca/async_event.hpp"
 #include "model/hca/completion_engine.hpp"
 #include "model/hca/contexts.hpp"
 #include "model/hca/descriptor_engine.hpp"
@@ -17,41 +18,17 @@
 #include "model/hca/hca_params.hpp"
 #include "model/hca/port.hpp"
 #include "model/hca/qp_scheduler.hpp"
-#include "model/hca/rx_transport.hpp"
+#include "model/hca/requester.hpp"
+#include "model/hca/responder.hpp"
+#include "model/hca/completer.hpp"
+#include "model/hca/rx_pipeline.hpp"
 #include "model/hca/translation_unit.hpp"
-#include "model/hca/tx_transport.hpp"
+#include "model/hca/transport_interfaces.hpp"
+#include "model/hca/tx_pipeline.hpp"
 #include "model/hca/wqe_fetch_engine.hpp"
 #include "model/pcie/pcie_host_interface.hpp"
 
 namespace hcasim::hca {
-
-// Affiliated and unaffiliated asynchronous events the adapter reports. The
-// Vi* ones are the VI Architecture's asynchronous errors (KVIPL).
-enum class AsyncEventType {
-    QpFatal,
-    QpRequestError,
-    QpAccessError,
-    CqError,
-    PortActive,
-    PortError,
-    ViPostDescriptor,
-    ViConnectionLost,
-    ViRecvQueueEmpty,
-    ViOverrun,
-    ViRdmaWriteProtection,
-    ViRdmaReadProtection,
-    ViCompletionProtection,
-    ViRdmaTransport,
-    Catastrophic,
-};
-
-struct AsyncEvent {
-    AsyncEventType type;
-    std::uint32_t number;        // QPN (VI) or CQN
-    std::uint64_t desc_addr = 0; // VI errors about a descriptor: its address
-    std::uint32_t vi_op = 0;     // and its kViStatusOp* operation
-    bool recv_queue = false;
-};
 
 // The host side of the interrupt line.
 class InterruptSink {
@@ -64,7 +41,7 @@ public:
     virtual void vi_queue_event(std::uint32_t qpn, bool recv_queue) = 0;
 };
 
-class Hca : public sc_core::sc_module {
+class Hca : public sc_core::sc_module, public QpTable, public CompletionWriter, public QpErrorHandler {
 public:
     Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::PcieHostInterface& pcie);
 
@@ -72,7 +49,7 @@ public:
     void set_interrupt_sink(InterruptSink* s) { m_sink = s; }
 
     // Context tables (written by firmware commands, used by the blocks).
-    QpContext* qp(std::uint32_t qpn) {
+    QpContext* qp(std::uint32_t qpn) override {
         return qpn < m_qps.size() && m_qps[qpn] && m_qps[qpn]->valid ? m_qps[qpn].get() : nullptr;
     }
     CqContext* cq(std::uint32_t cqn) {
@@ -85,7 +62,7 @@ public:
     ProtectionTable& mpt() { return m_mpt_table; }
 
     // Raises an interrupt for an asynchronous event at t.
-    void raise_async(sim::Tick t, AsyncEvent e);
+    void raise_async(sim::Tick t, AsyncEvent e) override;
     // Raises the completion interrupt of cqn at t.
     void raise_completion(sim::Tick t, std::uint32_t cqn);
     // Raises the interrupt of an armed VI work queue at t.
@@ -96,13 +73,12 @@ public:
 
     // The subnet management agent side of QP1: management datagrams
     // (connection management) arriving at the port go to this handler.
-    using MadHandler = std::function<void(const packet::Parsed&, const std::uint8_t* payload, sim::Tick t)>;
-    void set_mad_handler(MadHandler h) { m_mad_handler = std::move(h); }
-    const MadHandler& mad_handler() const { return m_mad_handler; }
+    using MadHandler = RxPipeline::MadHandler;
+    void set_mad_handler(MadHandler h) { m_rx.set_mad_handler(std::move(h)); }
 
     // Moves a QP to the error state: every posted WQE of both queues
     // completes with a flush error, in order, after those already done.
-    void enter_error(QpContext& qp, sim::Tick t);
+    void enter_error(QpContext& qp, sim::Tick t) override;
     void flush(QpContext& qp, sim::Tick t);
 
     // Called after firmware changes a QP's state, so blocks pick up work.
@@ -116,9 +92,21 @@ public:
     DescriptorEngine& descriptors() { return m_descriptors; }
     TranslationUnit& translation() { return m_translation; }
     DmaEngine& dma() { return *m_dma; }
-    TxTransport& tx() { return m_tx; }
-    RxTransport& rx() { return m_rx; }
+    TxPipeline& tx() { return m_tx; }
+    RxPipeline& rx() { return m_rx; }
+    Requester& requester() { return m_requester; }
+    Responder& responder() { return m_responder; }
+    Completer& completer() { return m_completer; }
     CompletionEngine& completion() { return m_completion; }
+
+    // CompletionWriter: CQEs through the completion engine, VI descriptor
+    // write-backs through the descriptor engine.
+    bool post_cqe(sim::Tick t, std::uint32_t cqn, const Cqe& cqe) override { return m_completion.post(t, cqn, cqe); }
+    void complete_descriptor(QpContext& qp, bool recv, std::uint64_t desc_addr, std::uint32_t desc_handle,
+                             std::uint32_t status, std::uint32_t length, std::optional<std::uint32_t> imm,
+                             sim::Tick t) override {
+        m_descriptors.complete(qp, recv, desc_addr, desc_handle, status, length, imm, t);
+    }
 
     // Every block, for counters and reports.
     std::vector<sim::Block*> blocks();
@@ -146,11 +134,13 @@ private:
     QpScheduler m_scheduler;
     WqeFetchEngine m_fetch;
     DescriptorEngine m_descriptors;
-    TxTransport m_tx;
-    RxTransport m_rx;
+    TxPipeline m_tx;
+    Completer m_completer;
+    Requester m_requester;
+    Responder m_responder;
+    RxPipeline m_rx;
     DoorbellUnit m_doorbell;
     sim::Tick m_irq_latency = 0;
-    MadHandler m_mad_handler;
 };
 
 }  // namespace hcasim::hca

@@ -12,6 +12,7 @@
 
 #include "model/hca/contexts.hpp"
 #include "model/hca/hca_params.hpp"
+#include "model/hca/transport_interfaces.hpp"
 #include "model/sim/block.hpp"
 
 namespace hcasim::pcie {
@@ -19,9 +20,6 @@ class PcieHostInterface;
 }
 
 namespace hcasim::hca {
-
-enum class Protection { Ok, BadKey, PdMismatch, OutOfBounds, AccessDenied };
-const char* to_string(Protection p);
 
 // The memory protection table and its decisions, apart from timing.
 class ProtectionTable {
@@ -71,19 +69,14 @@ private:
     std::uint64_t m_misses = 0;
 };
 
-struct Translation {
-    Protection status = Protection::Ok;
-    sim::Tick ready = 0;
-};
-
-class TranslationUnit : public sim::Block {
+class TranslationUnit : public sim::Block, public AddressTranslator {
 public:
     TranslationUnit(const sc_core::sc_module_name& name, const HcaParams& p, ProtectionTable& table,
                     pcie::PcieHostInterface& pcie);
 
     // Checks [va, va+len) under key and appends its bus spans to out.
     Translation translate(sim::Tick t, std::uint32_t key, std::uint32_t pdn, std::uint64_t va, std::uint64_t len,
-                          std::uint32_t access, std::vector<DmaSpan>& out);
+                          std::uint32_t access, std::vector<DmaSpan>& out) override;
     void invalidate(std::uint32_t key);
 
     ProtectionTable& table() { return m_table; }

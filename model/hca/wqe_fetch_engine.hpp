@@ -9,20 +9,21 @@
 
 #include "model/hca/contexts.hpp"
 #include "model/hca/hca_params.hpp"
+#include "model/hca/transport_interfaces.hpp"
 #include "model/sim/block.hpp"
 
 namespace hcasim::hca {
 
 class Hca;
 
-class WqeFetchEngine : public sim::Block {
+class WqeFetchEngine : public sim::Block, public WorkQueueFetcher {
 public:
     WqeFetchEngine(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca);
 
     // Starts a fetch of the send WQEs between sq_fetched and sq_pi (at most a
     // batch); calls the TX transport when they are parsed. No-op if a fetch
     // is running or nothing is pending.
-    void fetch_send(QpContext& qp, sim::Tick t);
+    void fetch_send(QpContext& qp, sim::Tick t) override;
     // Takes a WQE delivered by BlueFlame if it is the next one to fetch.
     // Returns when the WQE is parsed (t if it was not taken).
     sim::Tick blueflame(QpContext& qp, const std::vector<std::uint8_t>& wqe, sim::Tick t);
@@ -31,11 +32,11 @@ public:
     // in flight and, when every WQE the adapter knows of is fetched, first
     // reads the receive doorbell record. Returns when the adapter knows
     // whether a WQE is coming (t if it needed to read nothing).
-    sim::Tick prefetch_recv(QpContext& qp, sim::Tick t, bool demand = false);
+    sim::Tick prefetch_recv(QpContext& qp, sim::Tick t, bool demand = false) override;
     // A receive WQE was used: once every WQE the adapter knows of is on chip,
     // it reads the doorbell record ahead of need, so a host that keeps
     // posting receives never makes a message wait for the record.
-    void recv_consumed(QpContext& qp, sim::Tick t);
+    void recv_consumed(QpContext& qp, sim::Tick t) override;
     // Reads the QP's receive doorbell record at t: learns of receives posted
     // since the last read. Returns when the record is on chip.
     sim::Tick read_recv_record(QpContext& qp, sim::Tick t);

@@ -114,6 +114,9 @@ struct Aeth {
 inline constexpr std::uint8_t kAethAck = 0x00;       // | credit count
 inline constexpr std::uint8_t kAethRnrNak = 0x20;    // | RNR timer code
 inline constexpr std::uint8_t kAethNak = 0x60;       // | NAK code below
+inline constexpr std::uint8_t kAethKindMask = 0x60;   // ACK, RNR NAK or NAK
+inline constexpr std::uint8_t kAethValueMask = 0x1f;  // credits, timer or NAK code
+inline constexpr std::uint8_t kAethCreditsInvalid = 0x1f;  // an ACK that carries no end-to-end credits
 inline constexpr std::uint8_t kNakPsnSequenceError = 0;
 inline constexpr std::uint8_t kNakInvalidRequest = 1;
 inline constexpr std::uint8_t kNakRemoteAccessError = 2;

@@ -396,7 +396,7 @@ int cmd_bench(const Cli& c) {
             const auto rows = run_bandwidth(sys, o);
             const std::uint64_t packets =
                 sys.counter("node0.hca.port.tx_packets") + sys.counter("node1.hca.port.tx_packets");
-            const std::uint64_t data_packets = sys.counter("node0.hca.tx_transport.request_packets");
+            const std::uint64_t data_packets = sys.counter("node0.hca.requester.request_packets");
             nlohmann::json j;
             j["qps"] = qps;
             j["message_bytes"] = o.sizes.front();

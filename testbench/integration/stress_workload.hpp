@@ -827,7 +827,7 @@ private:
         m_rec.num("end_us.n" + std::to_string(m_me), static_cast<double>(m_h.now()) / 1e6);
         // How much of the interesting hardware paths the seed exercised.
         const std::string hca = "node" + std::to_string(m_me) + ".hca.";
-        m_rec.num("rnr_naks.n" + std::to_string(m_me), m_h.system().counter(hca + "rx_transport.rnr_naks"));
+        m_rec.num("rnr_naks.n" + std::to_string(m_me), m_h.system().counter(hca + "responder.rnr_naks"));
         m_rec.num("blueflame.n" + std::to_string(m_me), m_h.system().counter(hca + "doorbell_unit.blueflame_writes"));
     }
 

@@ -145,7 +145,7 @@ TEST_CASE("connecting takes modelled time: more through a switch, more with slow
                 rec.num("rc", dial(h, e, 1));
                 rec.num("ns", (h.now() - t0) / 1000);
                 h.barrier("end");
-                rec.num("mads", static_cast<long long>(h.system().counter("node1.hca.rx_transport.mads")));
+                rec.num("mads", static_cast<long long>(h.system().counter("node1.hca.rx_pipeline.mads")));
             },
             [](Host& h, Record&) {
                 ViEnd e;

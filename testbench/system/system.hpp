@@ -73,7 +73,7 @@ public:
     // its node, the program (names[i] when given) and what it threw.
     void run(const std::vector<Program>& programs, const std::vector<std::string>& names = {});
 
-    // Hardware counters of every block, "node0.hca.tx_transport.packets = 12".
+    // Hardware counters of every block, "node0.hca.tx_pipeline.packets = 12".
     std::string counters() const;
     std::uint64_t counter(const std::string& path) const;
 

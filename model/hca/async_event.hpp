@@ -1,0 +1,36 @@
+// Asynchronous events the adapter reports to the host through its event
+// queue interrupt: affiliated (a QP or CQ) and unaffiliated.
+#pragma once
+
+#include <cstdint>
+
+namespace hcasim::hca {
+
+// The Vi* ones are the VI Architecture's asynchronous errors (KVIPL).
+enum class AsyncEventType {
+    QpFatal,
+    QpRequestError,
+    QpAccessError,
+    CqError,
+    PortActive,
+    PortError,
+    ViPostDescriptor,
+    ViConnectionLost,
+    ViRecvQueueEmpty,
+    ViOverrun,
+    ViRdmaWriteProtection,
+    ViRdmaReadProtection,
+    ViCompletionProtection,
+    ViRdmaTransport,
+    Catastrophic,
+};
+
+struct AsyncEvent {
+    AsyncEventType type;
+    std::uint32_t number;        // QPN (VI) or CQN
+    std::uint64_t desc_addr = 0; // VI errors about a descriptor: its address
+    std::uint32_t vi_op = 0;     // and its kViStatusOp* operation
+    bool recv_queue = false;
+};
+
+}  // namespace hcasim::hca

@@ -1,0 +1,264 @@
+#include "model/hca/completer.hpp"
+
+#include <algorithm>
+
+#include "model/hca/descriptor_engine.hpp"
+#include "model/hca/translation_unit.hpp"
+#include "model/packet/opcode_table.hpp"
+
+namespace hcasim::hca {
+
+namespace {
+
+// IBA 9.7.5.2.8: RNR NAK timer codes, in microseconds.
+constexpr double kRnrTimerUs[32] = {655360, 10,    20,    30,    40,    60,    80,     120,
+                                    160,    240,   320,   480,   640,   960,   1280,   1920,
+                                    2560,   3840,  5120,  7680,  10240, 15360, 20480,  30720,
+                                    40960,  61440, 81920, 122880, 163840, 245760, 327680, 491520};
+
+CqeOpcode cqe_opcode(WqeOpcode op) {
+    switch (op) {
+    case WqeOpcode::Send:
+    case WqeOpcode::SendImm: return CqeOpcode::Send;
+    case WqeOpcode::RdmaWrite:
+    case WqeOpcode::RdmaWriteImm: return CqeOpcode::RdmaWrite;
+    case WqeOpcode::RdmaRead: return CqeOpcode::RdmaRead;
+    }
+    return CqeOpcode::Send;
+}
+
+std::uint32_t last_psn(const SendWork& w) { return psn_add(w.first_psn, w.npsn - 1); }
+
+sim::Tick ack_timeout_ps(const QpContext& qp) { return static_cast<sim::Tick>(4096) * sim::kPsPerNs << qp.timeout; }
+
+}  // namespace
+
+Completer::Completer(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
+    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_w(w), m_p(p) {}
+
+void Completer::handle(QpContext& qp, const packet::Parsed& p, const packet::PacketPtr& pkt,
+                       const std::uint8_t* payload, sim::Tick t) {
+    if (qp.state != QpState::Rts && qp.state != QpState::Sqd) {
+        counter("dropped_qp_state")++;
+        return;
+    }
+    const packet::OpcodeInfo& info = packet::opcode_info(p.h.bth.opcode);
+    if (info.read) {
+        handle_read_response(qp, p, pkt, payload, t);
+        return;
+    }
+    if (p.h.aeth) handle_ack(qp, p, t);
+}
+
+void Completer::handle_ack(QpContext& qp, const packet::Parsed& p, sim::Tick t) {
+    const std::uint32_t psn = p.h.bth.psn;
+    const std::uint8_t syn = p.h.aeth->syndrome;
+    switch (syn & packet::kAethKindMask) {
+    case packet::kAethAck: ack_received(qp, psn, t); break;
+    case packet::kAethRnrNak:
+        counter("rnr_naks_received")++;
+        ack_received(qp, psn_add(psn, kPsnMask), t);
+        if (qp.rnr_retry != 7) {  // 7: retry for ever
+            if (qp.rnr_retries_left == 0) {
+                fail_wqe(qp, psn, CqeStatus::RnrRetryExceeded, t);
+                return;
+            }
+            --qp.rnr_retries_left;
+        }
+        m_requester->rewind(qp, psn,
+                             t + static_cast<sim::Tick>(kRnrTimerUs[syn & packet::kAethValueMask] * sim::kPsPerUs));
+        break;
+    case packet::kAethNak:
+        counter("naks_received")++;
+        switch (syn & packet::kAethValueMask) {
+        case packet::kNakPsnSequenceError:
+            ack_received(qp, psn_add(psn, kPsnMask), t);
+            m_requester->rewind(qp, psn, t);
+            break;
+        case packet::kNakInvalidRequest: fail_wqe(qp, psn, CqeStatus::RemoteInvalidRequest, t); break;
+        case packet::kNakRemoteAccessError: fail_wqe(qp, psn, CqeStatus::RemoteAccess, t); break;
+        default: fail_wqe(qp, psn, CqeStatus::RemoteOperation, t); break;
+        }
+        break;
+    default: break;  // reserved syndrome
+    }
+}
+
+void Completer::handle_read_response(QpContext& qp, const packet::Parsed& p, const packet::PacketPtr& pkt,
+                                     const std::uint8_t* payload, sim::Tick t) {
+    const packet::OpcodeInfo& info = packet::opcode_info(p.h.bth.opcode);
+    const std::uint32_t psn = p.h.bth.psn;
+    // Find the READ it answers.
+    for (auto& w : qp.send_q) {
+        if (!w.started || w.op != WqeOpcode::RdmaRead || w.acked) continue;
+        const std::int32_t d = psn_diff(psn, w.first_psn);
+        if (d < 0 || d >= static_cast<std::int32_t>(w.npsn)) continue;
+        const std::uint32_t offset = static_cast<std::uint32_t>(d) * qp.path_mtu;
+        if (offset != w.read_received) {
+            counter("read_responses_out_of_order")++;
+            return;
+        }
+        if (info.starts_message()) ack_received(qp, psn_add(psn, kPsnMask), t);
+        const std::uint32_t len = static_cast<std::uint32_t>(p.payload_len);
+        if (w.read_received + len > w.length) {
+            fail_wqe(qp, psn, CqeStatus::BadResponse, t);
+            return;
+        }
+        if (len) {
+            m_spans.clear();
+            slice_spans(w.spans, w.read_received, len, m_spans);
+            m_w.dma.write(t, m_spans.data(), m_spans.size(), pkt, payload);
+        }
+        w.read_received += len;
+        w.done_at = std::max(w.done_at, t);
+        if (info.ends_message()) {
+            if (w.read_received != w.length) {
+                fail_wqe(qp, psn, CqeStatus::BadResponse, t);
+                return;
+            }
+            w.acked = true;
+            if (qp.outstanding_reads) --qp.outstanding_reads;
+            qp.rnr_retries_left = qp.rnr_retry;
+            qp.retries_left = qp.retry_cnt;
+            restart_ack_timer(qp, t);
+            retire(qp, t);
+            m_w.tx.kick(qp, t);
+        }
+        return;
+    }
+    counter("read_responses_unmatched")++;
+}
+
+void Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
+    bool progress = false;
+    for (auto& w : qp.send_q) {
+        if (!w.started || !w.fully_sent) break;
+        if (w.op == WqeOpcode::RdmaRead) {
+            if (!w.acked) break;
+            continue;
+        }
+        if (psn_diff(psn, last_psn(w)) < 0) break;
+        if (!w.acked) progress = true;
+        w.acked = true;
+    }
+    if (progress) {
+        qp.rnr_retries_left = qp.rnr_retry;
+        qp.retries_left = qp.retry_cnt;
+        restart_ack_timer(qp, t);
+    }
+    retire(qp, t);
+}
+
+void Completer::fail_wqe(QpContext& qp, std::uint32_t psn, CqeStatus status, sim::Tick t) {
+    ack_received(qp, psn_add(psn, kPsnMask), t);
+    if (qp.state == QpState::Err) return;
+    for (auto& w : qp.send_q) {
+        if (!w.started) break;
+        const std::int32_t d = psn_diff(psn, w.first_psn);
+        if (d >= 0 && d < static_cast<std::int32_t>(w.npsn)) {
+            w.error = status;
+            w.acked = true;
+            retire(qp, t);
+            return;
+        }
+    }
+    m_w.errors.enter_error(qp, t);
+}
+
+void Completer::arm_ack_timer(QpContext& qp, sim::Tick t) {
+    if (qp.timeout == 0) return;  // 0: wait forever
+    if (qp.ack_timer_armed) return;
+    qp.ack_timer_armed = true;
+    qp.ack_deadline = t + ack_timeout_ps(qp);
+    const std::uint32_t qpn = qp.qpn;
+    at(qp.ack_deadline, [this, qpn]() { ack_timeout(qpn); });
+}
+
+// Progress pushes the deadline out; the pending timer event notices when it
+// fires, so there is one event per time-out period, not one per ACK.
+void Completer::restart_ack_timer(QpContext& qp, sim::Tick t) {
+    if (qp.timeout == 0) return;
+    qp.ack_deadline = t + ack_timeout_ps(qp);
+}
+
+void Completer::ack_timeout(std::uint32_t qpn) {
+    QpContext* qp = m_w.qps.qp(qpn);
+    if (!qp || !qp->ack_timer_armed) return;
+    const sim::Tick now = sim::now_ps();
+    qp->ack_timer_armed = false;
+    if (qp->state != QpState::Rts && qp->state != QpState::Sqd) return;
+    const SendWork* oldest = nullptr;
+    for (const auto& w : qp->send_q) {
+        if (w.started && !w.acked) {
+            oldest = &w;
+            break;
+        }
+    }
+    if (!oldest) return;
+    if (now < qp->ack_deadline) {
+        // Acknowledged progress since the timer was set: wait on.
+        qp->ack_timer_armed = true;
+        at(qp->ack_deadline, [this, qpn]() { ack_timeout(qpn); });
+        return;
+    }
+    counter("ack_timeouts")++;
+    if (qp->retries_left == 0) {
+        HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qpn << ": no ACK, retries exhausted");
+        fail_wqe(*qp, oldest->first_psn, CqeStatus::RetryExceeded, now);
+        return;
+    }
+    --qp->retries_left;
+    m_requester->rewind(*qp, oldest->first_psn, now);
+    arm_ack_timer(*qp, now);
+}
+
+bool Completer::retire_vi(QpContext& qp, sim::Tick t) {
+    // Every VI descriptor is written back; errors break a reliable connection.
+    const SendWork done = std::move(qp.send_q.front());
+    qp.send_q.pop_front();
+    if (qp.tx_index > 0) --qp.tx_index;
+    const std::uint32_t err = done.vi_error ? done.vi_error : vi_error_bits(done.error);
+    const std::uint32_t status = kViStatusDone | err | vi_op_bits(done.op);
+    m_w.completions.complete_descriptor(qp, false, done.desc_addr, done.desc_handle, status, err ? 0 : done.length,
+                                        std::nullopt, std::max(t, done.done_at));
+    if (err && qp.vi != ViReliability::Unreliable) {
+        m_w.errors.enter_error(qp, t);
+        return false;
+    }
+    counter("wqes_completed")++;
+    return true;
+}
+
+void Completer::retire(QpContext& qp, sim::Tick t) {
+    while (!qp.send_q.empty() && qp.state != QpState::Err) {
+        SendWork& w = qp.send_q.front();
+        if (!w.acked) break;
+        if (qp.is_vi()) {
+            if (!retire_vi(qp, t)) return;
+            continue;
+        }
+        const bool signaled = (w.flags & kWqeSignaled) || qp.sq_sig_all;
+        if (w.error != CqeStatus::Success || signaled) {
+            Cqe c{};
+            c.qpn = qp.qpn;
+            c.byte_len = w.length;
+            c.wqe_index = w.wqe_index;
+            c.opcode = static_cast<std::uint8_t>(cqe_opcode(w.op));
+            c.status = static_cast<std::uint8_t>(w.error);
+            c.flags = kCqeIsSend;
+            const bool ok = m_w.completions.post_cqe(std::max(t, w.done_at), qp.send_cqn, c);
+            if (w.error != CqeStatus::Success || !ok) {
+                qp.send_q.pop_front();
+                if (qp.tx_index > 0) --qp.tx_index;
+                if (!ok) m_w.errors.raise_async(t, AsyncEvent{AsyncEventType::QpFatal, qp.qpn});
+                m_w.errors.enter_error(qp, t);
+                return;
+            }
+        }
+        qp.send_q.pop_front();
+        if (qp.tx_index > 0) --qp.tx_index;
+        counter("wqes_completed")++;
+    }
+}
+
+}  // namespace hcasim::hca

@@ -1,0 +1,58 @@
+// Completer: takes the responses the receive pipeline classifies for it
+// (ACKs, RNR NAKs, NAKs, READ responses), retires acknowledged send WQEs in
+// order into CQEs (or VI descriptor write-backs), places READ response data
+// by DMA, runs the local ACK timer and asks the requester to go back and
+// resend when a NAK or a time-out calls for it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/hca/contexts.hpp"
+#include "model/hca/dma_engine.hpp"
+#include "model/hca/hca_params.hpp"
+#include "model/hca/transport_interfaces.hpp"
+#include "model/sim/block.hpp"
+
+namespace hcasim::hca {
+
+class Completer : public sim::Block, public PacketHandler, public SendCompleter {
+public:
+    struct Wiring {
+        QpTable& qps;
+        TransmitPath& tx;
+        DmaEngine& dma;
+        CompletionWriter& completions;
+        QpErrorHandler& errors;
+    };
+    Completer(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w);
+    // The requester it sends back (built after this block).
+    void set_requester(RequestRewinder& r) { m_requester = &r; }
+
+    void handle(QpContext& qp, const packet::Parsed& p, const packet::PacketPtr& pkt, const std::uint8_t* payload,
+                sim::Tick t) override;
+    void retire(QpContext& qp, sim::Tick t) override;
+    // The local ACK timeout (IBA 9.7.6.1.3): 4.096 us x 2^timeout after t
+    // with no acknowledged progress, the requester resends from the oldest
+    // unacknowledged PSN, retry_cnt times.
+    void arm_ack_timer(QpContext& qp, sim::Tick t) override;
+
+private:
+    void handle_ack(QpContext& qp, const packet::Parsed& p, sim::Tick t);
+    void handle_read_response(QpContext& qp, const packet::Parsed& p, const packet::PacketPtr& pkt,
+                              const std::uint8_t* payload, sim::Tick t);
+    // Every WQE up to and including psn is acknowledged.
+    void ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t);
+    void fail_wqe(QpContext& qp, std::uint32_t psn, CqeStatus status, sim::Tick t);
+    void restart_ack_timer(QpContext& qp, sim::Tick t);
+    void ack_timeout(std::uint32_t qpn);
+    // Writes back one VI send descriptor; false if the QP broke.
+    bool retire_vi(QpContext& qp, sim::Tick t);
+
+    Wiring m_w;
+    RequestRewinder* m_requester = nullptr;
+    HcaParams m_p;
+    std::vector<DmaSpan> m_spans;
+};
+
+}  // namespace hcasim::hca

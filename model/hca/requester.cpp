@@ -1,0 +1,187 @@
+#include "model/hca/requester.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "model/hca/translation_unit.hpp"
+
+namespace hcasim::hca {
+
+using packet::Opcode;
+
+namespace {
+
+std::uint8_t op(Opcode o) { return static_cast<std::uint8_t>(o); }
+
+std::uint32_t packets_for(std::uint32_t len, std::uint32_t mtu) { return len == 0 ? 1 : (len + mtu - 1) / mtu; }
+
+// The RC opcode of a packet of a SEND or RDMA WRITE by its place in the message.
+Opcode request_opcode(WqeOpcode wop, bool first, bool last) {
+    const bool imm = wop == WqeOpcode::SendImm || wop == WqeOpcode::RdmaWriteImm;
+    if (wop == WqeOpcode::Send || wop == WqeOpcode::SendImm) {
+        return first && last ? (imm ? Opcode::RcSendOnlyImm : Opcode::RcSendOnly)
+               : first       ? Opcode::RcSendFirst
+               : last        ? (imm ? Opcode::RcSendLastImm : Opcode::RcSendLast)
+                             : Opcode::RcSendMiddle;
+    }
+    return first && last ? (imm ? Opcode::RcWriteOnlyImm : Opcode::RcWriteOnly)
+           : first       ? Opcode::RcWriteFirst
+           : last        ? (imm ? Opcode::RcWriteLastImm : Opcode::RcWriteLast)
+                         : Opcode::RcWriteMiddle;
+}
+
+}  // namespace
+
+Requester::Requester(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
+    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_w(w), m_p(p) {
+    m_n_request_packets = &counter("request_packets");
+    m_n_read_requests = &counter("read_requests");
+}
+
+bool Requester::has_work(const QpContext& qp) const {
+    if (qp.state != QpState::Rts) return false;
+    return qp.tx_index < qp.send_q.size() || qp.sq_fetched != qp.sq_pi;
+}
+
+void Requester::finish_unsent(QpContext& qp, SendWork& w, sim::Tick t) {
+    w.acked = true;
+    w.fully_sent = true;
+    ++qp.tx_index;
+    m_w.completer.retire(qp, t);
+}
+
+bool Requester::start(QpContext& qp, SendWork& w, sim::Tick now, sim::Tick& start_at) {
+    const bool is_read = w.op == WqeOpcode::RdmaRead;
+    w.started = true;
+    w.first_psn = qp.next_psn;
+    w.npsn = packets_for(w.length, qp.path_mtu);
+    w.spans.clear();
+    if (!(w.flags & kWqeInline)) {
+        const std::uint32_t access = is_read ? static_cast<std::uint32_t>(kLocalWrite) : 0u;
+        for (const auto& sge : w.sges) {
+            if (sge.length == 0) continue;
+            const Translation tr = m_w.translation.translate(now, sge.lkey, qp.pdn, sge.addr, sge.length, access, w.spans);
+            start_at = std::max(start_at, tr.ready);
+            if (tr.status != Protection::Ok) {
+                HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " WQE " << w.wqe_index << ": local lkey "
+                                                              << sge.lkey << " " << to_string(tr.status));
+                w.error = CqeStatus::LocalProtection;
+                finish_unsent(qp, w, start_at);
+                return false;
+            }
+        }
+    }
+    if (is_read) ++qp.outstanding_reads;
+    return true;
+}
+
+std::uint32_t Requester::build_headers(QpContext& qp, const SendWork& w, packet::Headers& h, bool& last) {
+    const std::uint32_t mtu = qp.path_mtu;
+    if (w.op == WqeOpcode::RdmaRead) {
+        h.bth.opcode = op(Opcode::RcReadRequest);
+        h.bth.psn = w.first_psn;
+        h.reth = packet::Reth{w.raddr, w.rkey, w.length};
+        qp.next_psn = psn_add(w.first_psn, w.npsn);
+        last = true;
+        return 0;
+    }
+    const std::uint32_t n = std::min(mtu, w.length - qp.tx_offset);
+    const bool first = qp.tx_offset == 0;
+    last = qp.tx_offset + n == w.length;
+    const Opcode o = request_opcode(w.op, first, last);
+    if (first && packet::opcode_layout(op(o)).reth) h.reth = packet::Reth{w.raddr, w.rkey, w.length};
+    h.bth.opcode = op(o);
+    h.bth.psn = psn_add(w.first_psn, qp.tx_offset / mtu);
+    if (last && packet::opcode_layout(op(o)).immdt) h.immdt = w.imm;
+    qp.next_psn = psn_add(h.bth.psn, 1);
+    return n;
+}
+
+bool Requester::produce(QpContext& qp, sim::Tick now) {
+    if (qp.state != QpState::Rts) return false;
+    // Keep the next WQEs coming while this one is sent.
+    if (qp.send_q.size() - qp.tx_index <= 1 && qp.sq_fetched != qp.sq_pi) m_w.fetch.fetch_send(qp, now);
+    if (qp.tx_index >= qp.send_q.size()) return false;
+    SendWork& w = qp.send_q[qp.tx_index];
+    if (w.error != CqeStatus::Success) {
+        // A WQE the fetch engine could not parse: completes in order with
+        // its error once everything before it has.
+        finish_unsent(qp, w, now);
+        return false;
+    }
+    const bool is_read = w.op == WqeOpcode::RdmaRead;
+    if ((w.flags & kWqeFence) && qp.outstanding_reads > 0 && !w.started) return false;
+    if (is_read && !w.started && qp.outstanding_reads >= std::max<std::uint32_t>(1, qp.max_rd_atomic)) return false;
+    sim::Tick start_at = now;
+    if (!w.started && !start(qp, w, now, start_at)) return false;
+
+    packet::Headers h;
+    bool last = true;
+    const std::uint32_t n = build_headers(qp, w, h, last);
+    h.bth.ack_req = last;
+    h.bth.se = last && (w.flags & kWqeSolicited) != 0;
+
+    std::uint8_t* payload = nullptr;
+    auto pkt = m_w.tx.make_packet(qp, h, n, &payload);
+    sim::Tick data = start_at;
+    if (n > 0) {
+        if (w.flags & kWqeInline) {
+            std::memcpy(payload, w.inline_data.data() + qp.tx_offset, n);
+        } else {
+            m_slices.clear();
+            slice_spans(w.spans, qp.tx_offset, n, m_slices);
+            data = m_w.dma.read(start_at, m_slices.data(), m_slices.size(), payload);
+        }
+    }
+    qp.tx_offset += n;
+    if (last) {
+        w.fully_sent = true;
+        ++qp.tx_index;
+        qp.tx_offset = 0;
+    }
+    (*(is_read ? m_n_read_requests : m_n_request_packets))++;
+    m_w.tx.launch(qp, std::move(pkt), data);
+    if (qp.vi == ViReliability::Unreliable) {
+        // Unreliable delivery: nothing acknowledges; the descriptor is done
+        // when its last packet has left the port.
+        if (last) {
+            w.acked = true;
+            w.done_at = qp.last_wire_end;
+            m_w.completer.retire(qp, now);
+        }
+        return true;
+    }
+    m_w.completer.arm_ack_timer(qp, qp.last_wire_end);
+    return true;
+}
+
+void Requester::rewind(QpContext& qp, std::uint32_t psn, sim::Tick resume_at) {
+    // Find the WQE holding psn and restart from that packet.
+    for (std::size_t i = 0; i < qp.send_q.size(); ++i) {
+        SendWork& w = qp.send_q[i];
+        if (!w.started) break;
+        const std::int32_t d = psn_diff(psn, w.first_psn);
+        if (d < 0 || d >= static_cast<std::int32_t>(w.npsn)) continue;
+        for (std::size_t j = i; j < qp.send_q.size(); ++j) {
+            SendWork& later = qp.send_q[j];
+            if (later.started && later.op == WqeOpcode::RdmaRead && !later.acked && qp.outstanding_reads > 0)
+                --qp.outstanding_reads;
+            later.started = j == i;
+            later.fully_sent = false;
+        }
+        qp.tx_index = i;
+        if (w.op == WqeOpcode::RdmaRead) {
+            qp.tx_offset = 0;
+            w.started = false;
+        } else {
+            qp.tx_offset = static_cast<std::uint32_t>(d) * qp.path_mtu;
+        }
+        qp.next_psn = psn;
+        qp.tx_hold_until = resume_at;
+        counter("rewinds")++;
+        m_w.tx.kick(qp, resume_at);
+        return;
+    }
+}
+
+}  // namespace hcasim::hca

@@ -1,0 +1,354 @@
+#include "model/hca/responder.hpp"
+
+#include <algorithm>
+
+#include "model/hca/descriptor_engine.hpp"
+#include "model/hca/translation_unit.hpp"
+#include "model/packet/opcode_table.hpp"
+
+namespace hcasim::hca {
+
+using packet::Opcode;
+
+namespace {
+std::uint8_t op(Opcode o) { return static_cast<std::uint8_t>(o); }
+}  // namespace
+
+Responder::Responder(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
+    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_w(w), m_p(p) {
+    m_n_read_response_packets = &counter("read_response_packets");
+}
+
+void Responder::handle(QpContext& qp, const packet::Parsed& p, const packet::PacketPtr& pkt,
+                       const std::uint8_t* payload, sim::Tick t) {
+    const packet::OpcodeInfo& info = packet::opcode_info(p.h.bth.opcode);
+    Request r{p, info, pkt, payload, t, p.h.bth.psn, static_cast<std::uint32_t>(p.payload_len)};
+    if (check_state(qp, r) == Step::Done) return;
+    if (check_psn(qp, r) == Step::Done) return;
+    if (check_op_seq(qp, r) == Step::Done) return;
+    if (info.consumes_rwqe && get_recv_wqe(qp, r) == Step::Done) return;
+    if (info.send && execute_send(qp, r) == Step::Done) return;
+    if (info.write && execute_write(qp, r) == Step::Done) return;
+    if (info.read) {
+        execute_read(qp, r);
+        return;
+    }
+    acknowledge(qp, r);
+}
+
+Responder::Step Responder::check_state(QpContext& qp, Request&) {
+    if (qp.state == QpState::Rtr || qp.state == QpState::Rts || qp.state == QpState::Sqd) return Step::Next;
+    counter("dropped_qp_state")++;
+    return Step::Done;
+}
+
+Responder::Step Responder::check_psn(QpContext& qp, Request& r) {
+    std::int32_t d = psn_diff(r.psn, qp.epsn);
+    if (qp.vi == ViReliability::Unreliable && d != 0) {
+        // Unreliable delivery: nothing is resent. Late packets are dropped; a
+        // gap abandons the message in progress and resynchronises on the
+        // next packet that starts one.
+        if (d < 0) {
+            counter("dropped_duplicates")++;
+            return Step::Done;
+        }
+        counter("lost_packet_gaps")++;
+        qp.recv_in_progress = false;
+        qp.write_in_progress = false;
+        const bool starts = (r.info.send || r.info.write) && r.info.starts_message();
+        qp.epsn = psn_add(r.psn, 1);
+        if (!starts) return Step::Done;
+        qp.epsn = r.psn;
+        d = 0;
+    }
+    if (d < 0) {
+        // Duplicate: the requester missed our ACK; acknowledge again.
+        counter("duplicates")++;
+        m_w.tx.send_ack(qp, r.t, packet::kAethAck | packet::kAethCreditsInvalid, psn_add(qp.epsn, kPsnMask));
+        return Step::Done;
+    }
+    if (d > 0) {
+        counter("out_of_sequence")++;
+        if (!qp.nak_outstanding) {
+            qp.nak_outstanding = true;
+            m_w.tx.send_ack(qp, r.t, packet::kAethNak | packet::kNakPsnSequenceError, qp.epsn);
+        }
+        return Step::Done;
+    }
+    qp.nak_outstanding = false;
+    return Step::Next;
+}
+
+Responder::Step Responder::check_op_seq(QpContext& qp, Request& r) {
+    const bool starts = r.info.starts_message();
+    // A new message may not start in the middle of another one.
+    if ((((r.info.send || r.info.write) && starts) || r.info.read) && (qp.recv_in_progress || qp.write_in_progress)) {
+        fail(qp, r.t, packet::kNakInvalidRequest, CqeStatus::Success, r.psn, AsyncEventType::ViRdmaTransport);
+        return Step::Done;
+    }
+    if ((r.info.send && !starts && !qp.recv_in_progress) || (r.info.write && !starts && !qp.write_in_progress)) {
+        if (qp.vi == ViReliability::Unreliable) {
+            // The rest of a message whose start was dropped.
+            counter("dropped_orphans")++;
+            qp.epsn = psn_add(r.psn, 1);
+            return Step::Done;
+        }
+        fail(qp, r.t, packet::kNakInvalidRequest, CqeStatus::Success, r.psn, AsyncEventType::ViRdmaTransport);
+        return Step::Done;
+    }
+    return Step::Next;
+}
+
+// Messages that consume a receive WQE need one on chip, or RNR NAK.
+Responder::Step Responder::get_recv_wqe(QpContext& qp, Request& r) {
+    if (qp.rq_cache.empty()) {
+        r.t = m_w.fetch.prefetch_recv(qp, r.t, true);
+        if (qp.rq_cache.empty() && qp.is_vi()) {
+            // The VI Architecture has no receiver-not-ready retry: the message
+            // is lost (unreliable) or the connection breaks (reliable).
+            counter("recv_queue_empty")++;
+            HCASIM_LOG(sim::LogLevel::Info, path(), "VI " << qp.qpn << " has no receive descriptor for PSN " << r.psn
+                                                          << " (posted " << qp.rq_pi << ", fetched " << qp.rq_fetched
+                                                          << ", in flight " << qp.vi_rq.fetching << ")");
+            if (qp.vi == ViReliability::Unreliable) {
+                m_w.errors.raise_async(r.t, AsyncEvent{AsyncEventType::ViRecvQueueEmpty, qp.qpn, 0, 0, true});
+                qp.epsn = psn_add(r.psn, 1);
+                return Step::Done;
+            }
+            fail(qp, r.t, packet::kNakRemoteOperationalError, CqeStatus::Success, r.psn,
+                 AsyncEventType::ViRecvQueueEmpty);
+            return Step::Done;
+        }
+        if (qp.rq_cache.empty()) {
+            counter("rnr_naks")++;
+            HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " has no receive WQE for PSN " << r.psn
+                                                          << " (posted " << qp.rq_pi << ", fetched " << qp.rq_fetched
+                                                          << "): RNR NAK");
+            qp.nak_outstanding = true;
+            m_w.tx.send_ack(qp, r.t, packet::kAethRnrNak | (qp.min_rnr_timer & packet::kAethValueMask), r.psn);
+            return Step::Done;
+        }
+    }
+    r.t = std::max(r.t, qp.rq_cache.front().ready_at);
+    return Step::Next;
+}
+
+Responder::Step Responder::execute_send(QpContext& qp, Request& r) {
+    if (r.info.starts_message()) {
+        RecvWork& w = qp.rq_cache.front();
+        qp.recv_spans.clear();
+        for (const auto& sge : w.sges) {
+            if (sge.length == 0) continue;
+            const Translation tr =
+                m_w.translation.translate(r.t, sge.lkey, qp.pdn, sge.addr, sge.length, kLocalWrite, qp.recv_spans);
+            r.t = std::max(r.t, tr.ready);
+            if (tr.status != Protection::Ok) {
+                HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " receive WQE " << w.wqe_index << ": lkey "
+                                                              << sge.lkey << " " << to_string(tr.status));
+                fail(qp, r.t, packet::kNakRemoteOperationalError, CqeStatus::LocalProtection, r.psn, std::nullopt);
+                return Step::Done;
+            }
+        }
+        qp.recv_in_progress = true;
+        qp.recv_offset = 0;
+    }
+    RecvWork& w = qp.rq_cache.front();
+    if (static_cast<std::uint64_t>(qp.recv_offset) + r.len > w.length) {
+        HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " receive WQE " << w.wqe_index << " of " << w.length
+                                                      << " bytes too small");
+        fail(qp, r.t, packet::kNakInvalidRequest, CqeStatus::LocalLength, r.psn, std::nullopt);
+        return Step::Done;
+    }
+    // The CQE is issued after the payload writes; posted-write ordering
+    // makes it visible only after them.
+    if (r.len) {
+        m_spans.clear();
+        slice_spans(qp.recv_spans, qp.recv_offset, r.len, m_spans);
+        m_w.dma.write(r.t, m_spans.data(), m_spans.size(), r.pkt, r.payload);
+    }
+    qp.recv_offset += r.len;
+    if (r.info.ends_message()) {
+        qp.recv_in_progress = false;
+        qp.msn = psn_add(qp.msn, 1);
+        complete_recv(qp, r.t, r.p, CqeStatus::Success, false, qp.recv_offset);
+    }
+    return Step::Next;
+}
+
+Responder::Step Responder::execute_write(QpContext& qp, Request& r) {
+    if (r.info.starts_message()) {
+        const packet::Reth& reth = *r.p.h.reth;
+        qp.write_spans.clear();
+        const Translation tr = (qp.access & kRemoteWrite)
+                                   ? m_w.translation.translate(r.t, reth.rkey, qp.pdn, reth.va, reth.dma_len,
+                                                               kRemoteWrite, qp.write_spans)
+                                   : Translation{Protection::AccessDenied, r.t};
+        r.t = std::max(r.t, tr.ready);
+        if (tr.status != Protection::Ok) {
+            HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " RDMA WRITE rkey " << reth.rkey << " va 0x"
+                                                          << std::hex << reth.va << std::dec << " len " << reth.dma_len
+                                                          << ": " << to_string(tr.status));
+            // With immediate data the receive descriptor carries the error;
+            // without, only an asynchronous error can.
+            const bool to_desc = qp.is_vi() && r.info.consumes_rwqe && !qp.rq_cache.empty();
+            fail(qp, r.t, packet::kNakRemoteAccessError, to_desc ? CqeStatus::RemoteAccess : CqeStatus::Success, r.psn,
+                 to_desc ? std::nullopt : std::optional(AsyncEventType::ViRdmaWriteProtection));
+            return Step::Done;
+        }
+        qp.write_in_progress = true;
+        qp.write_total = reth.dma_len;
+        qp.write_remaining = reth.dma_len;
+    }
+    const bool last = r.info.ends_message();
+    if (r.len > qp.write_remaining || (last && r.len != qp.write_remaining)) {
+        fail(qp, r.t, packet::kNakInvalidRequest, CqeStatus::Success, r.psn, AsyncEventType::ViRdmaTransport);
+        return Step::Done;
+    }
+    if (r.len) {
+        m_spans.clear();
+        slice_spans(qp.write_spans, qp.write_total - qp.write_remaining, r.len, m_spans);
+        m_w.dma.write(r.t, m_spans.data(), m_spans.size(), r.pkt, r.payload);
+    }
+    qp.write_remaining -= r.len;
+    if (last) {
+        qp.write_in_progress = false;
+        qp.msn = psn_add(qp.msn, 1);
+        if (r.p.h.immdt) complete_recv(qp, r.t, r.p, CqeStatus::Success, true, qp.write_total);
+    }
+    return Step::Next;
+}
+
+Responder::Step Responder::execute_read(QpContext& qp, Request& r) {
+    const packet::Reth& reth = *r.p.h.reth;
+    ReadResponseJob job;
+    const Translation tr = (qp.access & kRemoteRead) ? m_w.translation.translate(r.t, reth.rkey, qp.pdn, reth.va,
+                                                                                  reth.dma_len, kRemoteRead, job.spans)
+                                                     : Translation{Protection::AccessDenied, r.t};
+    if (tr.status != Protection::Ok) {
+        HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " RDMA READ rkey " << reth.rkey << ": "
+                                                      << to_string(tr.status));
+        fail(qp, tr.ready, packet::kNakRemoteAccessError, CqeStatus::Success, r.psn, AsyncEventType::ViRdmaReadProtection);
+        return Step::Done;
+    }
+    job.va = reth.va;
+    job.rkey = reth.rkey;
+    job.length = reth.dma_len;
+    job.first_psn = r.psn;
+    qp.msn = psn_add(qp.msn, 1);
+    job.msn = qp.msn;
+    const std::uint32_t n = reth.dma_len == 0 ? 1 : (reth.dma_len + qp.path_mtu - 1) / qp.path_mtu;
+    qp.epsn = psn_add(r.psn, n);
+    qp.read_jobs.push_back(std::move(job));
+    m_w.tx.kick(qp, tr.ready);
+    return Step::Done;
+}
+
+void Responder::acknowledge(QpContext& qp, Request& r) {
+    qp.epsn = psn_add(r.psn, 1);
+    if (qp.vi == ViReliability::Unreliable) return;  // nothing is acknowledged
+    if (r.p.h.bth.ack_req || ++qp.unacked_packets >= m_p.ack_coalesce) {
+        qp.unacked_packets = 0;
+        // Reliable reception: acknowledge only what is in host memory.
+        const sim::Tick ack_at =
+            qp.vi == ViReliability::ReliableReception ? std::max(r.t, m_w.dma.last_write_visible()) : r.t;
+        m_w.tx.send_ack(qp, ack_at, packet::kAethAck | packet::kAethCreditsInvalid, r.psn);
+    }
+}
+
+bool Responder::produce(QpContext& qp, sim::Tick now) {
+    if (qp.read_jobs.empty()) return false;
+    ReadResponseJob& job = qp.read_jobs.front();
+    const std::uint32_t mtu = qp.path_mtu;
+    const std::uint32_t n = std::min(mtu, job.length - job.offset);
+    const bool first = job.offset == 0;
+    const bool last = job.offset + n == job.length;
+    packet::Headers h;
+    h.bth.opcode = op(first && last ? Opcode::RcReadResponseOnly
+                      : first       ? Opcode::RcReadResponseFirst
+                      : last        ? Opcode::RcReadResponseLast
+                                    : Opcode::RcReadResponseMiddle);
+    h.bth.psn = psn_add(job.first_psn, job.offset / mtu);
+    if (first || last) h.aeth = packet::Aeth{packet::kAethAck | packet::kAethCreditsInvalid, job.msn};
+    std::uint8_t* payload = nullptr;
+    auto pkt = m_w.tx.make_packet(qp, h, n, &payload);
+    std::vector<DmaSpan>& slices = m_spans;
+    slices.clear();
+    slice_spans(job.spans, job.offset, n, slices);
+    const sim::Tick data = m_w.dma.read(now, slices.data(), slices.size(), payload);
+    job.offset += n;
+    (*m_n_read_response_packets)++;
+    if (last) qp.read_jobs.pop_front();
+    m_w.tx.launch(qp, std::move(pkt), data);
+    return true;
+}
+
+void Responder::complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed& p, CqeStatus status, bool rdma_imm,
+                              std::uint32_t byte_len) {
+    if (qp.rq_cache.empty()) return;
+    RecvWork w = std::move(qp.rq_cache.front());
+    qp.rq_cache.pop_front();
+    if (qp.is_vi()) {
+        const std::uint32_t err = vi_error_bits(status);
+        const std::uint32_t st = kViStatusDone | err | (rdma_imm ? kViStatusOpRemoteRdmaWrite : kViStatusOpReceive) |
+                                 (p.h.immdt ? kViStatusImmediate : 0);
+        std::optional<std::uint32_t> imm;
+        if (p.h.immdt) imm = *p.h.immdt;
+        m_w.completions.complete_descriptor(qp, true, w.desc_addr, w.desc_handle, st, byte_len, imm, t);
+        m_w.fetch.recv_consumed(qp, t);
+        return;
+    }
+    Cqe c{};
+    c.qpn = qp.qpn;
+    c.byte_len = byte_len;
+    c.src_qp = qp.dest_qpn;
+    c.wqe_index = w.wqe_index;
+    c.slid = p.h.lrh.slid;
+    c.opcode = static_cast<std::uint8_t>(rdma_imm ? CqeOpcode::RecvRdmaWithImm : CqeOpcode::Recv);
+    c.status = static_cast<std::uint8_t>(status);
+    if (p.h.immdt) {
+        c.imm_data = *p.h.immdt;
+        c.flags |= kCqeWithImm;
+    }
+    if (p.h.bth.se) c.flags |= kCqeSolicited;
+    if (!m_w.completions.post_cqe(t, qp.recv_cqn, c) && status == CqeStatus::Success) {
+        m_w.errors.raise_async(t, AsyncEvent{AsyncEventType::QpFatal, qp.qpn});
+        m_w.errors.enter_error(qp, t);
+        return;
+    }
+    m_w.fetch.recv_consumed(qp, t);
+}
+
+void Responder::fail(QpContext& qp, sim::Tick t, std::uint8_t nak_code, CqeStatus recv_status, std::uint32_t psn,
+                     std::optional<AsyncEventType> vi_event) {
+    counter("responder_errors")++;
+    if (qp.is_vi()) {
+        // The VI Architecture reports these through the descriptor or as an
+        // asynchronous error; an unreliable VI sends no NAK and stays connected.
+        if (recv_status != CqeStatus::Success && !qp.rq_cache.empty()) {
+            packet::Parsed none;
+            complete_recv(qp, t, none, recv_status, false, 0);
+        }
+        if (vi_event)
+            m_w.errors.raise_async(t, AsyncEvent{*vi_event, qp.qpn, 0, 0, *vi_event == AsyncEventType::ViRecvQueueEmpty});
+        qp.recv_in_progress = false;
+        qp.write_in_progress = false;
+        if (qp.vi == ViReliability::Unreliable) return;
+        m_w.tx.send_ack(qp, t, packet::kAethNak | nak_code, psn);
+        m_w.errors.enter_error(qp, t);
+        return;
+    }
+    m_w.tx.send_ack(qp, t, packet::kAethNak | nak_code, psn);
+    if (recv_status != CqeStatus::Success && !qp.rq_cache.empty()) {
+        packet::Parsed none;
+        none.h.lrh.slid = qp.dlid;
+        complete_recv(qp, t, none, recv_status, false, 0);
+    }
+    qp.recv_in_progress = false;
+    qp.write_in_progress = false;
+    m_w.errors.raise_async(t, AsyncEvent{nak_code == packet::kNakRemoteAccessError ? AsyncEventType::QpAccessError
+                                                                                   : AsyncEventType::QpRequestError,
+                                         qp.qpn});
+    m_w.errors.enter_error(qp, t);
+}
+
+}  // namespace hcasim::hca

@@ -1,0 +1,74 @@
+// Responder: takes the request packets the receive pipeline classifies for
+// it, checks them in small steps (QP state, PSN, opcode sequence, receive
+// WQE, rkey), places SEND and RDMA WRITE payload by DMA, answers RDMA READs
+// (it produces their response packets when the transmit pipeline asks) and
+// generates coalesced ACKs and NAKs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "model/hca/contexts.hpp"
+#include "model/hca/dma_engine.hpp"
+#include "model/hca/hca_params.hpp"
+#include "model/hca/transport_interfaces.hpp"
+#include "model/packet/opcode_table.hpp"
+#include "model/sim/block.hpp"
+
+namespace hcasim::hca {
+
+class Responder : public sim::Block, public PacketHandler, public PacketProducer {
+public:
+    struct Wiring {
+        TransmitPath& tx;
+        WorkQueueFetcher& fetch;
+        AddressTranslator& translation;
+        DmaEngine& dma;
+        CompletionWriter& completions;
+        QpErrorHandler& errors;
+    };
+    Responder(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w);
+
+    void handle(QpContext& qp, const packet::Parsed& p, const packet::PacketPtr& pkt, const std::uint8_t* payload,
+                sim::Tick t) override;
+    // READ responses waiting to go out.
+    bool has_work(const QpContext& qp) const override { return !qp.read_jobs.empty(); }
+    bool produce(QpContext& qp, sim::Tick now) override;
+
+private:
+    // One request packet on its way through the steps.
+    struct Request {
+        const packet::Parsed& p;
+        const packet::OpcodeInfo& info;
+        const packet::PacketPtr& pkt;
+        const std::uint8_t* payload;
+        sim::Tick t;
+        std::uint32_t psn;
+        std::uint32_t len;
+    };
+    enum class Step { Next, Done };
+
+    Step check_state(QpContext& qp, Request& r);
+    Step check_psn(QpContext& qp, Request& r);
+    Step check_op_seq(QpContext& qp, Request& r);
+    Step get_recv_wqe(QpContext& qp, Request& r);
+    Step execute_send(QpContext& qp, Request& r);
+    Step execute_write(QpContext& qp, Request& r);
+    Step execute_read(QpContext& qp, Request& r);
+    void acknowledge(QpContext& qp, Request& r);
+
+    // Ends a responder-side error: NAK to the requester, CQE for the
+    // receive WQE if one was in use, QP to error.
+    void fail(QpContext& qp, sim::Tick t, std::uint8_t nak_code, CqeStatus recv_status, std::uint32_t psn,
+              std::optional<AsyncEventType> vi_event = std::nullopt);
+    void complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed& p, CqeStatus status, bool rdma_imm,
+                       std::uint32_t byte_len);
+
+    Wiring m_w;
+    HcaParams m_p;
+    std::vector<DmaSpan> m_spans;
+    std::uint64_t* m_n_read_response_packets = nullptr;
+};
+
+}  // namespace hcasim::hca

@@ -1,0 +1,62 @@
+#include "model/hca/rx_pipeline.hpp"
+
+#include <algorithm>
+
+#include "model/packet/opcode_table.hpp"
+
+namespace hcasim::hca {
+
+RxPipeline::RxPipeline(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
+    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_w(w), m_p(p), m_pipe(&m_clock) {
+    // The receive buffer absorbs what the PCIe upstream link sends in the
+    // time of this many bytes.
+    const double up_bytes_per_ps = w.pcie.params().direction_bytes_per_s() / 1e12;
+    m_backlog_slack = static_cast<sim::Tick>(static_cast<double>(p.rx_buffer_bytes) / up_bytes_per_ps);
+    m_n_packets = &counter("packets");
+}
+
+void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t) {
+    const std::size_t size = pkt->bytes.size();
+    // The receive path drains into host memory: a packet is processed only
+    // once the PCIe writes of those before it have left the adapter, so a
+    // sender cannot outrun the receiver's PCIe (its ACKs wait).
+    const sim::Tick gate = m_w.pcie.posted_backlog_end();
+    const sim::Tick done = m_pipe
+                               .reserve(std::max(t, gate > m_backlog_slack ? gate - m_backlog_slack : 0),
+                                        m_p.rx_packet_cycles + (size + m_p.datapath_bytes - 1) / m_p.datapath_bytes)
+                               .end;
+    packet::Parsed p;
+    const packet::ParseError err = packet::parse(pkt->bytes.data(), size, p);
+    if (err != packet::ParseError::None) {
+        // IBA: a malformed packet is silently dropped and counted.
+        counter(std::string("dropped_") + packet::to_string(err))++;
+        HCASIM_LOG(sim::LogLevel::Info, path(), "dropped packet: " << packet::to_string(err));
+        return;
+    }
+    if (p.h.lrh.dlid != m_w.port.lid()) {
+        counter("dropped_wrong_dlid")++;
+        return;
+    }
+    if (p.h.bth.dest_qp == 1 && p.h.bth.opcode == static_cast<std::uint8_t>(packet::Opcode::UdSendOnly)) {
+        // QP1: a management datagram for the firmware's agents.
+        counter("mads")++;
+        if (m_mad_handler) m_mad_handler(p, pkt->bytes.data() + p.payload_offset, done);
+        return;
+    }
+    QpContext* qp = m_w.qps.qp(p.h.bth.dest_qp);
+    if (!qp) {
+        counter("dropped_unknown_qp")++;
+        return;
+    }
+    (*m_n_packets)++;
+    const std::uint8_t* payload = pkt->bytes.data() + p.payload_offset;
+    const packet::OpcodeInfo& info = packet::opcode_info(p.h.bth.opcode);
+    if (info.qp_types != packet::kQpRc) {
+        counter("dropped_unsupported_transport")++;
+        return;
+    }
+    // The packet stays alive until the payload writes that point into it land.
+    (info.request ? m_w.responder : m_w.completer).handle(*qp, p, pkt, payload, done);
+}
+
+}  // namespace hcasim::hca

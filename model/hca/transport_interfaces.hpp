@@ -1,0 +1,133 @@
+// The narrow services the transport blocks (requester, responder, completer
+// and the receive and transmit pipelines) call out through. The adapter wires
+// each block to its neighbours once, in its constructor; a test wires stubs
+// instead and drives one block on its own.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "model/hca/async_event.hpp"
+#include "model/hca/contexts.hpp"
+#include "model/hca/hw_formats.hpp"
+#include "model/packet/ib_packet.hpp"
+#include "model/packet/packet.hpp"
+#include "model/sim/time.hpp"
+
+namespace hcasim::hca {
+
+enum class Protection { Ok, BadKey, PdMismatch, OutOfBounds, AccessDenied };
+const char* to_string(Protection p);
+
+struct Translation {
+    Protection status = Protection::Ok;
+    sim::Tick ready = 0;
+};
+
+// The context tables: a QP by number, null when there is none.
+class QpTable {
+public:
+    virtual ~QpTable() = default;
+    virtual QpContext* qp(std::uint32_t qpn) = 0;
+};
+
+// Address translation and protection checks (the translation unit). Appends
+// the physical spans of [va, va + len) to out.
+class AddressTranslator {
+public:
+    virtual ~AddressTranslator() = default;
+    virtual Translation translate(sim::Tick t, std::uint32_t key, std::uint32_t pdn, std::uint64_t va,
+                                  std::uint64_t len, std::uint32_t access, std::vector<DmaSpan>& out) = 0;
+};
+
+// Work-queue entries brought on chip (the WQE fetch engine).
+class WorkQueueFetcher {
+public:
+    virtual ~WorkQueueFetcher() = default;
+    // Fetches the next send WQEs of qp, if any are posted.
+    virtual void fetch_send(QpContext& qp, sim::Tick t) = 0;
+    // Brings receive WQEs on chip; demand: a message is waiting for one.
+    // Returns when the fetch engine is done deciding.
+    virtual sim::Tick prefetch_recv(QpContext& qp, sim::Tick t, bool demand) = 0;
+    // The head receive WQE was used up.
+    virtual void recv_consumed(QpContext& qp, sim::Tick t) = 0;
+};
+
+// Work completions: CQEs (verbs) and descriptor write-backs (VI).
+class CompletionWriter {
+public:
+    virtual ~CompletionWriter() = default;
+    // False when the CQ cannot take it (overrun or gone).
+    virtual bool post_cqe(sim::Tick t, std::uint32_t cqn, const Cqe& cqe) = 0;
+    virtual void complete_descriptor(QpContext& qp, bool recv, std::uint64_t desc_addr, std::uint32_t desc_handle,
+                                     std::uint32_t status, std::uint32_t length, std::optional<std::uint32_t> imm,
+                                     sim::Tick t) = 0;
+};
+
+// QP errors and asynchronous events (the adapter).
+class QpErrorHandler {
+public:
+    virtual ~QpErrorHandler() = default;
+    virtual void raise_async(sim::Tick t, AsyncEvent e) = 0;
+    // Moves qp to the error state and flushes its work.
+    virtual void enter_error(QpContext& qp, sim::Tick t) = 0;
+};
+
+// The transmit pipeline, as packet producers see it.
+class TransmitPath {
+public:
+    virtual ~TransmitPath() = default;
+    // qp has something to send (from t on).
+    virtual void kick(QpContext& qp, sim::Tick t) = 0;
+    // A packet of qp's path with these headers and room for payload_len
+    // payload bytes at *payload.
+    virtual packet::PacketPtr make_packet(const QpContext& qp, packet::Headers& h, std::uint32_t payload_len,
+                                          std::uint8_t** payload) = 0;
+    // Seals pkt and books it through the pipeline and onto the port once its
+    // payload is in the packet buffer (data_ready).
+    virtual void launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_ready) = 0;
+    // An ACK, RNR NAK or NAK with this AETH syndrome for psn, sent at t.
+    virtual void send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::uint32_t psn) = 0;
+};
+
+// A source of packets the transmit pipeline asks, one packet per turn of a QP.
+class PacketProducer {
+public:
+    virtual ~PacketProducer() = default;
+    virtual bool has_work(const QpContext& qp) const = 0;
+    // Produces (launches) at most one packet of qp; true if it did.
+    virtual bool produce(QpContext& qp, sim::Tick now) = 0;
+};
+
+// The requester, as the completer sees it: go back and resend.
+class RequestRewinder {
+public:
+    virtual ~RequestRewinder() = default;
+    // Resend from psn (after an RNR or sequence NAK or a time-out), not
+    // before resume_at.
+    virtual void rewind(QpContext& qp, std::uint32_t psn, sim::Tick resume_at) = 0;
+};
+
+// The completer, as the requester sees it.
+class SendCompleter {
+public:
+    virtual ~SendCompleter() = default;
+    // Completes, in order, the send WQEs at the head of the queue that are done.
+    virtual void retire(QpContext& qp, sim::Tick t) = 0;
+    // Starts the local ACK timeout if it is not running.
+    virtual void arm_ack_timer(QpContext& qp, sim::Tick t) = 0;
+};
+
+// A block that takes the packets the receive pipeline classifies for it.
+class PacketHandler {
+public:
+    virtual ~PacketHandler() = default;
+    // p was parsed from pkt; its payload starts at payload. t: when the
+    // receive pipeline is done with it. pkt must stay alive until the DMA
+    // writes that point into it land (the DMA engine holds it).
+    virtual void handle(QpContext& qp, const packet::Parsed& p, const packet::PacketPtr& pkt,
+                        const std::uint8_t* payload, sim::Tick t) = 0;
+};
+
+}  // namespace hcasim::hca

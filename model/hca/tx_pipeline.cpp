@@ -1,0 +1,111 @@
+#include "model/hca/tx_pipeline.hpp"
+
+#include <algorithm>
+
+namespace hcasim::hca {
+
+TxPipeline::TxPipeline(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
+    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_w(w), m_p(p), m_pipe(&m_clock) {
+    m_max_packet = w.port.max_mtu() + kPacketOverheadBytes;
+    m_n_packets = &counter("packets");
+    m_n_bytes = &counter("bytes");
+}
+
+void TxPipeline::set_producers(PacketProducer& responses, PacketProducer& requests) {
+    m_responses = &responses;
+    m_requests = &requests;
+}
+
+void TxPipeline::kick(QpContext& qp, sim::Tick t) {
+    if (qp.state != QpState::Rts && qp.state != QpState::Rtr && qp.state != QpState::Sqd) return;
+    m_w.scheduler.make_ready(qp);
+    schedule_pump(m_w.scheduler.decide(t));
+}
+
+void TxPipeline::schedule_pump(sim::Tick t) {
+    if (t >= m_pump_at) return;
+    m_pump_at = t;
+    at(t, [this, t]() {
+        if (m_pump_at == t) {
+            m_pump_at = ~sim::Tick(0);
+            pump();
+        }
+    });
+}
+
+bool TxPipeline::has_work(const QpContext& qp) const {
+    return m_responses->has_work(qp) || m_requests->has_work(qp);
+}
+
+bool TxPipeline::produce(QpContext& qp, sim::Tick now) {
+    if (m_responses->has_work(qp)) return m_responses->produce(qp, now);
+    return m_requests->produce(qp, now);
+}
+
+void TxPipeline::pump() {
+    const sim::Tick now = sim::now_ps();
+    while (!m_releases.empty() && m_releases.top().first <= now) {
+        m_buffer_used -= m_releases.top().second;
+        m_releases.pop();
+    }
+    while (!m_w.scheduler.empty()) {
+        if (m_buffer_used + m_max_packet > m_p.tx_buffer_bytes) {
+            // The buffer drains as the port serialises; resume then.
+            if (!m_releases.empty()) schedule_pump(m_releases.top().first);
+            return;
+        }
+        QpContext* qp = m_w.scheduler.next();
+        if (qp->tx_hold_until > now) {
+            const std::uint32_t qpn = qp->qpn;
+            at(qp->tx_hold_until, [this, qpn]() {
+                if (QpContext* q = m_w.qps.qp(qpn)) kick(*q, sim::now_ps());
+            });
+            continue;
+        }
+        if (produce(*qp, now) && has_work(*qp)) m_w.scheduler.make_ready(*qp);
+    }
+}
+
+packet::PacketPtr TxPipeline::make_packet(const QpContext& qp, packet::Headers& h, std::uint32_t payload_len,
+                                          std::uint8_t** payload) {
+    h.lrh.dlid = qp.dlid;
+    h.lrh.slid = m_w.port.lid();
+    h.lrh.sl = qp.sl;
+    h.lrh.lnh = 2;
+    h.bth.dest_qp = qp.dest_qpn;
+    auto pkt = m_pool.make(packet::wire_bytes(h, payload_len));
+    const std::size_t hdr = packet::write_headers(h, payload_len, pkt->bytes.data());
+    *payload = pkt->bytes.data() + hdr;
+    return pkt;
+}
+
+void TxPipeline::launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_ready) {
+    packet::seal(pkt->bytes.data(), pkt->bytes.size());
+    const std::uint32_t bytes = static_cast<std::uint32_t>(pkt->bytes.size());
+    const std::uint64_t cycles = m_p.tx_packet_cycles + (bytes + m_p.datapath_bytes - 1) / m_p.datapath_bytes;
+    const sim::Tick ready = m_pipe.reserve(std::max(data_ready, qp.last_tx_ready), cycles).end;
+    qp.last_tx_ready = ready;
+    m_buffer_used += bytes;
+    (*m_n_packets)++;
+    (*m_n_bytes) += bytes;
+    // The port's serialiser takes bookings ahead of time, so the packet is
+    // booked now for when the pipeline has it ready.
+    const auto slot = m_w.port.transmit(std::move(pkt), ready, qp.last_wire_end);
+    qp.last_wire_end = slot.end;
+    m_releases.emplace(slot.end, bytes);
+}
+
+void TxPipeline::send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::uint32_t psn) {
+    packet::Headers h;
+    h.bth.opcode = static_cast<std::uint8_t>(packet::Opcode::RcAcknowledge);
+    h.bth.psn = psn;
+    h.aeth = packet::Aeth{syndrome, qp.msn};
+    std::uint8_t* payload = nullptr;
+    auto pkt = make_packet(qp, h, 0, &payload);
+    packet::seal(pkt->bytes.data(), pkt->bytes.size());
+    const sim::Tick ready = m_pipe.reserve(t, m_p.tx_packet_cycles).end;
+    counter((syndrome & packet::kAethKindMask) == packet::kAethAck ? "acks" : "naks")++;
+    qp.last_wire_end = m_w.port.transmit(std::move(pkt), ready, qp.last_wire_end).end;
+}
+
+}  // namespace hcasim::hca

@@ -1,0 +1,69 @@
+// Transmit pipeline: takes QPs from the scheduler in turn and asks, for
+// each, the responder (READ responses go first: the peer's requester waits
+// on them) and then the requester for one packet. It builds the routing
+// headers from the QP's path, owns the transmit packet buffer (a packet's
+// space returns when it has left the port) and books every packet through
+// its pipeline onto the port, ACKs and NAKs included.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <queue>
+#include <vector>
+
+#include "model/hca/hca_params.hpp"
+#include "model/hca/port.hpp"
+#include "model/hca/qp_scheduler.hpp"
+#include "model/hca/transport_interfaces.hpp"
+#include "model/packet/packet.hpp"
+#include "model/sim/block.hpp"
+
+namespace hcasim::hca {
+
+class TxPipeline : public sim::Block, public TransmitPath {
+public:
+    struct Wiring {
+        QpTable& qps;
+        QpScheduler& scheduler;
+        Port& port;
+    };
+    TxPipeline(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w);
+    // The producers it asks, in priority order (they need this pipeline to
+    // be built first).
+    void set_producers(PacketProducer& responses, PacketProducer& requests);
+
+    void kick(QpContext& qp, sim::Tick t) override;
+    packet::PacketPtr make_packet(const QpContext& qp, packet::Headers& h, std::uint32_t payload_len,
+                                  std::uint8_t** payload) override;
+    void launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_ready) override;
+    void send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::uint32_t psn) override;
+
+private:
+    void schedule_pump(sim::Tick t);
+    void pump();
+    bool has_work(const QpContext& qp) const;
+    bool produce(QpContext& qp, sim::Tick now);
+
+    Wiring m_w;
+    HcaParams m_p;
+    PacketProducer* m_responses = nullptr;
+    PacketProducer* m_requests = nullptr;
+    sim::Timeline m_pipe;
+    std::uint32_t m_buffer_used = 0;
+    std::uint32_t m_max_packet = 0;
+    // Packet-buffer space returns when a packet has left the port.
+    std::priority_queue<std::pair<sim::Tick, std::uint32_t>, std::vector<std::pair<sim::Tick, std::uint32_t>>,
+                        std::greater<>>
+        m_releases;
+    sim::Tick m_pump_at = ~sim::Tick(0);
+    packet::PacketPool m_pool;
+    // Hot counters, looked up once.
+    std::uint64_t* m_n_packets = nullptr;
+    std::uint64_t* m_n_bytes = nullptr;
+};
+
+// Room the transmit buffer keeps for the headers and trailers of a packet,
+// beyond its payload (LRH, GRH, BTH, extension headers, ICRC, VCRC).
+inline constexpr std::uint32_t kPacketOverheadBytes = 128;
+
+}  // namespace hcasim::hca
