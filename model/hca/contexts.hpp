@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/hca/hw_formats.hpp"
+#include "model/hca/transport_service.hpp"
 #include "model/sim/time.hpp"
 
 namespace hcasim::hca {
@@ -61,6 +62,25 @@ struct CqContext {
 // VI endpoints: a QP context in VI mode takes descriptors instead of WQE rings.
 enum class ViReliability : std::uint8_t { None = 0, Unreliable = 1, ReliableDelivery = 2, ReliableReception = 4 };
 
+// The GRH fields of an address vector that is global (IBA 8.3).
+struct GlobalRoute {
+    bool present = false;
+    std::uint8_t sgid_index = 0;
+    std::uint8_t hop_limit = 0;
+    std::uint8_t traffic_class = 0;
+    std::uint32_t flow_label = 0;
+    std::uint8_t dgid[16] = {};
+};
+
+// Where a datagram goes: the address vector and Q_Key of a UD send WQE.
+struct DatagramAddress {
+    std::uint16_t dlid = 0;
+    std::uint8_t sl = 0;
+    std::uint32_t dest_qpn = 0;
+    std::uint32_t qkey = 0;
+    GlobalRoute grh;
+};
+
 // One posted descriptor as its doorbell announced it.
 struct ViDoorbellToken {
     std::uint64_t addr = 0;
@@ -92,6 +112,7 @@ struct SendWork {
     std::vector<DataSeg> sges;
     std::vector<std::uint8_t> inline_data;
     std::uint32_t length = 0;
+    DatagramAddress ud;              // UD: where it goes
 
     std::uint32_t first_psn = 0;
     std::uint32_t npsn = 0;          // PSNs this WQE uses
@@ -132,6 +153,7 @@ struct ReadResponseJob {
 struct QpContext {
     bool valid = false;
     std::uint32_t qpn = 0;
+    QpType type = QpType::Rc;        // a VI's transport comes from its reliability level
     QpState state = QpState::Reset;
     std::uint32_t pdn = 0;
     std::uint32_t send_cqn = 0;
@@ -168,12 +190,24 @@ struct QpContext {
     std::uint8_t timeout = 14;
     std::uint8_t max_rd_atomic = 1;
     std::uint8_t max_dest_rd_atomic = 1;
+    std::uint32_t qkey = 0;          // UD
+    GlobalRoute grh;                 // connected QPs whose path is global
 
     // VI mode (vi != None): descriptors, not rings.
     ViReliability vi = ViReliability::None;
     std::uint32_t vi_max_transfer = 0;
     ViQueue vi_sq, vi_rq;
     bool is_vi() const { return vi != ViReliability::None; }
+    QpType transport() const {
+        switch (vi) {
+        case ViReliability::Unreliable: return QpType::ViUnreliable;
+        case ViReliability::ReliableDelivery: return QpType::ViReliableDelivery;
+        case ViReliability::ReliableReception: return QpType::ViReliableReception;
+        case ViReliability::None: break;
+        }
+        return type;
+    }
+    const TransportService& service() const { return transport_service(transport()); }
 
     // Requester.
     std::deque<SendWork> send_q;    // fetched, not yet completed

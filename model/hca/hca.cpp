@@ -35,6 +35,7 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Pcie
       m_doorbell("doorbell_unit", m_p, *this) {
     m_tx.set_producers(m_responder, m_requester);
     m_completer.set_requester(m_requester);
+    m_requester.set_max_datagram(m_port.max_mtu());
     m_port.on_receive([this](packet::PacketPtr pkt, sim::Tick t) { m_rx.receive(std::move(pkt), t); });
     // The transmit buffer must hold the largest packet the port can send.
     const std::uint32_t largest = m_port.max_mtu() + kPacketOverheadBytes;

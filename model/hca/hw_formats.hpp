@@ -45,6 +45,25 @@ struct RemoteAddrSeg {
 };
 static_assert(sizeof(RemoteAddrSeg) == 16, "remote address segment is 16 bytes");
 
+// UD send WQEs carry this instead of a remote address segment: the address
+// vector (from the address handle) and the destination QP and Q_Key.
+struct DatagramSeg {
+    std::uint32_t dest_qpn;
+    std::uint32_t qkey;
+    std::uint16_t dlid;
+    std::uint8_t sl;
+    std::uint8_t flags;          // kDatagramGlobal
+    std::uint8_t sgid_index;
+    std::uint8_t hop_limit;
+    std::uint8_t traffic_class;
+    std::uint8_t reserved0;
+    std::uint32_t flow_label;
+    std::uint8_t dgid[16];
+    std::uint32_t reserved1[3];
+};
+static_assert(sizeof(DatagramSeg) == 48, "datagram segment is 48 bytes");
+inline constexpr std::uint8_t kDatagramGlobal = 1 << 0;  // send with a GRH
+
 struct DataSeg {
     std::uint64_t addr;
     std::uint32_t lkey;
@@ -92,6 +111,7 @@ enum CqeFlags : std::uint8_t {
     kCqeIsSend = 1 << 0,    // completion of a send-queue WQE
     kCqeWithImm = 1 << 1,   // imm_data is valid
     kCqeSolicited = 1 << 2,
+    kCqeGrh = 1 << 3,       // UD receive: a GRH came (in the buffer's first 40 bytes)
 };
 
 struct Cqe {
@@ -106,7 +126,8 @@ struct Cqe {
     std::uint8_t flags;       // CqeFlags
     std::uint8_t vendor_err;
     std::uint32_t reserved;
-    std::uint8_t reserved1[3];
+    std::uint8_t sl;          // receive: service level of the packet
+    std::uint8_t reserved1[2];
     std::uint8_t owner;       // bit 0 flips each pass over the ring
 };
 static_assert(sizeof(Cqe) == 32, "CQE is 32 bytes");

@@ -69,4 +69,10 @@ void Port::arrive(packet::PacketPtr pkt, sim::Tick, sim::Tick last_bit) {
     at(t, [this, pkt = std::move(pkt), t]() mutable { m_rx(std::move(pkt), t); });
 }
 
+bool Port::owns_gid(const std::uint8_t* dgid) const {
+    for (const auto& g : m_gids)
+        if (std::equal(g.begin(), g.end(), dgid)) return true;
+    return false;
+}
+
 }  // namespace hcasim::hca

@@ -4,7 +4,10 @@
 // on when its last bit has arrived.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "model/fabric/endpoint.hpp"
 #include "model/fabric/link.hpp"
@@ -39,6 +42,13 @@ public:
     const LinkRate& rate() const { return m_rate; }
     std::uint16_t lid() const { return m_lid; }
     void set_lid(std::uint16_t lid) { m_lid = lid; }
+    // The port's GID table (IBA 4.1.1), as the subnet manager assigns it:
+    // index 0 is the default GID (link-local prefix and the port GUID).
+    using Gid = std::array<std::uint8_t, 16>;
+    void set_gids(std::vector<Gid> gids) { m_gids = std::move(gids); }
+    const std::vector<Gid>& gids() const { return m_gids; }
+    // Whether a packet's DGID is one of this port's GIDs.
+    bool owns_gid(const std::uint8_t* dgid) const;
     std::uint32_t max_mtu() const { return m_max_mtu; }
     // A port whose physical link is down sends nothing and receives nothing
     // (fault injection: a cable pulled).
@@ -52,6 +62,7 @@ private:
     sim::Tick m_phy_latency;
     std::uint32_t m_max_mtu;
     std::uint16_t m_lid = 0;
+    std::vector<Gid> m_gids;
     fabric::Link* m_link = nullptr;
     bool m_link_up = true;
     std::function<void(packet::PacketPtr, sim::Tick)> m_rx;

@@ -38,6 +38,8 @@ Requester::Requester(const sc_core::sc_module_name& name, const HcaParams& p, Wi
     m_n_read_requests = &counter("read_requests");
 }
 
+void Requester::set_max_datagram(std::uint32_t bytes) { m_max_datagram = bytes; }
+
 bool Requester::has_work(const QpContext& qp) const {
     if (qp.state != QpState::Rts) return false;
     return qp.tx_index < qp.send_q.size() || qp.sq_fetched != qp.sq_pi;
@@ -52,6 +54,14 @@ void Requester::finish_unsent(QpContext& qp, SendWork& w, sim::Tick t) {
 
 bool Requester::start(QpContext& qp, SendWork& w, sim::Tick now, sim::Tick& start_at) {
     const bool is_read = w.op == WqeOpcode::RdmaRead;
+    if (!qp.service().connected && w.length > m_max_datagram) {
+        // A datagram is one packet: longer than the MTU is a local length error.
+        HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " WQE " << w.wqe_index << ": " << w.length
+                                                      << " bytes do not fit one datagram of " << m_max_datagram);
+        w.error = CqeStatus::LocalLength;
+        finish_unsent(qp, w, now);
+        return false;
+    }
     w.started = true;
     w.first_psn = qp.next_psn;
     w.npsn = packets_for(w.length, qp.path_mtu);
@@ -88,11 +98,13 @@ std::uint32_t Requester::build_headers(QpContext& qp, const SendWork& w, packet:
     const std::uint32_t n = std::min(mtu, w.length - qp.tx_offset);
     const bool first = qp.tx_offset == 0;
     last = qp.tx_offset + n == w.length;
-    const Opcode o = request_opcode(w.op, first, last);
+    // UC and UD opcodes are RC's with their own transport bits (IBA table 38).
+    const Opcode o = static_cast<Opcode>(qp.service().opcode_base | op(request_opcode(w.op, first, last)));
     if (first && packet::opcode_layout(op(o)).reth) h.reth = packet::Reth{w.raddr, w.rkey, w.length};
     h.bth.opcode = op(o);
     h.bth.psn = psn_add(w.first_psn, qp.tx_offset / mtu);
     if (last && packet::opcode_layout(op(o)).immdt) h.immdt = w.imm;
+    if (!qp.service().connected) h.deth = packet::Deth{w.ud.qkey, qp.qpn};
     qp.next_psn = psn_add(h.bth.psn, 1);
     return n;
 }
@@ -122,7 +134,9 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
     h.bth.se = last && (w.flags & kWqeSolicited) != 0;
 
     std::uint8_t* payload = nullptr;
-    auto pkt = m_w.tx.make_packet(qp, h, n, &payload);
+    const TransportService& svc = qp.service();
+    const Route route = svc.connected ? route_of(qp) : Route{w.ud.dlid, w.ud.sl, w.ud.dest_qpn, &w.ud.grh};
+    auto pkt = m_w.tx.make_packet(route, h, n, &payload);
     sim::Tick data = start_at;
     if (n > 0) {
         if (w.flags & kWqeInline) {
@@ -141,8 +155,8 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
     }
     (*(is_read ? m_n_read_requests : m_n_request_packets))++;
     m_w.tx.launch(qp, std::move(pkt), data);
-    if (qp.vi == ViReliability::Unreliable) {
-        // Unreliable delivery: nothing acknowledges; the descriptor is done
+    if (!svc.acknowledged) {
+        // Unacknowledged services (UC, UD, unreliable VIs): the WQE is done
         // when its last packet has left the port.
         if (last) {
             w.acked = true;

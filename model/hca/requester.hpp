@@ -26,6 +26,8 @@ public:
         DmaEngine& dma;
     };
     Requester(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w);
+    // The largest UD message: one packet of the port's MTU.
+    void set_max_datagram(std::uint32_t bytes);
 
     bool has_work(const QpContext& qp) const override;
     bool produce(QpContext& qp, sim::Tick now) override;
@@ -43,6 +45,7 @@ private:
     Wiring m_w;
     HcaParams m_p;
     std::vector<DmaSpan> m_slices;
+    std::uint32_t m_max_datagram = 0;
     std::uint64_t* m_n_request_packets = nullptr;
     std::uint64_t* m_n_read_requests = nullptr;
 };

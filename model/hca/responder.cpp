@@ -24,6 +24,7 @@ void Responder::handle(QpContext& qp, const packet::Parsed& p, const packet::Pac
     const packet::OpcodeInfo& info = packet::opcode_info(p.h.bth.opcode);
     Request r{p, info, pkt, payload, t, p.h.bth.psn, static_cast<std::uint32_t>(p.payload_len)};
     if (check_state(qp, r) == Step::Done) return;
+    if (check_qkey(qp, r) == Step::Done) return;
     if (check_psn(qp, r) == Step::Done) return;
     if (check_op_seq(qp, r) == Step::Done) return;
     if (info.consumes_rwqe && get_recv_wqe(qp, r) == Step::Done) return;
@@ -42,12 +43,23 @@ Responder::Step Responder::check_state(QpContext& qp, Request&) {
     return Step::Done;
 }
 
+// A datagram must carry the QP's Q_Key (IBA 10.2.5); one that does not is
+// dropped silently.
+Responder::Step Responder::check_qkey(QpContext& qp, Request& r) {
+    if (qp.service().connected) return Step::Next;
+    if (r.p.h.deth && r.p.h.deth->qkey == qp.qkey) return Step::Next;
+    counter("dropped_bad_qkey")++;
+    return Step::Done;
+}
+
 Responder::Step Responder::check_psn(QpContext& qp, Request& r) {
+    const TransportService& svc = qp.service();
+    if (!svc.checks_psn) return Step::Next;
     std::int32_t d = psn_diff(r.psn, qp.epsn);
-    if (qp.vi == ViReliability::Unreliable && d != 0) {
-        // Unreliable delivery: nothing is resent. Late packets are dropped; a
-        // gap abandons the message in progress and resynchronises on the
-        // next packet that starts one.
+    if (svc.resync_on_gap && d != 0) {
+        // Unacknowledged services: nothing is resent. Late packets are
+        // dropped; a gap abandons the message in progress and resynchronises
+        // on the next packet that starts one (IBA 9.7.5.1.1 for UC).
         if (d < 0) {
             counter("dropped_duplicates")++;
             return Step::Done;
@@ -87,7 +99,7 @@ Responder::Step Responder::check_op_seq(QpContext& qp, Request& r) {
         return Step::Done;
     }
     if ((r.info.send && !starts && !qp.recv_in_progress) || (r.info.write && !starts && !qp.write_in_progress)) {
-        if (qp.vi == ViReliability::Unreliable) {
+        if (qp.service().resync_on_gap) {
             // The rest of a message whose start was dropped.
             counter("dropped_orphans")++;
             qp.epsn = psn_add(r.psn, 1);
@@ -103,6 +115,12 @@ Responder::Step Responder::check_op_seq(QpContext& qp, Request& r) {
 Responder::Step Responder::get_recv_wqe(QpContext& qp, Request& r) {
     if (qp.rq_cache.empty()) {
         r.t = m_w.fetch.prefetch_recv(qp, r.t, true);
+        if (qp.rq_cache.empty() && !qp.service().rnr_nak && !qp.is_vi()) {
+            // UC and UD have no receiver-not-ready: the message is dropped.
+            counter("dropped_no_recv_wqe")++;
+            qp.epsn = psn_add(r.psn, 1);
+            return Step::Done;
+        }
         if (qp.rq_cache.empty() && qp.is_vi()) {
             // The VI Architecture has no receiver-not-ready retry: the message
             // is lost (unreliable) or the connection breaks (reliable).
@@ -151,6 +169,20 @@ Responder::Step Responder::execute_send(QpContext& qp, Request& r) {
         }
         qp.recv_in_progress = true;
         qp.recv_offset = 0;
+        if (!qp.service().connected) {
+            // A UD receive buffer starts with 40 bytes for the GRH, written
+            // when one came.
+            if (w.length < packet::kGrhBytes) {
+                fail(qp, r.t, packet::kNakInvalidRequest, CqeStatus::LocalLength, r.psn, std::nullopt);
+                return Step::Done;
+            }
+            if (r.p.h.grh) {
+                m_spans.clear();
+                slice_spans(qp.recv_spans, 0, packet::kGrhBytes, m_spans);
+                m_w.dma.write(r.t, m_spans.data(), m_spans.size(), r.pkt, r.pkt->bytes.data() + packet::kLrhBytes);
+            }
+            qp.recv_offset = packet::kGrhBytes;
+        }
     }
     RecvWork& w = qp.rq_cache.front();
     if (static_cast<std::uint64_t>(qp.recv_offset) + r.len > w.length) {
@@ -245,12 +277,12 @@ Responder::Step Responder::execute_read(QpContext& qp, Request& r) {
 
 void Responder::acknowledge(QpContext& qp, Request& r) {
     qp.epsn = psn_add(r.psn, 1);
-    if (qp.vi == ViReliability::Unreliable) return;  // nothing is acknowledged
+    const TransportService& svc = qp.service();
+    if (!svc.acknowledged) return;
     if (r.p.h.bth.ack_req || ++qp.unacked_packets >= m_p.ack_coalesce) {
         qp.unacked_packets = 0;
         // Reliable reception: acknowledge only what is in host memory.
-        const sim::Tick ack_at =
-            qp.vi == ViReliability::ReliableReception ? std::max(r.t, m_w.dma.last_write_visible()) : r.t;
+        const sim::Tick ack_at = svc.ack_when_visible ? std::max(r.t, m_w.dma.last_write_visible()) : r.t;
         m_w.tx.send_ack(qp, ack_at, packet::kAethAck | packet::kAethCreditsInvalid, r.psn);
     }
 }
@@ -270,7 +302,7 @@ bool Responder::produce(QpContext& qp, sim::Tick now) {
     h.bth.psn = psn_add(job.first_psn, job.offset / mtu);
     if (first || last) h.aeth = packet::Aeth{packet::kAethAck | packet::kAethCreditsInvalid, job.msn};
     std::uint8_t* payload = nullptr;
-    auto pkt = m_w.tx.make_packet(qp, h, n, &payload);
+    auto pkt = m_w.tx.make_packet(route_of(qp), h, n, &payload);
     std::vector<DmaSpan>& slices = m_spans;
     slices.clear();
     slice_spans(job.spans, job.offset, n, slices);
@@ -300,9 +332,11 @@ void Responder::complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed& 
     Cqe c{};
     c.qpn = qp.qpn;
     c.byte_len = byte_len;
-    c.src_qp = qp.dest_qpn;
+    c.src_qp = p.h.deth ? p.h.deth->src_qp : qp.dest_qpn;
     c.wqe_index = w.wqe_index;
     c.slid = p.h.lrh.slid;
+    c.sl = p.h.lrh.sl;
+    if (p.h.grh && !qp.service().connected) c.flags |= kCqeGrh;
     c.opcode = static_cast<std::uint8_t>(rdma_imm ? CqeOpcode::RecvRdmaWithImm : CqeOpcode::Recv);
     c.status = static_cast<std::uint8_t>(status);
     if (p.h.immdt) {
@@ -321,6 +355,19 @@ void Responder::complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed& 
 void Responder::fail(QpContext& qp, sim::Tick t, std::uint8_t nak_code, CqeStatus recv_status, std::uint32_t psn,
                      std::optional<AsyncEventType> vi_event) {
     counter("responder_errors")++;
+    if (!qp.service().acknowledged && !qp.is_vi()) {
+        // UC and UD send no NAKs and stay up: the message is dropped, and a
+        // receive WQE it was using completes with the error.
+        if (recv_status != CqeStatus::Success && !qp.rq_cache.empty()) {
+            packet::Parsed none;
+            none.h.lrh.slid = qp.dlid;
+            complete_recv(qp, t, none, recv_status, false, 0);
+        }
+        qp.recv_in_progress = false;
+        qp.write_in_progress = false;
+        qp.epsn = psn_add(psn, 1);
+        return;
+    }
     if (qp.is_vi()) {
         // The VI Architecture reports these through the descriptor or as an
         // asynchronous error; an unreliable VI sends no NAK and stays connected.

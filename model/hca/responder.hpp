@@ -50,6 +50,7 @@ private:
     enum class Step { Next, Done };
 
     Step check_state(QpContext& qp, Request& r);
+    Step check_qkey(QpContext& qp, Request& r);
     Step check_psn(QpContext& qp, Request& r);
     Step check_op_seq(QpContext& qp, Request& r);
     Step get_recv_wqe(QpContext& qp, Request& r);

@@ -37,6 +37,10 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t) {
         counter("dropped_wrong_dlid")++;
         return;
     }
+    if (p.h.grh && !m_w.port.owns_gid(p.h.grh->dgid)) {
+        counter("dropped_wrong_dgid")++;
+        return;
+    }
     if (p.h.bth.dest_qp == 1 && p.h.bth.opcode == static_cast<std::uint8_t>(packet::Opcode::UdSendOnly)) {
         // QP1: a management datagram for the firmware's agents.
         counter("mads")++;
@@ -51,8 +55,9 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t) {
     (*m_n_packets)++;
     const std::uint8_t* payload = pkt->bytes.data() + p.payload_offset;
     const packet::OpcodeInfo& info = packet::opcode_info(p.h.bth.opcode);
-    if (info.qp_types != packet::kQpRc) {
-        counter("dropped_unsupported_transport")++;
+    if (!(info.qp_types & qp->service().opcode_types)) {
+        // An opcode of another transport than the QP's (IBA 9.6.1.5).
+        counter("dropped_wrong_transport")++;
         return;
     }
     // The packet stays alive until the payload writes that point into it land.

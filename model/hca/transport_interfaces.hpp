@@ -74,15 +74,25 @@ public:
     virtual void enter_error(QpContext& qp, sim::Tick t) = 0;
 };
 
+// Where a packet goes: LRH, BTH destination QP and, when global, the GRH.
+struct Route {
+    std::uint16_t dlid = 0;
+    std::uint8_t sl = 0;
+    std::uint32_t dest_qpn = 0;
+    const GlobalRoute* grh = nullptr;  // null or not present: no GRH
+};
+// A connected QP's route: its primary path.
+inline Route route_of(const QpContext& qp) { return Route{qp.dlid, qp.sl, qp.dest_qpn, &qp.grh}; }
+
 // The transmit pipeline, as packet producers see it.
 class TransmitPath {
 public:
     virtual ~TransmitPath() = default;
     // qp has something to send (from t on).
     virtual void kick(QpContext& qp, sim::Tick t) = 0;
-    // A packet of qp's path with these headers and room for payload_len
+    // A packet along route with these headers and room for payload_len
     // payload bytes at *payload.
-    virtual packet::PacketPtr make_packet(const QpContext& qp, packet::Headers& h, std::uint32_t payload_len,
+    virtual packet::PacketPtr make_packet(const Route& route, packet::Headers& h, std::uint32_t payload_len,
                                           std::uint8_t** payload) = 0;
     // Seals pkt and books it through the pipeline and onto the port once its
     // payload is in the packet buffer (data_ready).

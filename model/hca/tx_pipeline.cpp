@@ -66,13 +66,26 @@ void TxPipeline::pump() {
     }
 }
 
-packet::PacketPtr TxPipeline::make_packet(const QpContext& qp, packet::Headers& h, std::uint32_t payload_len,
+packet::PacketPtr TxPipeline::make_packet(const Route& route, packet::Headers& h, std::uint32_t payload_len,
                                           std::uint8_t** payload) {
-    h.lrh.dlid = qp.dlid;
+    h.lrh.dlid = route.dlid;
     h.lrh.slid = m_w.port.lid();
-    h.lrh.sl = qp.sl;
+    h.lrh.sl = route.sl;
     h.lrh.lnh = 2;
-    h.bth.dest_qp = qp.dest_qpn;
+    h.bth.dest_qp = route.dest_qpn;
+    if (route.grh && route.grh->present) {
+        // A global route: the GRH names our GID at the path's SGID index.
+        packet::Grh g;
+        g.tclass = route.grh->traffic_class;
+        g.flow_label = route.grh->flow_label;
+        g.hop_limit = route.grh->hop_limit;
+        const auto& gids = m_w.port.gids();
+        if (route.grh->sgid_index < gids.size())
+            std::copy(gids[route.grh->sgid_index].begin(), gids[route.grh->sgid_index].end(), g.sgid);
+        std::copy(route.grh->dgid, route.grh->dgid + 16, g.dgid);
+        h.grh = g;
+        h.lrh.lnh = 3;
+    }
     auto pkt = m_pool.make(packet::wire_bytes(h, payload_len));
     const std::size_t hdr = packet::write_headers(h, payload_len, pkt->bytes.data());
     *payload = pkt->bytes.data() + hdr;
@@ -101,7 +114,7 @@ void TxPipeline::send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std
     h.bth.psn = psn;
     h.aeth = packet::Aeth{syndrome, qp.msn};
     std::uint8_t* payload = nullptr;
-    auto pkt = make_packet(qp, h, 0, &payload);
+    auto pkt = make_packet(route_of(qp), h, 0, &payload);
     packet::seal(pkt->bytes.data(), pkt->bytes.size());
     const sim::Tick ready = m_pipe.reserve(t, m_p.tx_packet_cycles).end;
     counter((syndrome & packet::kAethKindMask) == packet::kAethAck ? "acks" : "naks")++;

@@ -33,7 +33,7 @@ public:
     void set_producers(PacketProducer& responses, PacketProducer& requests);
 
     void kick(QpContext& qp, sim::Tick t) override;
-    packet::PacketPtr make_packet(const QpContext& qp, packet::Headers& h, std::uint32_t payload_len,
+    packet::PacketPtr make_packet(const Route& route, packet::Headers& h, std::uint32_t payload_len,
                                   std::uint8_t** payload) override;
     void launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_ready) override;
     void send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::uint32_t psn) override;

@@ -19,14 +19,36 @@ bool WqeFetchEngine::parse_send(QpContext& qp, const std::uint8_t* wqe, std::uin
     w.flags = ctrl.flags;
     w.imm = ctrl.imm_data;
     std::uint32_t off = sizeof(SendWqeCtrl);
-    if (w.op == WqeOpcode::RdmaWrite || w.op == WqeOpcode::RdmaWriteImm || w.op == WqeOpcode::RdmaRead) {
+    if (ctrl.opcode > static_cast<std::uint8_t>(WqeOpcode::RdmaRead)) return false;
+    // An operation the QP's transport does not have is a local QP operation error.
+    const TransportService& svc = qp.service();
+    const bool read = w.op == WqeOpcode::RdmaRead;
+    const bool write = w.op == WqeOpcode::RdmaWrite || w.op == WqeOpcode::RdmaWriteImm;
+    if ((read && !svc.reads) || (write && !svc.writes)) return false;
+    if (read || write) {
         RemoteAddrSeg ra;
         std::memcpy(&ra, wqe + off, sizeof ra);
         w.raddr = ra.remote_addr;
         w.rkey = ra.rkey;
         off += sizeof(RemoteAddrSeg);
     }
-    if (ctrl.opcode > static_cast<std::uint8_t>(WqeOpcode::RdmaRead)) return false;
+    if (!svc.connected) {
+        DatagramSeg dg;
+        if (off + sizeof dg > bytes) return false;
+        std::memcpy(&dg, wqe + off, sizeof dg);
+        w.ud.dest_qpn = dg.dest_qpn & kPsnMask;
+        // IBA 10.2.5: a Q_Key with the high-order bit set means the QP's own.
+        w.ud.qkey = (dg.qkey & 0x80000000u) ? qp.qkey : dg.qkey;
+        w.ud.dlid = dg.dlid;
+        w.ud.sl = dg.sl;
+        w.ud.grh.present = (dg.flags & kDatagramGlobal) != 0;
+        w.ud.grh.sgid_index = dg.sgid_index;
+        w.ud.grh.hop_limit = dg.hop_limit;
+        w.ud.grh.traffic_class = dg.traffic_class;
+        w.ud.grh.flow_label = dg.flow_label;
+        std::memcpy(w.ud.grh.dgid, dg.dgid, sizeof dg.dgid);
+        off += sizeof dg;
+    }
     if (w.flags & kWqeInline) {
         if (ctrl.inline_bytes > qp.max_inline || off + ctrl.inline_bytes > bytes) return false;
         w.inline_data.assign(wqe + off, wqe + off + ctrl.inline_bytes);

@@ -52,6 +52,10 @@ constexpr LayoutEntry kLayoutEntries[] = {
 constexpr std::array<OpcodeLayout, 256> make_layout_table() {
     std::array<OpcodeLayout, 256> t{};
     for (const auto& e : kLayoutEntries) t[static_cast<std::uint8_t>(e.op)] = e.layout;
+    // UC has RC's SEND and RDMA WRITE opcodes (0x00-0x0B) under its own
+    // transport bits, with the same headers.
+    for (std::uint8_t o = 0; o <= static_cast<std::uint8_t>(Opcode::RcWriteOnlyImm); ++o)
+        t[kUcOpcodeBase | o] = t[o];
     return t;
 }
 

@@ -22,7 +22,8 @@ inline constexpr std::size_t kIcrcBytes = 4;
 inline constexpr std::size_t kVcrcBytes = 2;
 
 // BTH opcodes used by hcasim (IBA table 38). High 3 bits: transport (RC = 000,
-// UD = 011); low 5 bits: operation.
+// UC = 001, UD = 011); low 5 bits: operation. Every UC opcode 0x20-0x2B is
+// valid; only those named here are spelled out.
 enum class Opcode : std::uint8_t {
     RcSendFirst = 0x00,
     RcSendMiddle = 0x01,
@@ -42,9 +43,16 @@ enum class Opcode : std::uint8_t {
     RcReadResponseLast = 0x0f,
     RcReadResponseOnly = 0x10,
     RcAcknowledge = 0x11,
+    UcSendFirst = 0x20,
+    UcSendOnly = 0x24,
+    UcWriteOnly = 0x2a,
     UdSendOnly = 0x64,
     UdSendOnlyImm = 0x65,
 };
+
+// Transport bits of UC opcodes: UC's are RC's SEND and RDMA WRITE opcodes
+// with these top three bits.
+inline constexpr std::uint8_t kUcOpcodeBase = 0x20;
 
 // Which extension headers follow the BTH for an opcode, and whether it carries
 // payload. Unknown opcodes return valid == false.

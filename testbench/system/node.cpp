@@ -16,6 +16,17 @@ Node::Node(const sc_core::sc_module_name& name, const sim::Config& cfg, int inde
     info.name = "hcasim0";
     info.node_guid = 0x0002c90300a0b000ull + static_cast<std::uint64_t>(index);
     info.lid = static_cast<std::uint16_t>(index + 1);
+    // GIDs too: the default GID (link-local prefix fe80::/64) and one more
+    // under the site-local subnet prefix fec0::/64, both with the port GUID.
+    auto gid = [&](std::uint64_t prefix) {
+        hca::Port::Gid g{};
+        for (int i = 0; i < 8; ++i) {
+            g[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(prefix >> (56 - 8 * i));
+            g[static_cast<std::size_t>(8 + i)] = static_cast<std::uint8_t>(info.node_guid >> (56 - 8 * i));
+        }
+        return g;
+    };
+    m_hca.port().set_gids({gid(0xfe80000000000000ull), gid(0xfec0000000000000ull)});
     m_driver = std::make_unique<host::Driver>(info, m_hca, m_fw, host::HostCosts::from(cfg));
     m_driver->set_cm_agent(&m_cm);
     // The peer ended a VI's connection: the VI breaks and the host hears of it.

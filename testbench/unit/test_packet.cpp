@@ -424,9 +424,19 @@ TEST_CASE("opcode_layout gives the IBA extension headers for every hcasim opcode
     }
     int valid = 0;
     for (int o = 0; o < 256; ++o) valid += opcode_layout(static_cast<std::uint8_t>(o)).valid ? 1 : 0;
-    CHECK(valid == static_cast<int>(std::size(table)));
+    // Every UC opcode mirrors the RC SEND or RDMA WRITE opcode with its low bits.
+    for (std::uint8_t o = 0x20; o <= 0x2b; ++o) {
+        INFO("opcode 0x" << std::hex << int(o));
+        const OpcodeLayout uc = opcode_layout(o), rc = opcode_layout(o & 0x1f);
+        CHECK(uc.valid);
+        CHECK(uc.reth == rc.reth);
+        CHECK(uc.immdt == rc.immdt);
+        CHECK(uc.payload == rc.payload);
+        CHECK_FALSE(uc.aeth);
+    }
+    CHECK(valid == static_cast<int>(std::size(table)) + 12);
     CHECK_FALSE(opcode_layout(0x12).valid);  // RC compare & swap: not modelled
-    CHECK_FALSE(opcode_layout(0x24).valid);  // UC SEND ONLY: not modelled
+    CHECK_FALSE(opcode_layout(0x2c).valid);  // past UC's last opcode
     CHECK_FALSE(opcode_layout(0xff).valid);
 }
 
@@ -841,7 +851,7 @@ TEST_CASE("parse reports each malformation with its own error", "[packet][parse]
         CHECK(parse_vec(make_packet(h, {1, 2, 3})) == ParseError::BadTransportVersion);
     }
     SECTION("BadOpcode") {
-        for (std::uint8_t bad : {0x12, 0x1f, 0x24, 0x66, 0xff}) {
+        for (std::uint8_t bad : {0x12, 0x1f, 0x2c, 0x66, 0xff}) {
             Headers h = sample_headers(Opcode::RcSendOnly, false);
             h.bth.opcode = bad;
             CHECK(parse_vec(make_packet(h, {1, 2, 3, 4})) == ParseError::BadOpcode);
