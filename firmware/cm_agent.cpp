@@ -20,6 +20,8 @@ void declare_cm_params(sim::ParamRegistry& r) {
            "unanswered CM (re)sends after which the peer counts as unreachable", "IBA CM max retries (15 at most)"});
 }
 
+const sim::ParamDeclarations kParams{sim::param_rank::kFirmware + 20, "firmware.cm", declare_cm_params};
+
 CmResult match(const ViEndpoint& local, const ViEndpoint& remote) {
     if (local.reliability != remote.reliability) return CmResult::InvalidReliability;
     if (local.max_transfer != remote.max_transfer) return CmResult::InvalidMtu;

@@ -10,6 +10,8 @@ void declare_firmware_params(sim::ParamRegistry& r) {
            "estimate: mailbox commands of ConnectX-class firmware take microseconds to tens of microseconds"});
 }
 
+const sim::ParamDeclarations kParams{sim::param_rank::kFirmware + 10, "firmware", declare_firmware_params};
+
 CommandInterface::CommandInterface(const sim::Config& cfg, hca::Hca& hca)
     : m_hca(hca), m_latency(static_cast<sim::Tick>(cfg.get_real("fw.command_latency_us") * sim::kPsPerUs)) {}
 

@@ -29,6 +29,8 @@ void declare_host_params(sim::ParamRegistry& r) {
        "keeps polling loops with their own time-outs responsive", 1);
 }
 
+const sim::ParamDeclarations kParams{sim::param_rank::kHost + 10, "host", declare_host_params};
+
 HostCosts HostCosts::from(const sim::Config& c) {
     HostCosts h;
     h.post_send = sim::ns_to_ps(c.get_real("host.cpu.post_send_ns"));

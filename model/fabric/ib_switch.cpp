@@ -15,6 +15,8 @@ void declare_switch_params(sim::ParamRegistry& r) {
            "SwitchX-class FDR switches are specified at about 170 ns port to port (vendor datasheets)"});
 }
 
+const sim::ParamDeclarations kParams{sim::param_rank::kModel + 50, "fabric.switch", declare_switch_params};
+
 IbSwitch::IbSwitch(const sc_core::sc_module_name& name, const sim::Config& cfg, double link_bytes_per_s, int ports)
     : sim::Block(name, sim::Clock::from_mhz("switch.core", cfg.get_real("switch.clock_mhz"))),
       m_symbol_clock("switch.symbol", 1e12 * cfg.get_real("link.width") / link_bytes_per_s),

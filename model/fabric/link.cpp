@@ -10,4 +10,6 @@ void declare_link_params(sim::ParamRegistry& r) {
            "about 5 ns per metre (calibration-facts: cable propagation)"});
 }
 
+const sim::ParamDeclarations kParams{sim::param_rank::kModel + 40, "fabric.link", declare_link_params};
+
 }  // namespace hcasim::fabric

@@ -88,6 +88,8 @@ void declare_hca_params(sim::ParamRegistry& r) {
            "the IB transport supports RDMA READ"});
 }
 
+const sim::ParamDeclarations kParams{sim::param_rank::kModel + 20, "hca", declare_hca_params};
+
 HcaParams HcaParams::from(const sim::Config& c) {
     HcaParams p;
     auto u = [&](const char* k) { return static_cast<std::uint32_t>(c.get_int(k)); };

@@ -18,6 +18,8 @@ void declare_port_params(sim::ParamRegistry& r) {
            "largest path MTU the port supports", "IBA path MTUs (calibration-facts); ConnectX-3 supports 4096"});
 }
 
+const sim::ParamDeclarations kParams{sim::param_rank::kModel + 30, "hca.port", declare_port_params};
+
 LinkRate link_rate(const sim::Config& cfg) {
     const std::string& s = cfg.get_choice("link.speed");
     LinkRate r{2.5, 0.8, static_cast<int>(cfg.get_int("link.width"))};

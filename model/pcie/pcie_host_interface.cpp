@@ -47,6 +47,8 @@ void declare_pcie_params(sim::ParamRegistry& r) {
            "split of the pcie-bench DMA round trip (calibration-facts)"});
 }
 
+const sim::ParamDeclarations kParams{sim::param_rank::kModel + 10, "pcie", declare_pcie_params};
+
 PcieParams PcieParams::from(const sim::Config& c) {
     PcieParams p;
     p.gen = static_cast<int>(c.get_int("pcie.gen"));

@@ -104,6 +104,60 @@ std::string printable(const std::string& s) {
     return out;
 }
 
+namespace {
+
+struct DeclarationGroup {
+    int rank;
+    const char* name;
+    ParamDeclarations::Declare declare;
+};
+
+// Constructed on first use: the blocks' static ParamDeclarations objects
+// register here during static initialisation, in an order C++ leaves open.
+std::vector<DeclarationGroup>& declaration_groups() {
+    static std::vector<DeclarationGroup> groups;
+    return groups;
+}
+
+bool& registry_built() {
+    static bool built = false;
+    return built;
+}
+
+void declare_sim_params(ParamRegistry& r) {
+    r.add({"sim.seed", ParamSpec::Kind::Int, "", "1", 0, 4294967295.0, {},
+           "seed of every pseudo-random choice in a run (the workloads' payload patterns)", "-"});
+    r.add({"sim.log_level", ParamSpec::Kind::Choice, "", "warn", 0, 0, {"none", "error", "warn", "info", "debug"},
+           "hierarchical log level", "-"});
+}
+
+const ParamDeclarations kSimParams{param_rank::kSim, "sim", declare_sim_params};
+
+}  // namespace
+
+ParamDeclarations::ParamDeclarations(int rank, const char* name, Declare declare) {
+    if (registry_built()) {
+        // parameters() has already been handed out without these keys.
+        std::fprintf(stderr, "hcasim: parameters of '%s' declared after the parameter registry was built\n", name);
+        std::abort();
+    }
+    declaration_groups().push_back({rank, name, declare});
+}
+
+const ParamRegistry& parameters() {
+    static const ParamRegistry registry = [] {
+        auto groups = declaration_groups();
+        std::sort(groups.begin(), groups.end(), [](const DeclarationGroup& a, const DeclarationGroup& b) {
+            return a.rank != b.rank ? a.rank < b.rank : std::strcmp(a.name, b.name) < 0;
+        });
+        ParamRegistry r;
+        for (const auto& g : groups) g.declare(r);
+        registry_built() = true;
+        return r;
+    }();
+    return registry;
+}
+
 void ParamRegistry::add(ParamSpec spec) {
     if (m_index.count(spec.key)) throw ConfigError("parameter declared twice: " + spec.key);
     m_index[spec.key] = m_specs.size();

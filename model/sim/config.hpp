@@ -47,9 +47,34 @@ private:
     std::map<std::string, std::size_t> m_index;
 };
 
-// Declares every parameter of the model (defined next to the system builder,
-// which knows all blocks).
+// Every declared parameter: the declarations of each block linked into the
+// program (see ParamDeclarations), built on the first call.
 const ParamRegistry& parameters();
+
+// Where a block's declarations appear in parameters() (the params listing,
+// the overrides in reports): layer by layer, upwards, then by the block's
+// rank within its layer; equal ranks go by name.
+namespace param_rank {
+constexpr int kSim = 0;
+constexpr int kModel = 1000;
+constexpr int kFirmware = 2000;
+constexpr int kHost = 3000;
+constexpr int kTestbench = 4000;
+}  // namespace param_rank
+
+// A block's parameter declarations, added to parameters() by one static
+// object in the block's .cpp:
+//
+//   const sim::ParamDeclarations kParams{sim::param_rank::kModel + 10, "pcie", declare_pcie_params};
+//
+// The object file must be linked whole (each layer's library is linked as a
+// whole archive, see CMakeLists.txt) and constructed before the first call
+// of parameters(): a declaration that comes later is a fatal error naming it.
+class ParamDeclarations {
+public:
+    using Declare = void (*)(ParamRegistry&);
+    ParamDeclarations(int rank, const char* name, Declare declare);
+};
 
 class Config {
 public:

@@ -16,6 +16,7 @@
 #include <iterator>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "model/sim/config.hpp"
 
@@ -94,6 +95,28 @@ TEST_CASE("every declared parameter has a unique key and a default its own check
         CHECK(cfg.raw(s.key) == s.default_value);
     }
     CHECK(cfg.overrides().empty());
+}
+
+TEST_CASE("every block's parameters are in the registry in the order of the layers", "[config][unit]") {
+    const auto& all = hcasim::sim::parameters().all();
+    auto position = [&](const std::string& key) {
+        const auto it = std::find_if(all.begin(), all.end(), [&](const ParamSpec& s) { return s.key == key; });
+        INFO(key);
+        REQUIRE(it != all.end());
+        return it - all.begin();
+    };
+    // One key of each block's declarations, in the order of their ranks: sim,
+    // then the model (PCIe, adapter, port, link, switch), firmware (commands,
+    // CM agent), host.
+    const std::vector<std::string> keys = {
+        "sim.seed",         "pcie.lanes",            "hca.core_clock_mhz",  "port.max_mtu",          "link.cable_m",
+        "switch.clock_mhz", "fw.command_latency_us", "fw.cm_processing_us", "host.poll_fast_forward",
+    };
+    for (std::size_t i = 1; i < keys.size(); ++i) {
+        INFO(keys[i - 1] << " before " << keys[i]);
+        CHECK(position(keys[i - 1]) < position(keys[i]));
+    }
+    CHECK(all.front().key == "sim.seed");
 }
 
 TEST_CASE("setting an unknown key is an error that names the key", "[config][unit]") {
