@@ -198,6 +198,7 @@ int Driver::read_cqes(DriverCq& cq, int max, Completion* out) {
         o.src_qp = c.src_qp;
         o.slid = c.slid;
         o.vendor_err = c.status;
+        o.timestamp = hca::cqe_timestamp(c);
         if (DriverQp* qp = find_qp(c.qpn); qp && !qp->vi) {
             if (o.is_send) {
                 o.wr_id = qp->sq_wrid[c.wqe_index & ((1u << qp->sq_log_size) - 1)];
@@ -432,6 +433,11 @@ void Driver::ring_send_doorbell(DriverQp& qp) {
     }
     qp.sq_unrung = 0;
     m_hca.doorbells().mmio_write(sim::now_ps(), std::move(w));
+}
+
+void Driver::discard_send_wqes(DriverQp& qp) {
+    qp.sq_pi = static_cast<std::uint16_t>(qp.sq_pi - qp.sq_unrung);
+    qp.sq_unrung = 0;
 }
 
 void Driver::ring_recv_doorbell(DriverQp& qp) {

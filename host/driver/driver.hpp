@@ -56,6 +56,7 @@ struct Completion {
     std::uint32_t src_qp = 0;
     std::uint16_t slid = 0;
     std::uint8_t vendor_err = 0;
+    std::uint64_t timestamp = 0;  // adapter core clock cycles when the CQE was written (48 bits)
 };
 
 class EventChannel;
@@ -158,6 +159,9 @@ public:
     int write_recv_wqe(DriverQp& qp, std::uint64_t wr_id, const Sge* sges, std::uint32_t n);
     // Tells the adapter about the WQEs written since the last doorbell.
     void ring_send_doorbell(DriverQp& qp);
+    // Takes back the WQEs written since the last doorbell: the adapter never
+    // learns of them and their slots are free again.
+    void discard_send_wqes(DriverQp& qp);
     // Publishes the receives written so far in the QP's doorbell record
     // (a store to host memory, no MMIO).
     void ring_recv_doorbell(DriverQp& qp);

@@ -1,6 +1,7 @@
 // The libibverbs API on the hcasim driver core. Programs include the system
 // <infiniband/verbs.h> and link against hcasim instead of libibverbs; the
-// header's inline fast-path verbs reach the ops table filled in here.
+// header's inline fast-path verbs reach the ops table filled in here, and
+// its extended verbs the verbs_context of verbs_ex.cpp.
 #include <infiniband/verbs.h>
 
 #include <cerrno>
@@ -10,61 +11,16 @@
 #include <new>
 
 #include "host/driver/host_thread.hpp"
+#include "host/verbs/verbs_internal.hpp"
 
 using hcasim::host::Driver;
 namespace hca = hcasim::hca;
 namespace fw = hcasim::firmware;
 namespace host = hcasim::host;
+using namespace hcasim::verbs;
 
 
 namespace {
-
-struct SimDevice {
-    ibv_device dev;
-    Driver* drv;
-    int contexts;  // open contexts using it
-    bool listed;   // still in a device list the program has not freed
-};
-struct SimContext {
-    ibv_context ctx;
-    Driver* drv;
-    SimDevice* device;
-    // Notified when the program acknowledges events: destroying an object
-    // waits until every event reported on it has been acknowledged.
-    sc_core::sc_event acked;
-};
-struct SimPd {
-    ibv_pd pd;
-    std::uint32_t pdn;
-};
-struct SimChannel {
-    ibv_comp_channel ch;
-    host::EventChannel events;
-};
-struct SimCq {
-    ibv_cq cq;
-    host::DriverCq* dcq;
-    std::uint32_t async_events_reported = 0;
-};
-struct SimQp {
-    ibv_qp qp;
-    host::DriverQp* dqp;
-    ibv_qp_init_attr init;
-    std::uint32_t async_events_reported = 0;
-};
-struct SimMr {
-    ibv_mr mr;
-};
-
-Driver* drv(ibv_context* c) { return reinterpret_cast<SimContext*>(c)->drv; }
-SimCq* sim(ibv_cq* c) { return reinterpret_cast<SimCq*>(c); }
-SimQp* sim(ibv_qp* q) { return reinterpret_cast<SimQp*>(q); }
-
-template <typename T>
-T* fail(int err) {
-    errno = err;
-    return nullptr;
-}
 
 ibv_wc_status wc_status(hca::CqeStatus s) {
     switch (s) {
@@ -107,22 +63,7 @@ int sim_poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     while (done < num_entries) {
         const int want = std::min(num_entries - done, 16);
         const int n = d->poll_cq(*sim(cq)->dcq, want, c);
-        for (int i = 0; i < n; ++i) {
-            ibv_wc& w = wc[done + i];
-            std::memset(&w, 0, sizeof w);
-            w.wr_id = c[i].wr_id;
-            w.status = wc_status(c[i].status);
-            w.opcode = wc_opcode(c[i].opcode);
-            w.vendor_err = c[i].vendor_err;
-            w.byte_len = c[i].byte_len;
-            w.qp_num = c[i].qpn;
-            w.src_qp = c[i].src_qp;
-            w.slid = c[i].slid;
-            if (c[i].has_imm) {
-                w.imm_data = c[i].imm;
-                w.wc_flags |= IBV_WC_WITH_IMM;
-            }
-        }
+        for (int i = 0; i < n; ++i) to_ibv_wc(c[i], wc[done + i]);
         done += n;
         if (n < want) break;
     }
@@ -134,8 +75,31 @@ int sim_req_notify_cq(ibv_cq* cq, int solicited_only) {
 }
 
 int sim_post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
-    SimQp* qp = sim(ibqp);
-    Driver* d = drv(ibqp->context);
+    return post_send_list(sim(ibqp), wr, bad_wr, false);
+}
+
+}  // namespace
+
+namespace hcasim::verbs {
+
+void to_ibv_wc(const host::Completion& c, ibv_wc& w) {
+    std::memset(&w, 0, sizeof w);
+    w.wr_id = c.wr_id;
+    w.status = wc_status(c.status);
+    w.opcode = wc_opcode(c.opcode);
+    w.vendor_err = c.vendor_err;
+    w.byte_len = c.byte_len;
+    w.qp_num = c.qpn;
+    w.src_qp = c.src_qp;
+    w.slid = c.slid;
+    if (c.has_imm) {
+        w.imm_data = c.imm;
+        w.wc_flags |= IBV_WC_WITH_IMM;
+    }
+}
+
+int post_send_list(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or_nothing) {
+    Driver* d = drv(qp->qp.context);
     int err = 0;
     if (qp->dqp->state < hca::QpState::Rts) {
         err = EINVAL;
@@ -181,10 +145,15 @@ int sim_post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
         err = d->write_send_wqe(*qp->dqp, r);
         if (err) break;
     }
+    if (err && all_or_nothing) d->discard_send_wqes(*qp->dqp);
     d->ring_send_doorbell(*qp->dqp);
     if (err && bad_wr) *bad_wr = wr;
     return err;
 }
+
+}  // namespace hcasim::verbs
+
+namespace {
 
 int sim_post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     SimQp* qp = sim(ibqp);
@@ -391,22 +360,27 @@ struct ibv_context* ibv_open_device(struct ibv_device* device) {
     c->drv = sd->drv;
     c->device = sd;
     ++sd->contexts;
-    c->ctx.device = device;
-    c->ctx.cmd_fd = -1;
-    c->ctx.async_fd = -1;
-    c->ctx.num_comp_vectors = 1;
-    c->ctx.abi_compat = nullptr;  // not an extended context: the inline helpers fall back to the plain calls
-    c->ctx.ops.poll_cq = sim_poll_cq;
-    c->ctx.ops.req_notify_cq = sim_req_notify_cq;
-    c->ctx.ops.post_send = sim_post_send;
-    c->ctx.ops.post_recv = sim_post_recv;
-    pthread_mutex_init(&c->ctx.mutex, nullptr);
-    return &c->ctx;
+    ibv_context& ctx = c->vctx.context;
+    ctx.device = device;
+    ctx.cmd_fd = -1;
+    ctx.async_fd = -1;
+    ctx.num_comp_vectors = 1;
+    ctx.ops.poll_cq = sim_poll_cq;
+    ctx.ops.req_notify_cq = sim_req_notify_cq;
+    ctx.ops.post_send = sim_post_send;
+    ctx.ops.post_recv = sim_post_recv;
+    // An extended context: the header's inline verbs find the extended ops
+    // in the verbs_context in front of it (those left null report EOPNOTSUPP).
+    ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
+    c->vctx.sz = sizeof(verbs_context);
+    init_extended_context(c->vctx);
+    pthread_mutex_init(&ctx.mutex, nullptr);
+    return &ctx;
 }
 
 int ibv_close_device(struct ibv_context* context) {
     if (!context) return EINVAL;
-    auto* c = reinterpret_cast<SimContext*>(context);
+    SimContext* c = sim_ctx(context);
     c->drv->control_call();
     pthread_mutex_destroy(&context->mutex);
     if (--c->device->contexts == 0 && !c->device->listed) delete c->device;
@@ -609,7 +583,7 @@ int ibv_destroy_cq(struct ibv_cq* cq) {
     if (!cq) return EINVAL;
     // Wait (in simulated time) until every completion and asynchronous
     // event reported on it is acknowledged, as libibverbs does.
-    auto* ctx = reinterpret_cast<SimContext*>(cq->context);
+    SimContext* ctx = sim_ctx(cq->context);
     while (cq->comp_events_completed != sim(cq)->dcq->events_delivered ||
            cq->async_events_completed != sim(cq)->async_events_reported)
         sc_core::wait(ctx->acked);
@@ -634,7 +608,7 @@ int ibv_get_cq_event(struct ibv_comp_channel* channel, struct ibv_cq** cq, void*
 void ibv_ack_cq_events(struct ibv_cq* cq, unsigned int nevents) {
     if (!cq) return;
     cq->comp_events_completed += nevents;
-    reinterpret_cast<SimContext*>(cq->context)->acked.notify(sc_core::SC_ZERO_TIME);
+    sim_ctx(cq->context)->acked.notify(sc_core::SC_ZERO_TIME);
 }
 
 int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* event) {
@@ -698,7 +672,7 @@ void ibv_ack_async_event(struct ibv_async_event* event) {
     default:
         return;  // port and device events belong to no object
     }
-    reinterpret_cast<SimContext*>(context)->acked.notify(sc_core::SC_ZERO_TIME);
+    sim_ctx(context)->acked.notify(sc_core::SC_ZERO_TIME);
 }
 
 struct ibv_qp* ibv_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* init) {
@@ -866,7 +840,7 @@ int ibv_destroy_qp(struct ibv_qp* ibqp) {
     SimQp* qp = sim(ibqp);
     // Wait (in simulated time) until every asynchronous event reported on it
     // is acknowledged, as libibverbs does.
-    auto* ctx = reinterpret_cast<SimContext*>(ibqp->context);
+    SimContext* ctx = sim_ctx(ibqp->context);
     while (ibqp->events_completed != qp->async_events_reported) sc_core::wait(ctx->acked);
     const int err = drv(ibqp->context)->destroy_qp(qp->dqp);
     if (err) return err;

@@ -37,6 +37,7 @@ bool CompletionEngine::post(sim::Tick t, std::uint32_t cqn, Cqe cqe) {
     }
     const std::uint32_t slot = cq->producer & (cq->entries() - 1);
     cqe.owner = static_cast<std::uint8_t>((cq->producer >> cq->log_size) & 1);
+    set_cqe_timestamp(cqe, m_clock.count_at(ready));
     ++cq->producer;
     const sim::Tick visible = m_hca.dma().write(ready, cq->ring + static_cast<std::uint64_t>(slot) * sizeof(Cqe), &cqe,
                                                 sizeof(Cqe));

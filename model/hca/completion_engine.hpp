@@ -1,4 +1,5 @@
 // Completion engine: writes CQEs by DMA into the CQ ring in host memory,
+// each stamped with the core clock's cycle count when it is written,
 // detects overrun against the consumer index the driver publishes in the
 // CQ doorbell record, and raises the completion interrupt of an armed CQ.
 #pragma once

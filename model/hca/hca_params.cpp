@@ -7,7 +7,7 @@ void declare_hca_params(sim::ParamRegistry& r) {
     auto cyc = [&](const char* key, const char* def, const char* doc, const char* src) {
         r.add({key, K::Int, "cycles", def, 0, 100000, {}, doc, src});
     };
-    r.add({"hca.core_clock_mhz", K::Real, "MHz", "500", 50, 5000, {}, "adapter core clock (all hca.* cycle counts)",
+    r.add({"hca.core_clock_mhz", K::Real, "MHz", "500", 50, 5000, {}, "adapter core clock (all hca.* cycle counts; completion timestamps count its cycles)",
            "estimate for a 40 nm-class HCA ASIC; see docs/timing-parameters.md"});
     r.add({"hca.datapath_bytes", K::Int, "bytes", "32", 4, 256, {"4", "8", "16", "32", "64", "128", "256"},
            "width of the packet datapath (bytes per core cycle)",

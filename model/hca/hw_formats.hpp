@@ -4,6 +4,7 @@
 // host byte order (little-endian x86 host, as the adapter's DMA sees it).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace hcasim::hca {
@@ -125,12 +126,25 @@ struct Cqe {
     std::uint8_t status;      // CqeStatus
     std::uint8_t flags;       // CqeFlags
     std::uint8_t vendor_err;
-    std::uint32_t reserved;
-    std::uint8_t sl;          // receive: service level of the packet
-    std::uint8_t reserved1[2];
+    std::uint32_t timestamp_lo;  // adapter core clock cycles when the CQE was written: bits 0-31
+    std::uint16_t timestamp_hi;  // bits 32-47
+    std::uint8_t sl;             // receive: service level of the packet
     std::uint8_t owner;       // bit 0 flips each pass over the ring
 };
 static_assert(sizeof(Cqe) == 32, "CQE is 32 bytes");
+static_assert(offsetof(Cqe, timestamp_lo) == 24 && offsetof(Cqe, owner) == 31, "CQE layout");
+
+// The completion timestamp counts hca.core_clock_mhz cycles from time zero
+// and wraps at 48 bits (as mlx4's CQE timestamp does).
+inline constexpr unsigned kCqeTimestampBits = 48;
+inline constexpr std::uint64_t kCqeTimestampMask = (std::uint64_t{1} << kCqeTimestampBits) - 1;
+inline void set_cqe_timestamp(Cqe& c, std::uint64_t cycles) {
+    c.timestamp_lo = static_cast<std::uint32_t>(cycles);
+    c.timestamp_hi = static_cast<std::uint16_t>(cycles >> 32);
+}
+inline std::uint64_t cqe_timestamp(const Cqe& c) {
+    return c.timestamp_lo | (static_cast<std::uint64_t>(c.timestamp_hi) << 32);
+}
 
 // ---- Doorbell records in host memory, written by the driver, read by the
 // ---- adapter when its cached copy says a ring is full.

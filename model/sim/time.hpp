@@ -50,6 +50,12 @@ public:
     // becomes possible at t finishes.
     Tick after(Tick t, std::uint64_t n) const { return edge(index_at_or_after(t) + n); }
 
+    // Edges after time zero at or before t: what a free-running counter of
+    // this clock reads at t (an adapter's timestamp counter).
+    std::uint64_t count_at(Tick t) const {
+        return static_cast<std::uint64_t>(static_cast<unsigned __int128>(t) * 1000 / m_period_fs);
+    }
+
 private:
     // Smallest k with edge(k) >= t; an edge's own time maps back to it even
     // though edges are rounded up to whole picoseconds.

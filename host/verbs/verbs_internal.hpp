@@ -1,0 +1,125 @@
+// What the two halves of the libibverbs personality share: the objects
+// behind the pointers programs hold (verbs.cpp: the classic verbs;
+// verbs_ex.cpp: the extended ones reached through struct verbs_context,
+// struct ibv_cq_ex and struct ibv_qp_ex).
+//
+// Each object embeds the libibverbs struct a program sees as its first
+// member, so the program's pointer converts back to the object. CQs and QPs
+// embed the extended struct, whose first part is the classic one
+// (ibv_cq_ex_to_cq() and ibv_qp_to_qp_ex() are casts).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "host/driver/driver.hpp"
+
+namespace hcasim::verbs {
+
+struct SimDevice {
+    ibv_device dev;
+    host::Driver* drv;
+    int contexts;  // open contexts using it
+    bool listed;   // still in a device list the program has not freed
+};
+
+// An extended context: the header's verbs_get_ctx() finds the verbs_context
+// in front of the ibv_context programs hold.
+struct SimContext {
+    verbs_context vctx;
+    host::Driver* drv;
+    SimDevice* device;
+    // Notified when the program acknowledges events: destroying an object
+    // waits until every event reported on it has been acknowledged.
+    sc_core::sc_event acked;
+};
+
+struct SimPd {
+    ibv_pd pd;
+    std::uint32_t pdn;
+};
+
+struct SimChannel {
+    ibv_comp_channel ch;
+    host::EventChannel events;
+};
+
+// The completion ibv_start_poll / ibv_next_poll stand on, as ibv_poll_cq
+// would have returned it.
+struct PolledCompletion {
+    ibv_wc wc;
+    std::uint64_t timestamp;  // adapter core clock cycles (hca::kCqeTimestampBits wide)
+};
+
+struct SimCq {
+    union {
+        ibv_cq_ex cq_ex;  // first: value-initialising SimCq zeroes all of it
+        ibv_cq cq;
+    };
+    host::DriverCq* dcq;
+    std::uint32_t async_events_reported = 0;
+    bool extended = false;  // created by ibv_create_cq_ex
+    PolledCompletion cur{};
+};
+
+// One work request built with the ibv_wr_* calls, kept until
+// ibv_wr_complete posts the batch through the ibv_post_send path.
+struct PendingWr {
+    ibv_send_wr wr;
+    std::vector<ibv_sge> sges;
+    std::vector<std::uint8_t> inline_data;  // copied when set, as the API allows reusing the buffer at once
+    bool inline_set = false;
+};
+
+struct WrBatch {
+    std::vector<PendingWr> wrs;
+    int err = 0;  // first error a setter found (reported by ibv_wr_complete)
+};
+
+struct SimQp {
+    union {
+        ibv_qp_ex qp_ex;  // first: value-initialising SimQp zeroes all of it
+        ibv_qp qp;
+    };
+    host::DriverQp* dqp;
+    ibv_qp_init_attr init;
+    std::uint32_t async_events_reported = 0;
+    // Created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: ibv_qp_to_qp_ex() gives
+    // qp_ex and the ibv_wr_* calls build their batch here.
+    std::unique_ptr<WrBatch> batch;
+};
+
+struct SimMr {
+    ibv_mr mr;
+};
+
+inline SimContext* sim_ctx(ibv_context* c) {
+    return reinterpret_cast<SimContext*>(reinterpret_cast<std::uint8_t*>(c) - offsetof(verbs_context, context));
+}
+inline host::Driver* drv(ibv_context* c) { return sim_ctx(c)->drv; }
+inline SimCq* sim(ibv_cq* c) { return reinterpret_cast<SimCq*>(c); }
+inline SimQp* sim(ibv_qp* q) { return reinterpret_cast<SimQp*>(q); }
+
+template <typename T>
+T* fail(int err) {
+    errno = err;
+    return nullptr;
+}
+
+// verbs.cpp
+// What ibv_poll_cq reports for a completion the driver read.
+void to_ibv_wc(const host::Completion& c, ibv_wc& w);
+// Writes the WQEs of a list of send WRs and rings the send doorbell once,
+// as ibv_post_send does. When a WR is refused the ones before it are posted
+// (ibv_post_send) or, with all_or_nothing, none of the list is
+// (ibv_wr_complete).
+int post_send_list(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or_nothing);
+
+// verbs_ex.cpp
+// Fills the extended ops of a context ibv_open_device is opening.
+void init_extended_context(verbs_context& v);
+
+}  // namespace hcasim::verbs
