@@ -238,6 +238,11 @@ struct QpContext {
     std::vector<DmaSpan> write_spans;
     std::uint32_t unacked_packets = 0;
     std::deque<ReadResponseJob> read_jobs;
+    // An ACK or NAK held back behind READ responses still to be sent:
+    // responses leave in PSN order (IBA 9.7.5.1).
+    bool ack_deferred = false;
+    std::uint8_t deferred_syndrome = 0;
+    std::uint32_t deferred_psn = 0;
 
     std::uint32_t sq_entries() const { return 1u << sq_log_size; }
     std::uint32_t rq_entries() const { return 1u << rq_log_size; }

@@ -76,14 +76,14 @@ Responder::Step Responder::check_psn(QpContext& qp, Request& r) {
     if (d < 0) {
         // Duplicate: the requester missed our ACK; acknowledge again.
         counter("duplicates")++;
-        m_w.tx.send_ack(qp, r.t, packet::kAethAck | packet::kAethCreditsInvalid, psn_add(qp.epsn, kPsnMask));
+        respond(qp, r.t, packet::kAethAck | packet::kAethCreditsInvalid, psn_add(qp.epsn, kPsnMask));
         return Step::Done;
     }
     if (d > 0) {
         counter("out_of_sequence")++;
         if (!qp.nak_outstanding) {
             qp.nak_outstanding = true;
-            m_w.tx.send_ack(qp, r.t, packet::kAethNak | packet::kNakPsnSequenceError, qp.epsn);
+            respond(qp, r.t, packet::kAethNak | packet::kNakPsnSequenceError, qp.epsn);
         }
         return Step::Done;
     }
@@ -143,7 +143,7 @@ Responder::Step Responder::get_recv_wqe(QpContext& qp, Request& r) {
                                                           << " (posted " << qp.rq_pi << ", fetched " << qp.rq_fetched
                                                           << "): RNR NAK");
             qp.nak_outstanding = true;
-            m_w.tx.send_ack(qp, r.t, packet::kAethRnrNak | (qp.min_rnr_timer & packet::kAethValueMask), r.psn);
+            respond(qp, r.t, packet::kAethRnrNak | (qp.min_rnr_timer & packet::kAethValueMask), r.psn);
             return Step::Done;
         }
     }
@@ -283,8 +283,20 @@ void Responder::acknowledge(QpContext& qp, Request& r) {
         qp.unacked_packets = 0;
         // Reliable reception: acknowledge only what is in host memory.
         const sim::Tick ack_at = svc.ack_when_visible ? std::max(r.t, m_w.dma.last_write_visible()) : r.t;
-        m_w.tx.send_ack(qp, ack_at, packet::kAethAck | packet::kAethCreditsInvalid, r.psn);
+        respond(qp, ack_at, packet::kAethAck | packet::kAethCreditsInvalid, r.psn);
     }
+}
+
+void Responder::respond(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::uint32_t psn) {
+    if (!qp.read_jobs.empty()) {
+        // A later response supersedes an earlier held one: it covers it.
+        qp.ack_deferred = true;
+        qp.deferred_syndrome = syndrome;
+        qp.deferred_psn = psn;
+        counter("acks_held_behind_reads")++;
+        return;
+    }
+    m_w.tx.send_ack(qp, t, syndrome, psn);
 }
 
 bool Responder::produce(QpContext& qp, sim::Tick now) {
@@ -311,6 +323,10 @@ bool Responder::produce(QpContext& qp, sim::Tick now) {
     (*m_n_read_response_packets)++;
     if (last) qp.read_jobs.pop_front();
     m_w.tx.launch(qp, std::move(pkt), data);
+    if (qp.read_jobs.empty() && qp.ack_deferred) {
+        qp.ack_deferred = false;
+        m_w.tx.send_ack(qp, now, qp.deferred_syndrome, qp.deferred_psn);
+    }
     return true;
 }
 

@@ -59,6 +59,8 @@ private:
     Step execute_read(QpContext& qp, Request& r);
     void acknowledge(QpContext& qp, Request& r);
 
+    // Sends an ACK or NAK, behind any READ responses still to go.
+    void respond(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::uint32_t psn);
     // Ends a responder-side error: NAK to the requester, CQE for the
     // receive WQE if one was in use, QP to error.
     void fail(QpContext& qp, sim::Tick t, std::uint8_t nak_code, CqeStatus recv_status, std::uint32_t psn,
