@@ -383,10 +383,15 @@ int Driver::write_send_wqe(DriverQp& qp, const SendRequest& r) {
         std::memcpy(wqe + off, r.datagram, sizeof *r.datagram);
         off += sizeof *r.datagram;
     } else if (r.op == hca::WqeOpcode::RdmaWrite || r.op == hca::WqeOpcode::RdmaWriteImm ||
-               r.op == hca::WqeOpcode::RdmaRead) {
+               r.op == hca::WqeOpcode::RdmaRead || hca::is_atomic(r.op)) {
         RemoteAddrSeg ra{r.raddr, r.rkey, 0};
         std::memcpy(wqe + off, &ra, sizeof ra);
         off += sizeof ra;
+        if (hca::is_atomic(r.op)) {
+            const hca::AtomicSeg as{r.swap_add, r.compare};
+            std::memcpy(wqe + off, &as, sizeof as);
+            off += sizeof as;
+        }
     }
     if (r.inline_data) {
         // The CPU copies the payload into the WQE now; the buffer is free at once.

@@ -42,6 +42,8 @@ struct SendRequest {
     const Sge* sges = nullptr;
     std::uint32_t num_sge = 0;
     const hca::DatagramSeg* datagram = nullptr;  // UD: where it goes
+    std::uint64_t swap_add = 0;                  // atomics
+    std::uint64_t compare = 0;
 };
 
 struct Completion {

@@ -50,6 +50,8 @@ ibv_wc_opcode wc_opcode(hca::CqeOpcode o) {
     case hca::CqeOpcode::RdmaRead: return IBV_WC_RDMA_READ;
     case hca::CqeOpcode::Recv: return IBV_WC_RECV;
     case hca::CqeOpcode::RecvRdmaWithImm: return IBV_WC_RECV_RDMA_WITH_IMM;
+    case hca::CqeOpcode::CompareSwap: return IBV_WC_COMP_SWAP;
+    case hca::CqeOpcode::FetchAdd: return IBV_WC_FETCH_ADD;
     }
     return IBV_WC_SEND;
 }
@@ -120,9 +122,23 @@ int post_send_list(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or
         case IBV_WR_RDMA_WRITE: r.op = hca::WqeOpcode::RdmaWrite; break;
         case IBV_WR_RDMA_WRITE_WITH_IMM: r.op = hca::WqeOpcode::RdmaWriteImm; break;
         case IBV_WR_RDMA_READ: r.op = hca::WqeOpcode::RdmaRead; break;
+        case IBV_WR_ATOMIC_CMP_AND_SWP: r.op = hca::WqeOpcode::AtomicCompareSwap; break;
+        case IBV_WR_ATOMIC_FETCH_AND_ADD: r.op = hca::WqeOpcode::AtomicFetchAdd; break;
         default: err = EINVAL; break;
         }
         if (err) break;
+        if (hca::is_atomic(r.op)) {
+            // RC only; one 8-byte buffer for the original value (IBA 9.4.5).
+            if (qp->dqp->type != hca::QpType::Rc || wr->num_sge != 1 || !wr->sg_list ||
+                wr->sg_list[0].length != hca::kAtomicBytes || (wr->send_flags & IBV_SEND_INLINE)) {
+                err = EINVAL;
+                break;
+            }
+            r.swap_add = r.op == hca::WqeOpcode::AtomicCompareSwap ? wr->wr.atomic.swap : wr->wr.atomic.compare_add;
+            r.compare = wr->wr.atomic.compare_add;
+            r.raddr = wr->wr.atomic.remote_addr;
+            r.rkey = wr->wr.atomic.rkey;
+        }
         // Operations the QP's transport does not have (IBA 9.8.2 table).
         const hca::QpType type = qp->dqp->type;
         const bool rdma = r.op == hca::WqeOpcode::RdmaWrite || r.op == hca::WqeOpcode::RdmaWriteImm ||
@@ -159,8 +175,10 @@ int post_send_list(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or
         r.inline_data = (wr->send_flags & IBV_SEND_INLINE) != 0;
         r.fence = (wr->send_flags & IBV_SEND_FENCE) != 0;
         r.imm = wr->imm_data;
-        r.raddr = wr->wr.rdma.remote_addr;
-        r.rkey = wr->wr.rdma.rkey;
+        if (!hca::is_atomic(r.op)) {
+            r.raddr = wr->wr.rdma.remote_addr;
+            r.rkey = wr->wr.rdma.rkey;
+        }
         for (int i = 0; i < wr->num_sge; ++i) sges[i] = {wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey};
         r.sges = sges;
         r.num_sge = static_cast<std::uint32_t>(wr->num_sge);
@@ -466,7 +484,7 @@ int ibv_query_device(struct ibv_context* context, struct ibv_device_attr* a) {
     a->max_qp_rd_atom = static_cast<int>(p.max_qp_rd_atom);
     a->max_qp_init_rd_atom = static_cast<int>(p.max_qp_rd_atom);
     a->max_res_rd_atom = static_cast<int>(p.max_qp_rd_atom * p.max_qp);
-    a->atomic_cap = IBV_ATOMIC_NONE;
+    a->atomic_cap = IBV_ATOMIC_HCA;  // atomic with respect to this adapter's own atomics
     a->max_pkeys = 1;
     a->max_ah = std::numeric_limits<int>::max();  // address handles live in host memory only
     a->local_ca_ack_delay = 15;

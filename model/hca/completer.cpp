@@ -1,6 +1,7 @@
 #include "model/hca/completer.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "model/hca/descriptor_engine.hpp"
 #include "model/hca/translation_unit.hpp"
@@ -23,6 +24,8 @@ CqeOpcode cqe_opcode(WqeOpcode op) {
     case WqeOpcode::RdmaWrite:
     case WqeOpcode::RdmaWriteImm: return CqeOpcode::RdmaWrite;
     case WqeOpcode::RdmaRead: return CqeOpcode::RdmaRead;
+    case WqeOpcode::AtomicCompareSwap: return CqeOpcode::CompareSwap;
+    case WqeOpcode::AtomicFetchAdd: return CqeOpcode::FetchAdd;
     }
     return CqeOpcode::Send;
 }
@@ -45,6 +48,10 @@ void Completer::handle(QpContext& qp, const packet::Parsed& p, const packet::Pac
     const packet::OpcodeInfo& info = packet::opcode_info(p.h.bth.opcode);
     if (info.read) {
         handle_read_response(qp, p, pkt, payload, t);
+        return;
+    }
+    if (info.atomic && p.h.atomic_ack) {
+        handle_atomic_ack(qp, p, t);
         return;
     }
     if (p.h.aeth) handle_ack(qp, p, t);
@@ -129,11 +136,34 @@ void Completer::handle_read_response(QpContext& qp, const packet::Parsed& p, con
     counter("read_responses_unmatched")++;
 }
 
+// The ATOMIC ACKNOWLEDGE of an atomic: the original value goes into the
+// local buffer and the atomic is done.
+void Completer::handle_atomic_ack(QpContext& qp, const packet::Parsed& p, sim::Tick t) {
+    const std::uint32_t psn = p.h.bth.psn;
+    for (auto& w : qp.send_q) {
+        if (!w.started || !is_atomic(w.op) || w.acked || w.first_psn != psn) continue;
+        ack_received(qp, psn_add(psn, kPsnMask), t);
+        if ((p.h.aeth->syndrome & packet::kAethKindMask) != packet::kAethAck) return;
+        std::uint8_t orig[kAtomicBytes];
+        std::memcpy(orig, &*p.h.atomic_ack, sizeof orig);  // the host's byte order
+        w.done_at = std::max(w.done_at, m_w.dma.write(t, w.spans.data(), w.spans.size(), orig));
+        w.acked = true;
+        if (qp.outstanding_reads) --qp.outstanding_reads;
+        qp.rnr_retries_left = qp.rnr_retry;
+        qp.retries_left = qp.retry_cnt;
+        restart_ack_timer(qp, t);
+        retire(qp, t);
+        m_w.tx.kick(qp, t);
+        return;
+    }
+    counter("atomic_acks_unmatched")++;
+}
+
 void Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
     bool progress = false;
     for (auto& w : qp.send_q) {
         if (!w.started || !w.fully_sent) break;
-        if (w.op == WqeOpcode::RdmaRead) {
+        if (w.op == WqeOpcode::RdmaRead || is_atomic(w.op)) {
             if (!w.acked) break;
             continue;
         }

@@ -109,6 +109,8 @@ struct SendWork {
     std::uint32_t imm = 0;
     std::uint64_t raddr = 0;
     std::uint32_t rkey = 0;
+    std::uint64_t swap_add = 0;      // atomics
+    std::uint64_t compare = 0;
     std::vector<DataSeg> sges;
     std::vector<std::uint8_t> inline_data;
     std::uint32_t length = 0;
@@ -139,8 +141,12 @@ struct RecvWork {
     std::uint32_t vi_error = 0;      // kViStatus* error bits found at fetch
 };
 
-// An RDMA READ the responder is answering.
+// An RDMA READ (or an atomic) the responder is answering; responses leave
+// in the order of their requests.
 struct ReadResponseJob {
+    bool atomic = false;             // an ATOMIC ACKNOWLEDGE carrying orig
+    std::uint64_t orig = 0;
+    sim::Tick ready = 0;             // when an atomic's original value is on chip
     std::uint64_t va = 0;
     std::uint32_t rkey = 0;
     std::uint32_t length = 0;
@@ -238,6 +244,14 @@ struct QpContext {
     std::vector<DmaSpan> write_spans;
     std::uint32_t unacked_packets = 0;
     std::deque<ReadResponseJob> read_jobs;
+    // Results of the last atomics executed, answered again when a request is
+    // repeated (never executed twice): max_dest_rd_atomic entries.
+    struct SavedAtomic {
+        std::uint32_t psn;
+        std::uint64_t orig;
+        std::uint32_t msn;
+    };
+    std::deque<SavedAtomic> atomic_results;
     // An ACK or NAK held back behind READ responses still to be sent:
     // responses leave in PSN order (IBA 9.7.5.1).
     bool ack_deferred = false;

@@ -37,6 +37,8 @@ std::uint32_t vi_op_bits(WqeOpcode op) {
     case WqeOpcode::RdmaWrite: return kViStatusOpRdmaWrite;
     case WqeOpcode::RdmaWriteImm: return kViStatusOpRdmaWrite | kViStatusImmediate;
     case WqeOpcode::RdmaRead: return kViStatusOpRdmaRead;
+    case WqeOpcode::AtomicCompareSwap:
+    case WqeOpcode::AtomicFetchAdd: break;  // not a VI operation
     }
     return kViStatusOpSend;
 }

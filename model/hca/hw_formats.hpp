@@ -18,7 +18,20 @@ enum class WqeOpcode : std::uint8_t {
     RdmaWrite = 2,
     RdmaWriteImm = 3,
     RdmaRead = 4,
+    AtomicCompareSwap = 5,
+    AtomicFetchAdd = 6,
 };
+
+// An atomic WQE: control, remote address, this, then one 8-byte data
+// segment for the original value.
+struct AtomicSeg {
+    std::uint64_t swap_add;  // swap value (compare & swap) or addend
+    std::uint64_t compare;
+};
+static_assert(sizeof(AtomicSeg) == 16, "atomic segment is 16 bytes");
+inline constexpr std::uint32_t kAtomicBytes = 8;
+
+inline bool is_atomic(WqeOpcode op) { return op == WqeOpcode::AtomicCompareSwap || op == WqeOpcode::AtomicFetchAdd; }
 
 enum WqeFlags : std::uint8_t {
     kWqeSignaled = 1 << 0,   // write a CQE when this WQE completes
@@ -88,6 +101,8 @@ enum class CqeOpcode : std::uint8_t {
     RdmaRead = 2,
     Recv = 3,
     RecvRdmaWithImm = 4,
+    CompareSwap = 5,
+    FetchAdd = 6,
 };
 
 // Syndromes the adapter reports; the driver maps them to ibv_wc_status.

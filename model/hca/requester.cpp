@@ -53,7 +53,8 @@ void Requester::finish_unsent(QpContext& qp, SendWork& w, sim::Tick t) {
 }
 
 bool Requester::start(QpContext& qp, SendWork& w, sim::Tick now, sim::Tick& start_at) {
-    const bool is_read = w.op == WqeOpcode::RdmaRead;
+    // READs and atomics write their answer into the local buffer.
+    const bool is_read = w.op == WqeOpcode::RdmaRead || is_atomic(w.op);
     if (!qp.service().connected && w.length > m_max_datagram) {
         // A datagram is one packet: longer than the MTU is a local length error.
         HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " WQE " << w.wqe_index << ": " << w.length
@@ -87,6 +88,14 @@ bool Requester::start(QpContext& qp, SendWork& w, sim::Tick now, sim::Tick& star
 
 std::uint32_t Requester::build_headers(QpContext& qp, const SendWork& w, packet::Headers& h, bool& last) {
     const std::uint32_t mtu = qp.path_mtu;
+    if (is_atomic(w.op)) {
+        h.bth.opcode = op(w.op == WqeOpcode::AtomicCompareSwap ? Opcode::RcCompareSwap : Opcode::RcFetchAdd);
+        h.bth.psn = w.first_psn;
+        h.atomic_eth = packet::AtomicEth{w.raddr, w.rkey, w.swap_add, w.compare};
+        qp.next_psn = psn_add(w.first_psn, 1);
+        last = true;
+        return 0;
+    }
     if (w.op == WqeOpcode::RdmaRead) {
         h.bth.opcode = op(Opcode::RcReadRequest);
         h.bth.psn = w.first_psn;
@@ -121,7 +130,8 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
         finish_unsent(qp, w, now);
         return false;
     }
-    const bool is_read = w.op == WqeOpcode::RdmaRead;
+    // Outstanding READs and atomics share the max_rd_atomic responder resources.
+    const bool is_read = w.op == WqeOpcode::RdmaRead || is_atomic(w.op);
     if ((w.flags & kWqeFence) && qp.outstanding_reads > 0 && !w.started) return false;
     if (is_read && !w.started && qp.outstanding_reads >= std::max<std::uint32_t>(1, qp.max_rd_atomic)) return false;
     sim::Tick start_at = now;
@@ -178,13 +188,14 @@ void Requester::rewind(QpContext& qp, std::uint32_t psn, sim::Tick resume_at) {
         if (d < 0 || d >= static_cast<std::int32_t>(w.npsn)) continue;
         for (std::size_t j = i; j < qp.send_q.size(); ++j) {
             SendWork& later = qp.send_q[j];
-            if (later.started && later.op == WqeOpcode::RdmaRead && !later.acked && qp.outstanding_reads > 0)
+            const bool read_or_atomic = later.op == WqeOpcode::RdmaRead || is_atomic(later.op);
+            if (later.started && read_or_atomic && !later.acked && qp.outstanding_reads > 0)
                 --qp.outstanding_reads;
             later.started = j == i;
             later.fully_sent = false;
         }
         qp.tx_index = i;
-        if (w.op == WqeOpcode::RdmaRead) {
+        if (w.op == WqeOpcode::RdmaRead || is_atomic(w.op)) {
             qp.tx_offset = 0;
             w.started = false;
         } else {

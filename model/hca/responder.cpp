@@ -34,6 +34,10 @@ void Responder::handle(QpContext& qp, const packet::Parsed& p, const packet::Pac
         execute_read(qp, r);
         return;
     }
+    if (info.atomic) {
+        execute_atomic(qp, r);
+        return;
+    }
     acknowledge(qp, r);
 }
 
@@ -72,6 +76,17 @@ Responder::Step Responder::check_psn(QpContext& qp, Request& r) {
         if (!starts) return Step::Done;
         qp.epsn = r.psn;
         d = 0;
+    }
+    if (d < 0 && r.info.atomic) {
+        // A repeated atomic is answered from its saved result, never
+        // executed twice (IBA 9.7.5.2.3); one too old to be saved is dropped.
+        counter("duplicate_atomics")++;
+        for (const auto& saved : qp.atomic_results) {
+            if (saved.psn != r.psn) continue;
+            queue_atomic_ack(qp, r.t, saved.psn, saved.orig, saved.msn);
+            return Step::Done;
+        }
+        return Step::Done;
     }
     if (d < 0) {
         // Duplicate: the requester missed our ACK; acknowledge again.
@@ -275,6 +290,63 @@ Responder::Step Responder::execute_read(QpContext& qp, Request& r) {
     return Step::Done;
 }
 
+// Compare & swap or fetch & add on 8 aligned bytes of host memory: a read
+// and a write across PCIe, serialised per address with the atomics before
+// it, as the adapter's atomic unit does it. The ATOMIC ACKNOWLEDGE leaves
+// once the original value is on chip.
+Responder::Step Responder::execute_atomic(QpContext& qp, Request& r) {
+    const packet::AtomicEth& a = *r.p.h.atomic_eth;
+    if (a.va % kAtomicBytes != 0) {
+        HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " atomic at misaligned va 0x" << std::hex << a.va);
+        fail(qp, r.t, packet::kNakInvalidRequest, CqeStatus::Success, r.psn, std::nullopt);
+        return Step::Done;
+    }
+    m_spans.clear();
+    const Translation tr = (qp.access & kRemoteAtomic)
+                               ? m_w.translation.translate(r.t, a.rkey, qp.pdn, a.va, kAtomicBytes, kRemoteAtomic, m_spans)
+                               : Translation{Protection::AccessDenied, r.t};
+    if (tr.status != Protection::Ok) {
+        HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " atomic rkey " << a.rkey << ": " << to_string(tr.status));
+        fail(qp, tr.ready, packet::kNakRemoteAccessError, CqeStatus::Success, r.psn, std::nullopt);
+        return Step::Done;
+    }
+    const std::uint64_t bus = m_spans.front().addr;
+    sim::Tick start = tr.ready;
+    const auto busy = m_atomic_busy.find(bus);
+    if (busy != m_atomic_busy.end()) start = std::max(start, busy->second);
+    std::uint64_t orig = 0;
+    const sim::Tick have = m_w.dma.read(start, m_spans.data(), m_spans.size(), reinterpret_cast<std::uint8_t*>(&orig));
+    const bool cas = r.p.h.bth.opcode == static_cast<std::uint8_t>(Opcode::RcCompareSwap);
+    const std::uint64_t next = cas ? (orig == a.compare ? a.swap_add : orig) : orig + a.swap_add;
+    const sim::Tick visible =
+        m_w.dma.write(have, m_spans.data(), m_spans.size(), reinterpret_cast<const std::uint8_t*>(&next));
+    // The next atomic on these bytes reads them once this write has landed.
+    if (m_atomic_busy.size() > kAtomicAddressesTracked) {
+        for (auto it = m_atomic_busy.begin(); it != m_atomic_busy.end();)
+            it = it->second <= r.t ? m_atomic_busy.erase(it) : std::next(it);
+    }
+    m_atomic_busy[bus] = visible;
+    counter(cas ? "compare_swaps" : "fetch_adds")++;
+    qp.msn = psn_add(qp.msn, 1);
+    qp.epsn = psn_add(r.psn, 1);
+    qp.atomic_results.push_back({r.psn, orig, qp.msn});
+    while (qp.atomic_results.size() > std::max<std::uint32_t>(1, qp.max_dest_rd_atomic)) qp.atomic_results.pop_front();
+    queue_atomic_ack(qp, have, r.psn, orig, qp.msn);
+    return Step::Done;
+}
+
+void Responder::queue_atomic_ack(QpContext& qp, sim::Tick ready, std::uint32_t psn, std::uint64_t orig,
+                                 std::uint32_t msn) {
+    ReadResponseJob job;
+    job.atomic = true;
+    job.orig = orig;
+    job.ready = ready;
+    job.first_psn = psn;
+    job.msn = msn;
+    qp.read_jobs.push_back(std::move(job));
+    m_w.tx.kick(qp, ready);
+}
+
 void Responder::acknowledge(QpContext& qp, Request& r) {
     qp.epsn = psn_add(r.psn, 1);
     const TransportService& svc = qp.service();
@@ -302,6 +374,24 @@ void Responder::respond(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::
 bool Responder::produce(QpContext& qp, sim::Tick now) {
     if (qp.read_jobs.empty()) return false;
     ReadResponseJob& job = qp.read_jobs.front();
+    if (job.atomic) {
+        packet::Headers h;
+        h.bth.opcode = op(Opcode::RcAtomicAcknowledge);
+        h.bth.psn = job.first_psn;
+        h.aeth = packet::Aeth{packet::kAethAck | packet::kAethCreditsInvalid, job.msn};
+        h.atomic_ack = job.orig;
+        std::uint8_t* payload = nullptr;
+        auto pkt = m_w.tx.make_packet(route_of(qp), h, 0, &payload);
+        const sim::Tick ready = std::max(now, job.ready);
+        qp.read_jobs.pop_front();
+        counter("atomic_acks")++;
+        m_w.tx.launch(qp, std::move(pkt), ready);
+        if (qp.read_jobs.empty() && qp.ack_deferred) {
+            qp.ack_deferred = false;
+            m_w.tx.send_ack(qp, now, qp.deferred_syndrome, qp.deferred_psn);
+        }
+        return true;
+    }
     const std::uint32_t mtu = qp.path_mtu;
     const std::uint32_t n = std::min(mtu, job.length - job.offset);
     const bool first = job.offset == 0;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -57,6 +58,9 @@ private:
     Step execute_send(QpContext& qp, Request& r);
     Step execute_write(QpContext& qp, Request& r);
     Step execute_read(QpContext& qp, Request& r);
+    Step execute_atomic(QpContext& qp, Request& r);
+    // The ATOMIC ACKNOWLEDGE goes out in order behind earlier responses.
+    void queue_atomic_ack(QpContext& qp, sim::Tick ready, std::uint32_t psn, std::uint64_t orig, std::uint32_t msn);
     void acknowledge(QpContext& qp, Request& r);
 
     // Sends an ACK or NAK, behind any READ responses still to go.
@@ -71,6 +75,9 @@ private:
     Wiring m_w;
     HcaParams m_p;
     std::vector<DmaSpan> m_spans;
+    // Bus address of recent atomics -> when their write lands.
+    std::map<std::uint64_t, sim::Tick> m_atomic_busy;
+    static constexpr std::size_t kAtomicAddressesTracked = 64;
     std::uint64_t* m_n_read_response_packets = nullptr;
 };
 

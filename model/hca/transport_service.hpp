@@ -20,6 +20,7 @@ struct TransportService {
     bool acknowledged;           // the responder ACKs and the requester waits for it
     bool reads;                  // RDMA READ allowed
     bool writes;                 // RDMA WRITE allowed
+    bool atomics;                // compare & swap and fetch & add allowed
     bool rnr_nak;                // a message with no receive WQE is RNR NAKed (else dropped)
     bool resync_on_gap;          // PSN gaps drop the message in progress, the next start resynchronises
     bool checks_psn;             // the responder checks PSNs at all (not UD)
@@ -29,14 +30,15 @@ struct TransportService {
 
 // clang-format off
 inline constexpr TransportService kTransportServices[] = {
-    //  name          base  types            conn   acked  reads  writes rnr    resync psn    visible vi
-    {"RC",            0x00, packet::kQpRc,   true,  true,  true,  true,  true,  false, true,  false,  false},
-    {"UC",            0x20, packet::kQpUc,   true,  false, false, true,  false, true,  true,  false,  false},
-    {"UD",            0x60, packet::kQpUd,   false, false, false, false, false, false, false, false,  false},
-    // VI levels ride on RC packets; only the unreliable one goes without ACKs.
-    {"VI unreliable", 0x00, packet::kQpRc,   true,  false, true,  true,  false, true,  true,  false,  true},
-    {"VI reliable delivery", 0x00, packet::kQpRc, true, true, true, true, false, false, true, false,  true},
-    {"VI reliable reception", 0x00, packet::kQpRc, true, true, true, true, false, false, true, true,   true},
+    //  name          base  types            conn   acked  reads  writes atomic rnr    resync psn    visible vi
+    {"RC",            0x00, packet::kQpRc,   true,  true,  true,  true,  true,  true,  false, true,  false,  false},
+    {"UC",            0x20, packet::kQpUc,   true,  false, false, true,  false, false, true,  true,  false,  false},
+    {"UD",            0x60, packet::kQpUd,   false, false, false, false, false, false, false, false, false,  false},
+    // VI levels ride on RC packets; only the unreliable one goes without
+    // ACKs. The VI Architecture has no atomics.
+    {"VI unreliable", 0x00, packet::kQpRc,   true,  false, true,  true,  false, false, true,  true,  false,  true},
+    {"VI reliable delivery", 0x00, packet::kQpRc, true, true, true, true, false, false, false, true, false, true},
+    {"VI reliable reception", 0x00, packet::kQpRc, true, true, true, true, false, false, false, true, true, true},
 };
 // clang-format on
 

@@ -19,18 +19,26 @@ bool WqeFetchEngine::parse_send(QpContext& qp, const std::uint8_t* wqe, std::uin
     w.flags = ctrl.flags;
     w.imm = ctrl.imm_data;
     std::uint32_t off = sizeof(SendWqeCtrl);
-    if (ctrl.opcode > static_cast<std::uint8_t>(WqeOpcode::RdmaRead)) return false;
+    if (ctrl.opcode > static_cast<std::uint8_t>(WqeOpcode::AtomicFetchAdd)) return false;
     // An operation the QP's transport does not have is a local QP operation error.
     const TransportService& svc = qp.service();
     const bool read = w.op == WqeOpcode::RdmaRead;
     const bool write = w.op == WqeOpcode::RdmaWrite || w.op == WqeOpcode::RdmaWriteImm;
-    if ((read && !svc.reads) || (write && !svc.writes)) return false;
-    if (read || write) {
+    const bool atomic = is_atomic(w.op);
+    if ((read && !svc.reads) || (write && !svc.writes) || (atomic && !svc.atomics)) return false;
+    if (read || write || atomic) {
         RemoteAddrSeg ra;
         std::memcpy(&ra, wqe + off, sizeof ra);
         w.raddr = ra.remote_addr;
         w.rkey = ra.rkey;
         off += sizeof(RemoteAddrSeg);
+    }
+    if (atomic) {
+        AtomicSeg as;
+        std::memcpy(&as, wqe + off, sizeof as);
+        w.swap_add = as.swap_add;
+        w.compare = as.compare;
+        off += sizeof as;
     }
     if (!svc.connected) {
         DatagramSeg dg;

@@ -44,6 +44,9 @@ constexpr LayoutEntry kLayoutEntries[] = {
     {Opcode::RcReadResponseLast,     {true, false, false, true,  false, true}},
     {Opcode::RcReadResponseOnly,     {true, false, false, true,  false, true}},
     {Opcode::RcAcknowledge,          {true, false, false, true,  false, false}},
+    {Opcode::RcAtomicAcknowledge,    {true, false, false, true,  false, false, false, true}},
+    {Opcode::RcCompareSwap,          {true, false, false, false, false, false, true,  false}},
+    {Opcode::RcFetchAdd,             {true, false, false, false, false, false, true,  false}},
     {Opcode::UdSendOnly,             {true, true,  false, false, false, true}},
     {Opcode::UdSendOnlyImm,          {true, true,  false, false, true,  true}},
 };
@@ -62,8 +65,8 @@ constexpr std::array<OpcodeLayout, 256> make_layout_table() {
 constexpr std::array<OpcodeLayout, 256> kLayoutTable = make_layout_table();
 
 constexpr std::size_t ext_bytes(const OpcodeLayout& l) {
-    return (l.deth ? kDethBytes : 0) + (l.reth ? kRethBytes : 0) + (l.aeth ? kAethBytes : 0) +
-           (l.immdt ? kImmDtBytes : 0);
+    return (l.deth ? kDethBytes : 0) + (l.reth ? kRethBytes : 0) + (l.atomic_eth ? kAtomicEthBytes : 0) +
+           (l.aeth ? kAethBytes : 0) + (l.atomic_ack_eth ? kAtomicAckEthBytes : 0) + (l.immdt ? kImmDtBytes : 0);
 }
 
 constexpr std::size_t pad_for(std::size_t payload_len) { return (4 - (payload_len & 3)) & 3; }
@@ -261,11 +264,23 @@ std::size_t write_headers(const Headers& h, std::size_t payload_len, std::uint8_
         put32(p + 12, r.dma_len);
         p += kRethBytes;
     }
+    if (layout.atomic_eth) {  // VA, R_Key, Swap (Add) Data, Compare Data
+        const AtomicEth a = h.atomic_eth.value_or(AtomicEth{});
+        put64(p, a.va);
+        put32(p + 8, a.rkey);
+        put64(p + 12, a.swap_add);
+        put64(p + 20, a.compare);
+        p += kAtomicEthBytes;
+    }
     if (layout.aeth) {  // Syndrome, MSN
         const Aeth a = h.aeth.value_or(Aeth{});
         p[0] = a.syndrome;
         put24(p + 1, a.msn);
         p += kAethBytes;
+    }
+    if (layout.atomic_ack_eth) {  // Original Remote Data
+        put64(p, h.atomic_ack.value_or(0));
+        p += kAtomicAckEthBytes;
     }
     if (layout.immdt) {
         put32(p, h.immdt.value_or(0));
@@ -416,9 +431,17 @@ ParseError parse(const std::uint8_t* buf, std::size_t n, Parsed& out) {
         h.reth = Reth{get64(p), get32(p + 8), get32(p + 12)};
         p += kRethBytes;
     }
+    if (layout.atomic_eth) {
+        h.atomic_eth = AtomicEth{get64(p), get32(p + 8), get64(p + 12), get64(p + 20)};
+        p += kAtomicEthBytes;
+    }
     if (layout.aeth) {
         h.aeth = Aeth{p[0], get24(p + 1)};
         p += kAethBytes;
+    }
+    if (layout.atomic_ack_eth) {
+        h.atomic_ack = get64(p);
+        p += kAtomicAckEthBytes;
     }
     if (layout.immdt) h.immdt = get32(p);
 

@@ -18,6 +18,8 @@ inline constexpr std::size_t kDethBytes = 8;
 inline constexpr std::size_t kRethBytes = 16;
 inline constexpr std::size_t kAethBytes = 4;
 inline constexpr std::size_t kImmDtBytes = 4;
+inline constexpr std::size_t kAtomicEthBytes = 28;
+inline constexpr std::size_t kAtomicAckEthBytes = 8;
 inline constexpr std::size_t kIcrcBytes = 4;
 inline constexpr std::size_t kVcrcBytes = 2;
 
@@ -43,6 +45,9 @@ enum class Opcode : std::uint8_t {
     RcReadResponseLast = 0x0f,
     RcReadResponseOnly = 0x10,
     RcAcknowledge = 0x11,
+    RcAtomicAcknowledge = 0x12,
+    RcCompareSwap = 0x13,
+    RcFetchAdd = 0x14,
     UcSendFirst = 0x20,
     UcSendOnly = 0x24,
     UcWriteOnly = 0x2a,
@@ -63,6 +68,8 @@ struct OpcodeLayout {
     bool aeth = false;
     bool immdt = false;
     bool payload = false;  // may carry payload bytes
+    bool atomic_eth = false;
+    bool atomic_ack_eth = false;
 };
 OpcodeLayout opcode_layout(std::uint8_t opcode);
 
@@ -130,6 +137,15 @@ inline constexpr std::uint8_t kNakInvalidRequest = 1;
 inline constexpr std::uint8_t kNakRemoteAccessError = 2;
 inline constexpr std::uint8_t kNakRemoteOperationalError = 3;
 
+// Atomic ETH (IBA 9.3.4): the target and operands of a compare & swap or
+// fetch & add on 8 bytes.
+struct AtomicEth {
+    std::uint64_t va = 0;
+    std::uint32_t rkey = 0;
+    std::uint64_t swap_add = 0;
+    std::uint64_t compare = 0;
+};
+
 struct Headers {
     Lrh lrh;
     std::optional<Grh> grh;
@@ -138,6 +154,8 @@ struct Headers {
     std::optional<Reth> reth;
     std::optional<Aeth> aeth;
     std::optional<std::uint32_t> immdt;
+    std::optional<AtomicEth> atomic_eth;
+    std::optional<std::uint64_t> atomic_ack;  // AtomicAckETH: the original remote data
 };
 
 // Which extension headers go on the wire is decided by opcode_layout() of

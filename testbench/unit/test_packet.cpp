@@ -409,6 +409,9 @@ TEST_CASE("opcode_layout gives the IBA extension headers for every hcasim opcode
         {Opcode::RcReadResponseLast, false, false, true, false, true},
         {Opcode::RcReadResponseOnly, false, false, true, false, true},
         {Opcode::RcAcknowledge, false, false, true, false, false},
+        {Opcode::RcAtomicAcknowledge, false, false, true, false, false},
+        {Opcode::RcCompareSwap, false, false, false, false, false},
+        {Opcode::RcFetchAdd, false, false, false, false, false},
         {Opcode::UdSendOnly, true, false, false, false, true},
         {Opcode::UdSendOnlyImm, true, false, false, true, true},
     };
@@ -435,7 +438,10 @@ TEST_CASE("opcode_layout gives the IBA extension headers for every hcasim opcode
         CHECK_FALSE(uc.aeth);
     }
     CHECK(valid == static_cast<int>(std::size(table)) + 12);
-    CHECK_FALSE(opcode_layout(0x12).valid);  // RC compare & swap: not modelled
+    CHECK(opcode_layout(0x12).atomic_ack_eth);
+    CHECK(opcode_layout(0x13).atomic_eth);
+    CHECK(opcode_layout(0x14).atomic_eth);
+    CHECK_FALSE(opcode_layout(0x15).valid);  // reserved
     CHECK_FALSE(opcode_layout(0x2c).valid);  // past UC's last opcode
     CHECK_FALSE(opcode_layout(0xff).valid);
 }
@@ -851,7 +857,7 @@ TEST_CASE("parse reports each malformation with its own error", "[packet][parse]
         CHECK(parse_vec(make_packet(h, {1, 2, 3})) == ParseError::BadTransportVersion);
     }
     SECTION("BadOpcode") {
-        for (std::uint8_t bad : {0x12, 0x1f, 0x2c, 0x66, 0xff}) {
+        for (std::uint8_t bad : {0x15, 0x1f, 0x2c, 0x66, 0xff}) {
             Headers h = sample_headers(Opcode::RcSendOnly, false);
             h.bth.opcode = bad;
             CHECK(parse_vec(make_packet(h, {1, 2, 3, 4})) == ParseError::BadOpcode);
