@@ -85,6 +85,7 @@ QpRings CommandInterface::rings_of(const hca::QpContext& qp) {
     r.max_inline = qp.max_inline;
     r.vi = qp.vi;
     r.vi_max_transfer = qp.vi_max_transfer;
+    r.type = qp.type;
     return r;
 }
 
@@ -105,6 +106,7 @@ void CommandInterface::fill(hca::QpContext& qp, const QpRings& r) {
     qp.max_inline = r.max_inline;
     qp.vi = r.vi;
     qp.vi_max_transfer = r.vi_max_transfer;
+    qp.type = r.type;
 }
 
 bool CommandInterface::modify_qp(std::uint32_t qpn, const QpAttributes& a, std::uint32_t mask) {
@@ -120,7 +122,9 @@ bool CommandInterface::apply_modify_qp(std::uint32_t qpn, const QpAttributes& a,
     if (mask & kAttrAv) {
         qp->dlid = a.dlid;
         qp->sl = a.sl;
+        qp->grh = a.grh;
     }
+    if (mask & kAttrQkey) qp->qkey = a.qkey;
     if (mask & kAttrDestQpn) qp->dest_qpn = a.dest_qpn;
     if (mask & kAttrRqPsn) {
         qp->epsn = a.rq_psn & hca::kPsnMask;

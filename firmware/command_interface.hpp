@@ -32,6 +32,7 @@ enum QpAttrMask : std::uint32_t {
     kAttrRetryCnt = 1 << 12,
     kAttrRnrRetry = 1 << 13,
     kAttrMaxRdAtomic = 1 << 14,
+    kAttrQkey = 1 << 15,
 };
 
 struct QpAttributes {
@@ -49,6 +50,8 @@ struct QpAttributes {
     std::uint8_t timeout = 14;
     std::uint8_t retry_cnt = 7;
     std::uint8_t rnr_retry = 7;
+    std::uint32_t qkey = 0;
+    hca::GlobalRoute grh;  // with kAttrAv: the path's GRH, when global
 };
 
 struct QpRings {
@@ -66,6 +69,7 @@ struct QpRings {
     std::uint32_t max_send_sge = 1;
     std::uint32_t max_recv_sge = 1;
     std::uint32_t max_inline = 0;
+    hca::QpType type = hca::QpType::Rc;
     // VI mode: descriptors instead of rings.
     hca::ViReliability vi = hca::ViReliability::None;
     std::uint32_t vi_max_transfer = 0;

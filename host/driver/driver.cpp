@@ -197,6 +197,8 @@ int Driver::read_cqes(DriverCq& cq, int max, Completion* out) {
         o.qpn = c.qpn;
         o.src_qp = c.src_qp;
         o.slid = c.slid;
+        o.sl = c.sl;
+        o.grh = (c.flags & hca::kCqeGrh) != 0;
         o.vendor_err = c.status;
         o.timestamp = hca::cqe_timestamp(c);
         if (DriverQp* qp = find_qp(c.qpn); qp && !qp->vi) {
@@ -231,7 +233,7 @@ int Driver::req_notify_cq(DriverCq& cq, bool solicited_only) {
 }
 
 int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, const QpCaps& caps, bool sq_sig_all,
-                      DriverQp*& out) {
+                      DriverQp*& out, hca::QpType type) {
     control_call();
     const hca::HcaParams& p = m_hca.params();
     if (!m_pds.count(pdn) || !send_cq || !recv_cq) return EINVAL;
@@ -248,18 +250,22 @@ int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, c
     qp->max_recv_sge = std::max<std::uint32_t>(1, caps.max_recv_sge);
     qp->max_inline = caps.max_inline;
     qp->sq_sig_all = sq_sig_all;
-    // Send WQE: control + remote address + max(data segments, inline bytes),
-    // padded to a power of two of at least one 64 B basic block.
+    qp->type = type;
+    // Send WQE: control + remote address (UD: datagram) segment + max(data
+    // segments, inline bytes), padded to a power of two of at least one 64 B
+    // basic block.
+    const std::uint32_t head = sizeof(hca::SendWqeCtrl) + (type == hca::QpType::Ud ? sizeof(hca::DatagramSeg)
+                                                                                    : sizeof(hca::RemoteAddrSeg));
     const std::uint32_t body = std::max(qp->max_send_sge * 16u, (qp->max_inline + 15u) & ~15u);
-    qp->sq_log_stride = std::max<std::uint32_t>(6, log2_ceil(32u + body));
+    qp->sq_log_stride = std::max<std::uint32_t>(6, log2_ceil(head + body));
     qp->sq_log_size = log2_ceil(std::max<std::uint32_t>(1, caps.max_send_wr));
     qp->rq_log_stride = std::max<std::uint32_t>(5, log2_ceil(16u + qp->max_recv_sge * 16u));
     qp->rq_log_size = log2_ceil(std::max<std::uint32_t>(1, caps.max_recv_wr));
     // Report what was really allocated, as libibverbs providers do.
     qp->max_send_wr = 1u << qp->sq_log_size;
     qp->max_recv_wr = 1u << qp->rq_log_size;
-    qp->max_inline = std::min<std::uint32_t>(p.max_inline, (1u << qp->sq_log_stride) - 32u);
-    qp->max_send_sge = std::min<std::uint32_t>(p.max_sge, ((1u << qp->sq_log_stride) - 32u) / 16u);
+    qp->max_inline = std::min<std::uint32_t>(p.max_inline, (1u << qp->sq_log_stride) - head);
+    qp->max_send_sge = std::min<std::uint32_t>(p.max_sge, ((1u << qp->sq_log_stride) - head) / 16u);
     qp->max_recv_sge = std::min<std::uint32_t>(p.max_sge, ((1u << qp->rq_log_stride) - 16u) / 16u);
     qp->sq = static_cast<std::uint8_t*>(alloc_pinned(static_cast<std::size_t>(1) << (qp->sq_log_size + qp->sq_log_stride)));
     qp->rq = static_cast<std::uint8_t*>(alloc_pinned(static_cast<std::size_t>(1) << (qp->rq_log_size + qp->rq_log_stride)));
@@ -282,6 +288,7 @@ int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, c
     r.max_send_sge = qp->max_send_sge;
     r.max_recv_sge = qp->max_recv_sge;
     r.max_inline = qp->max_inline;
+    r.type = type;
     m_fw.create_qp(qp->qpn, r);
     ++send_cq->qp_refs;
     ++recv_cq->qp_refs;
@@ -310,7 +317,9 @@ int Driver::modify_qp(DriverQp& qp, const firmware::QpAttributes& a, std::uint32
     if (fw_mask & firmware::kAttrAv) {
         s.dlid = a.dlid;
         s.sl = a.sl;
+        s.grh = a.grh;
     }
+    if (fw_mask & firmware::kAttrQkey) s.qkey = a.qkey;
     if (fw_mask & firmware::kAttrDestQpn) s.dest_qpn = a.dest_qpn;
     if (fw_mask & firmware::kAttrRqPsn) s.rq_psn = a.rq_psn;
     if (fw_mask & firmware::kAttrSqPsn) s.sq_psn = a.sq_psn;
@@ -369,7 +378,12 @@ int Driver::write_send_wqe(DriverQp& qp, const SendRequest& r) {
     ctrl.imm_data = r.imm;
     ctrl.wqe_index = qp.sq_pi;
     std::uint32_t off = sizeof ctrl;
-    if (r.op == hca::WqeOpcode::RdmaWrite || r.op == hca::WqeOpcode::RdmaWriteImm || r.op == hca::WqeOpcode::RdmaRead) {
+    if (qp.type == hca::QpType::Ud) {
+        if (!r.datagram) return EINVAL;
+        std::memcpy(wqe + off, r.datagram, sizeof *r.datagram);
+        off += sizeof *r.datagram;
+    } else if (r.op == hca::WqeOpcode::RdmaWrite || r.op == hca::WqeOpcode::RdmaWriteImm ||
+               r.op == hca::WqeOpcode::RdmaRead) {
         RemoteAddrSeg ra{r.raddr, r.rkey, 0};
         std::memcpy(wqe + off, &ra, sizeof ra);
         off += sizeof ra;

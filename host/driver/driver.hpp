@@ -41,6 +41,7 @@ struct SendRequest {
     std::uint32_t rkey = 0;
     const Sge* sges = nullptr;
     std::uint32_t num_sge = 0;
+    const hca::DatagramSeg* datagram = nullptr;  // UD: where it goes
 };
 
 struct Completion {
@@ -55,6 +56,8 @@ struct Completion {
     std::uint32_t qpn = 0;
     std::uint32_t src_qp = 0;
     std::uint16_t slid = 0;
+    std::uint8_t sl = 0;
+    bool grh = false;             // UD receive: a GRH is in the buffer's first 40 bytes
     std::uint8_t vendor_err = 0;
     std::uint64_t timestamp = 0;  // adapter core clock cycles when the CQE was written (48 bits)
 };
@@ -94,6 +97,7 @@ struct DriverQp {
     firmware::QpAttributes attr;           // last attributes set, for query
     void* user_context = nullptr;
     bool vi = false;                       // a VI: descriptors, no rings
+    hca::QpType type = hca::QpType::Rc;
 };
 
 // A completion channel: interrupts of its CQs become events a thread waits on.
@@ -149,7 +153,7 @@ public:
         std::uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline;
     };
     int create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, const QpCaps& caps, bool sq_sig_all,
-                  DriverQp*& out);
+                  DriverQp*& out, hca::QpType type = hca::QpType::Rc);
     int modify_qp(DriverQp& qp, const firmware::QpAttributes& a, std::uint32_t fw_mask);
     int destroy_qp(DriverQp* qp);
     // Refreshes qp.state from the adapter.

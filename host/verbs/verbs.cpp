@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <limits>
 #include <new>
 
 #include "host/driver/host_thread.hpp"
@@ -92,6 +93,8 @@ void to_ibv_wc(const host::Completion& c, ibv_wc& w) {
     w.qp_num = c.qpn;
     w.src_qp = c.src_qp;
     w.slid = c.slid;
+    w.sl = c.sl;
+    if (c.grh) w.wc_flags |= IBV_WC_GRH;
     if (c.has_imm) {
         w.imm_data = c.imm;
         w.wc_flags |= IBV_WC_WITH_IMM;
@@ -109,6 +112,7 @@ int post_send_list(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or
     hcasim::host::Sge sges[256];
     for (; wr; wr = wr->next) {
         hcasim::host::SendRequest r;
+        hca::DatagramSeg datagram{};
         r.wr_id = wr->wr_id;
         switch (wr->opcode) {
         case IBV_WR_SEND: r.op = hca::WqeOpcode::Send; break;
@@ -119,6 +123,24 @@ int post_send_list(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or
         default: err = EINVAL; break;
         }
         if (err) break;
+        // Operations the QP's transport does not have (IBA 9.8.2 table).
+        const hca::QpType type = qp->dqp->type;
+        const bool rdma = r.op == hca::WqeOpcode::RdmaWrite || r.op == hca::WqeOpcode::RdmaWriteImm ||
+                          r.op == hca::WqeOpcode::RdmaRead;
+        if ((type == hca::QpType::Ud && rdma) || (type == hca::QpType::Uc && r.op == hca::WqeOpcode::RdmaRead)) {
+            err = EINVAL;
+            break;
+        }
+        if (type == hca::QpType::Ud) {
+            if (!wr->wr.ud.ah || wr->wr.ud.remote_qpn > 0xffffff) {
+                err = EINVAL;
+                break;
+            }
+            datagram = reinterpret_cast<SimAh*>(wr->wr.ud.ah)->av;
+            datagram.dest_qpn = wr->wr.ud.remote_qpn;
+            datagram.qkey = wr->wr.ud.remote_qkey;
+            r.datagram = &datagram;
+        }
         if (wr->num_sge < 0 || wr->num_sge > 255 || (wr->num_sge > 0 && !wr->sg_list)) {
             err = EINVAL;
             break;
@@ -234,6 +256,36 @@ Transition transition(ibv_qp_state cur, ibv_qp_state next) {
     default: break;
     }
     return {0, 0, false};
+}
+
+// UC and UD differ from RC in what a transition requires and allows (IBA
+// 10.3.1, table of ib_modify_qp_is_ok): UC has no RDMA READ or RNR
+// attributes, UD has no path at all but a Q_Key.
+Transition transition(ibv_qp_state cur, ibv_qp_state next, hca::QpType type) {
+    Transition t = transition(cur, next);
+    if (!t.valid || type == hca::QpType::Rc || next == IBV_QPS_RESET || next == IBV_QPS_ERR) return t;
+    const bool uc = type == hca::QpType::Uc;
+    const int rnr_and_reads = IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_QP_RD_ATOMIC |
+                              IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
+    if (cur == IBV_QPS_RESET && next == IBV_QPS_INIT) {
+        if (!uc) t.required = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+    } else if (cur == IBV_QPS_INIT && next == IBV_QPS_INIT) {
+        if (!uc) t.optional = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+    } else if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
+        t.required &= ~rnr_and_reads;
+        if (!uc) {
+            t.required = IBV_QP_STATE;
+            t.optional = IBV_QP_PKEY_INDEX | IBV_QP_QKEY;
+        }
+    } else if (cur == IBV_QPS_SQD && next == IBV_QPS_SQD) {
+        t.optional = uc ? IBV_QP_AV | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PATH_MIG_STATE
+                        : IBV_QP_PKEY_INDEX | IBV_QP_QKEY;
+    } else if (next == IBV_QPS_RTS || next == IBV_QPS_SQD) {
+        t.required &= ~rnr_and_reads;
+        t.optional &= ~rnr_and_reads;
+        if (!uc && next == IBV_QPS_RTS) t.optional = IBV_QP_CUR_STATE | IBV_QP_QKEY;
+    }
+    return t;
 }
 
 hca::QpState to_hw(ibv_qp_state s) {
@@ -416,6 +468,7 @@ int ibv_query_device(struct ibv_context* context, struct ibv_device_attr* a) {
     a->max_res_rd_atom = static_cast<int>(p.max_qp_rd_atom * p.max_qp);
     a->atomic_cap = IBV_ATOMIC_NONE;
     a->max_pkeys = 1;
+    a->max_ah = std::numeric_limits<int>::max();  // address handles live in host memory only
     a->local_ca_ack_delay = 15;
     a->phys_port_cnt = 1;
     return 0;
@@ -433,7 +486,7 @@ int(ibv_query_port)(struct ibv_context* context, uint8_t port_num, struct _compa
     a->state = IBV_PORT_ACTIVE;
     a->max_mtu = ibv_mtu_of(port.max_mtu());
     a->active_mtu = ibv_mtu_of(port.max_mtu());
-    a->gid_tbl_len = 1;
+    a->gid_tbl_len = static_cast<int>(port.gids().size());
     a->port_cap_flags = 0;
     a->max_msg_sz = 0x80000000u;
     a->pkey_tbl_len = 1;
@@ -455,9 +508,9 @@ int ibv_query_gid(struct ibv_context* context, uint8_t port_num, int index, unio
     if (!context || !gid) return EINVAL;
     Driver* d = drv(context);
     d->control_call();
-    if (port_num != 1 || index != 0) return EINVAL;
-    gid->global.subnet_prefix = htobe64(0xfe80000000000000ull);
-    gid->global.interface_id = htobe64(d->info().node_guid);
+    const auto& gids = d->hca().port().gids();
+    if (port_num != 1 || index < 0 || static_cast<std::size_t>(index) >= gids.size()) return EINVAL;
+    std::memcpy(gid->raw, gids[static_cast<std::size_t>(index)].data(), sizeof gid->raw);
     return 0;
 }
 
@@ -677,7 +730,13 @@ void ibv_ack_async_event(struct ibv_async_event* event) {
 
 struct ibv_qp* ibv_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* init) {
     if (!pd || !init) return fail<ibv_qp>(EINVAL);
-    if (init->qp_type != IBV_QPT_RC) return fail<ibv_qp>(EOPNOTSUPP);
+    hca::QpType type;
+    switch (init->qp_type) {
+    case IBV_QPT_RC: type = hca::QpType::Rc; break;
+    case IBV_QPT_UC: type = hca::QpType::Uc; break;
+    case IBV_QPT_UD: type = hca::QpType::Ud; break;
+    default: return fail<ibv_qp>(EOPNOTSUPP);
+    }
     if (init->srq) return fail<ibv_qp>(EOPNOTSUPP);
     if (!init->send_cq || !init->recv_cq) return fail<ibv_qp>(EINVAL);
     auto* qp = new (std::nothrow) SimQp{};
@@ -686,7 +745,7 @@ struct ibv_qp* ibv_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* init) {
     const Driver::QpCaps caps{init->cap.max_send_wr, init->cap.max_recv_wr, init->cap.max_send_sge,
                               init->cap.max_recv_sge, init->cap.max_inline_data};
     const int err = d->create_qp(reinterpret_cast<SimPd*>(pd)->pdn, sim(init->send_cq)->dcq, sim(init->recv_cq)->dcq,
-                                 caps, init->sq_sig_all != 0, qp->dqp);
+                                 caps, init->sq_sig_all != 0, qp->dqp, type);
     if (err) {
         delete qp;
         return fail<ibv_qp>(err);
@@ -708,7 +767,7 @@ struct ibv_qp* ibv_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* init) {
     qp->qp.handle = qp->dqp->qpn;
     qp->qp.qp_num = qp->dqp->qpn;
     qp->qp.state = IBV_QPS_RESET;
-    qp->qp.qp_type = IBV_QPT_RC;
+    qp->qp.qp_type = init->qp_type;
     pthread_mutex_init(&qp->qp.mutex, nullptr);
     pthread_cond_init(&qp->qp.cond, nullptr);
     return &qp->qp;
@@ -721,7 +780,7 @@ int ibv_modify_qp(struct ibv_qp* ibqp, struct ibv_qp_attr* attr, int mask) {
     const ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? attr->cur_qp_state : to_ibv(qp->dqp->state);
     const ibv_qp_state next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
     if (cur != to_ibv(qp->dqp->state) || next > IBV_QPS_ERR) return EINVAL;
-    const Transition t = transition(cur, next);
+    const Transition t = transition(cur, next, qp->dqp->type);
     if (!t.valid) return EINVAL;
     if ((mask & t.required) != t.required) return EINVAL;
     if (mask & ~(t.required | t.optional)) return EINVAL;
@@ -753,10 +812,25 @@ int ibv_modify_qp(struct ibv_qp* ibqp, struct ibv_qp_attr* attr, int mask) {
         m |= fw::kAttrPathMtu;
     }
     if (mask & IBV_QP_AV) {
-        if (attr->ah_attr.dlid == 0 || attr->ah_attr.is_global || attr->ah_attr.port_num > 1) return EINVAL;
-        a.dlid = attr->ah_attr.dlid;
-        a.sl = attr->ah_attr.sl;
+        const ibv_ah_attr& ah = attr->ah_attr;
+        if (ah.dlid == 0 || ah.port_num > 1 || ah.sl > 15) return EINVAL;
+        if (ah.is_global && ah.grh.sgid_index >= d->hca().port().gids().size()) return EINVAL;
+        a.dlid = ah.dlid;
+        a.sl = ah.sl;
+        a.grh = hca::GlobalRoute{};
+        if (ah.is_global) {
+            a.grh.present = true;
+            a.grh.sgid_index = ah.grh.sgid_index;
+            a.grh.hop_limit = ah.grh.hop_limit;
+            a.grh.traffic_class = ah.grh.traffic_class;
+            a.grh.flow_label = ah.grh.flow_label & 0xfffff;
+            std::memcpy(a.grh.dgid, ah.grh.dgid.raw, sizeof a.grh.dgid);
+        }
         m |= fw::kAttrAv;
+    }
+    if (mask & IBV_QP_QKEY) {
+        a.qkey = attr->qkey;
+        m |= fw::kAttrQkey;
     }
     if (mask & IBV_QP_DEST_QPN) {
         if (attr->dest_qp_num > 0xffffff) return EINVAL;
@@ -822,6 +896,15 @@ int ibv_query_qp(struct ibv_qp* ibqp, struct ibv_qp_attr* attr, int, struct ibv_
     attr->dest_qp_num = a.dest_qpn;
     attr->ah_attr.dlid = a.dlid;
     attr->ah_attr.sl = a.sl;
+    attr->qkey = a.qkey;
+    if (a.grh.present) {
+        attr->ah_attr.is_global = 1;
+        attr->ah_attr.grh.sgid_index = a.grh.sgid_index;
+        attr->ah_attr.grh.hop_limit = a.grh.hop_limit;
+        attr->ah_attr.grh.traffic_class = a.grh.traffic_class;
+        attr->ah_attr.grh.flow_label = a.grh.flow_label;
+        std::memcpy(attr->ah_attr.grh.dgid.raw, a.grh.dgid, sizeof a.grh.dgid);
+    }
     attr->ah_attr.port_num = 1;
     attr->port_num = 1;
     attr->max_rd_atomic = a.max_rd_atomic;
@@ -833,6 +916,75 @@ int ibv_query_qp(struct ibv_qp* ibqp, struct ibv_qp_attr* attr, int, struct ibv_
     attr->cap = qp->init.cap;
     *init = qp->init;
     return 0;
+}
+
+// ---- Address handles ----
+
+struct ibv_ah* ibv_create_ah(struct ibv_pd* pd, struct ibv_ah_attr* attr) {
+    if (!pd || !attr) return fail<ibv_ah>(EINVAL);
+    Driver* d = drv(pd->context);
+    d->control_call();
+    const auto& gids = d->hca().port().gids();
+    if (attr->port_num != 1 || attr->dlid == 0 || attr->sl > 15) return fail<ibv_ah>(EINVAL);
+    if (attr->is_global && attr->grh.sgid_index >= gids.size()) return fail<ibv_ah>(EINVAL);
+    auto* ah = new (std::nothrow) SimAh{};
+    if (!ah) return fail<ibv_ah>(ENOMEM);
+    ah->ah.context = pd->context;
+    ah->ah.pd = pd;
+    ah->av.dlid = attr->dlid;
+    ah->av.sl = attr->sl;
+    if (attr->is_global) {
+        ah->av.flags = hca::kDatagramGlobal;
+        ah->av.sgid_index = attr->grh.sgid_index;
+        ah->av.hop_limit = attr->grh.hop_limit;
+        ah->av.traffic_class = attr->grh.traffic_class;
+        ah->av.flow_label = attr->grh.flow_label & 0xfffff;
+        std::memcpy(ah->av.dgid, attr->grh.dgid.raw, sizeof ah->av.dgid);
+    }
+    return &ah->ah;
+}
+
+int ibv_destroy_ah(struct ibv_ah* ah) {
+    if (!ah) return EINVAL;
+    drv(ah->context)->control_call();
+    delete reinterpret_cast<SimAh*>(ah);
+    return 0;
+}
+
+// The address vector that answers a received datagram (as libibverbs builds
+// it): back to its source LID and SL, and through its GRH, swapped, if one came.
+int ibv_init_ah_from_wc(struct ibv_context* context, uint8_t port_num, struct ibv_wc* wc, struct ibv_grh* grh,
+                        struct ibv_ah_attr* ah_attr) {
+    if (!context || !wc || !ah_attr || port_num != 1) return EINVAL;
+    std::memset(ah_attr, 0, sizeof *ah_attr);
+    ah_attr->dlid = wc->slid;
+    ah_attr->sl = wc->sl;
+    ah_attr->src_path_bits = wc->dlid_path_bits;
+    ah_attr->port_num = port_num;
+    if (wc->wc_flags & IBV_WC_GRH) {
+        if (!grh) return EINVAL;
+        // Our GID the sender addressed becomes the source GID index.
+        const auto& gids = drv(context)->hca().port().gids();
+        std::size_t index = gids.size();
+        for (std::size_t i = 0; i < gids.size(); ++i)
+            if (std::memcmp(gids[i].data(), grh->dgid.raw, 16) == 0) index = i;
+        if (index == gids.size()) return ENOENT;
+        ah_attr->is_global = 1;
+        std::memcpy(ah_attr->grh.dgid.raw, grh->sgid.raw, 16);
+        ah_attr->grh.sgid_index = static_cast<std::uint8_t>(index);
+        ah_attr->grh.flow_label = be32toh(grh->version_tclass_flow) & 0xfffff;
+        ah_attr->grh.hop_limit = 0xff;
+        ah_attr->grh.traffic_class = static_cast<std::uint8_t>((be32toh(grh->version_tclass_flow) >> 20) & 0xff);
+    }
+    return 0;
+}
+
+struct ibv_ah* ibv_create_ah_from_wc(struct ibv_pd* pd, struct ibv_wc* wc, struct ibv_grh* grh, uint8_t port_num) {
+    if (!pd) return fail<ibv_ah>(EINVAL);
+    ibv_ah_attr attr;
+    const int err = ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr);
+    if (err) return fail<ibv_ah>(err);
+    return ibv_create_ah(pd, &attr);
 }
 
 int ibv_destroy_qp(struct ibv_qp* ibqp) {

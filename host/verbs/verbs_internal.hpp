@@ -96,6 +96,13 @@ struct SimMr {
     ibv_mr mr;
 };
 
+// An address handle: the address vector a UD send WQE carries, already in
+// the adapter's datagram segment form (no adapter resource, as with mlx4).
+struct SimAh {
+    ibv_ah ah;
+    hca::DatagramSeg av;
+};
+
 inline SimContext* sim_ctx(ibv_context* c) {
     return reinterpret_cast<SimContext*>(reinterpret_cast<std::uint8_t*>(c) - offsetof(verbs_context, context));
 }

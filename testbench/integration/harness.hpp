@@ -249,6 +249,7 @@ struct SideOptions {
     int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     bool channel = false;
     void* cq_context = nullptr;  // given to ibv_create_cq for both CQs
+    ibv_qp_type qp_type = IBV_QPT_RC;
 };
 
 struct ConnOptions {
@@ -260,6 +261,9 @@ struct ConnOptions {
     std::uint8_t max_rd_atomic = 16;
     int qp_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     std::uint32_t psn = 0x1000;  // this side's first send PSN (the peer's expected PSN)
+    bool global = false;         // a GRH on every packet (the path through GID index sgid_index)
+    std::uint8_t sgid_index = 0;
+    std::uint32_t qkey = 0x11111111;  // UD
 };
 
 // What a side publishes to its peer.
@@ -271,6 +275,7 @@ struct SideInfo {
     std::uint64_t length = 0;
     std::uint32_t nqps = 0;
     std::uint32_t qpn[8] = {};
+    ibv_gid gid[2] = {};  // GID table indices 0 and 1
 };
 
 inline int qp_to_init(ibv_qp* qp, int access) {
@@ -361,7 +366,7 @@ public:
         ibv_qp_init_attr init{};
         init.send_cq = scq;
         init.recv_cq = rcq;
-        init.qp_type = IBV_QPT_RC;
+        init.qp_type = opt.qp_type;
         init.sq_sig_all = opt.sq_sig_all;
         init.cap.max_send_wr = opt.max_send_wr;
         init.cap.max_recv_wr = opt.max_recv_wr;
@@ -386,14 +391,60 @@ public:
         mine.length = opt.buffer_bytes;
         mine.nqps = static_cast<std::uint32_t>(qps.size());
         for (std::size_t i = 0; i < qps.size() && i < 8; ++i) mine.qpn[i] = qps[i]->qp_num;
+        for (int g = 0; g < 2 && g < port.gid_tbl_len; ++g) need_rc(ibv_query_gid(ctx, 1, g, &mine.gid[g]), "ibv_query_gid");
         host.put_value(tag + "/" + std::to_string(host.index()), mine);
         peer_info = host.get_value<SideInfo>(tag + "/" + std::to_string(peer));
         remote_addr = peer_info.addr;
         remote_rkey = peer_info.rkey;
+        ibv_ah_attr av{};
+        av.dlid = peer_info.lid;
+        av.port_num = 1;
+        if (c.global) {
+            av.is_global = 1;
+            av.grh.dgid = peer_info.gid[c.sgid_index];
+            av.grh.sgid_index = c.sgid_index;
+            av.grh.hop_limit = 1;
+        }
         for (std::size_t i = 0; i < qps.size(); ++i) {
+            if (opt.qp_type == IBV_QPT_UD) {
+                ibv_qp_attr a{};
+                a.qp_state = IBV_QPS_INIT;
+                a.port_num = 1;
+                a.qkey = c.qkey;
+                need_rc(ibv_modify_qp(qps[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY),
+                        "ibv_modify_qp(INIT)");
+                a.qp_state = IBV_QPS_RTR;
+                need_rc(ibv_modify_qp(qps[i], &a, IBV_QP_STATE), "ibv_modify_qp(RTR)");
+                a.qp_state = IBV_QPS_RTS;
+                a.sq_psn = mine.psn;
+                need_rc(ibv_modify_qp(qps[i], &a, IBV_QP_STATE | IBV_QP_SQ_PSN), "ibv_modify_qp(RTS)");
+                continue;
+            }
             need_rc(qp_to_init(qps[i], c.qp_access), "ibv_modify_qp(INIT)");
-            need_rc(qp_to_rtr(qps[i], peer_info.lid, peer_info.qpn[i], peer_info.psn, c), "ibv_modify_qp(RTR)");
-            need_rc(qp_to_rts(qps[i], mine.psn, c), "ibv_modify_qp(RTS)");
+            ibv_qp_attr a{};
+            a.qp_state = IBV_QPS_RTR;
+            a.path_mtu = c.mtu;
+            a.dest_qp_num = peer_info.qpn[i];
+            a.rq_psn = peer_info.psn;
+            a.max_dest_rd_atomic = c.max_rd_atomic;
+            a.min_rnr_timer = c.min_rnr_timer;
+            a.ah_attr = av;
+            const int rc_only = opt.qp_type == IBV_QPT_RC ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0;
+            need_rc(ibv_modify_qp(qps[i], &a,
+                                  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | rc_only),
+                    "ibv_modify_qp(RTR)");
+            if (opt.qp_type == IBV_QPT_RC) {
+                need_rc(qp_to_rts(qps[i], mine.psn, c), "ibv_modify_qp(RTS)");
+            } else {
+                ibv_qp_attr r{};
+                r.qp_state = IBV_QPS_RTS;
+                r.sq_psn = mine.psn;
+                need_rc(ibv_modify_qp(qps[i], &r, IBV_QP_STATE | IBV_QP_SQ_PSN), "ibv_modify_qp(RTS)");
+            }
+        }
+        if (opt.qp_type == IBV_QPT_UD) {
+            ah = ibv_create_ah(pd, &av);
+            need(ah != nullptr, "ibv_create_ah");
         }
     }
 
@@ -456,7 +507,26 @@ public:
         return v;
     }
 
+    // A UD send of sges to the peer's QP of index peer_qp.
+    int post_ud(ibv_qp* qp, int peer_qp, ibv_wr_opcode op, std::vector<ibv_sge> sges, unsigned flags,
+                std::uint64_t wr_id, std::uint32_t imm = 0, std::uint32_t qkey = 0x11111111) {
+        ibv_send_wr wr{};
+        wr.wr_id = wr_id;
+        wr.sg_list = sges.empty() ? nullptr : sges.data();
+        wr.num_sge = static_cast<int>(sges.size());
+        wr.opcode = op;
+        wr.send_flags = flags;
+        wr.imm_data = imm;
+        wr.wr.ud.ah = ah;
+        wr.wr.ud.remote_qpn = peer_info.qpn[peer_qp];
+        wr.wr.ud.remote_qkey = qkey;
+        ibv_send_wr* bad = nullptr;
+        return ibv_post_send(qp, &wr, &bad);
+    }
+
     void close() {
+        if (ah) need_rc(ibv_destroy_ah(ah), "ibv_destroy_ah");
+        ah = nullptr;
         for (ibv_qp* q : qps) need_rc(ibv_destroy_qp(q), "ibv_destroy_qp");
         qps.clear();
         need_rc(ibv_dereg_mr(mr), "ibv_dereg_mr");
@@ -481,6 +551,7 @@ public:
     std::uint8_t* buf = nullptr;
     ibv_mr* mr = nullptr;
     SideInfo peer_info;
+    ibv_ah* ah = nullptr;  // UD: to the peer
     std::uint64_t remote_addr = 0;
     std::uint32_t remote_rkey = 0;
 };

@@ -303,6 +303,10 @@ TEST_CASE("ibv_query_device ibv_query_port ibv_query_gid and ibv_query_pkey retu
         rec.num(n + "gid.iid", be64toh(gid.global.interface_id));
         ibv_gid gid1{};
         rec.num(n + "gid1.rc", ibv_query_gid(s.ctx, 1, 1, &gid1));
+        rec.num(n + "gid1.prefix", be64toh(gid1.global.subnet_prefix));
+        rec.num(n + "gid1.iid", be64toh(gid1.global.interface_id));
+        ibv_gid past{};
+        rec.num(n + "gid_past.rc", ibv_query_gid(s.ctx, 1, p.gid_tbl_len, &past));
         __be16 pkey = 0;
         rec.num(n + "pkey.rc", ibv_query_pkey(s.ctx, 1, 0, &pkey));
         rec.num(n + "pkey", be16toh(pkey));
@@ -344,7 +348,12 @@ TEST_CASE("ibv_query_device ibv_query_port ibv_query_gid and ibv_query_pkey retu
         CHECK(r.num(n + "gid.rc") == 0);
         CHECK(r.unum(n + "gid.prefix") == 0xfe80000000000000ull);
         CHECK(r.unum(n + "gid.iid") == r.unum(n + "dev.node_guid"));
-        CHECK(r.num(n + "gid1.rc") != 0);
+        // Every index the port reports answers; the one past the end does not.
+        CHECK(r.num(n + "port.gid_tbl_len") == 2);
+        CHECK(r.num(n + "gid1.rc") == 0);
+        CHECK(r.unum(n + "gid1.prefix") == 0xfec0000000000000ull);
+        CHECK(r.unum(n + "gid1.iid") == r.unum(n + "dev.node_guid"));
+        CHECK(r.num(n + "gid_past.rc") == EINVAL);
         CHECK(r.num(n + "pkey.rc") == 0);
         CHECK(r.num(n + "pkey") == 0xffff);
         CHECK(r.get(n + "name") != "(null)");

@@ -1090,10 +1090,12 @@ void check_timestamps(const RunResult& r) {
         CHECK(std::fabs(static_cast<double>(r.unum(k + ".wallclock_ns")) - ns) <= 1.0);
     }
     // Work posted kGapUs later, on an idle adapter, completes kGapUs later:
-    // kGapUs x clock cycles, within a cycle.
+    // kGapUs x clock cycles, within the few cycles by which the phases of the
+    // clock domains on its path (CPU, PCIe, adapter core, link) can move the
+    // two completions apart.
     const double cycles = static_cast<double>(r.unum("gap.b") - r.unum("gap.a"));
     INFO("timestamps " << r.unum("gap.a") << " and " << r.unum("gap.b"));
-    CHECK(std::fabs(cycles - kGapUs * khz / 1000.0) <= 1.0);
+    CHECK(std::fabs(cycles - kGapUs * khz / 1000.0) <= 8.0);
 }
 
 }  // namespace
