@@ -10,8 +10,6 @@
 // function, and --srq is refused instead of the link failing.
 #pragma weak ibv_create_srq
 #pragma weak ibv_destroy_srq
-#pragma weak ibv_create_ah
-#pragma weak ibv_destroy_ah
 
 namespace hcasim::testbench {
 
