@@ -33,6 +33,8 @@ Commands:
                 simulated ConnectX-3-class FDR 4x HCAs on PCIe Gen3 x8
   lat           latency per message size (perftest ib_*_lat columns)
   bw            bandwidth and message rate per size (perftest ib_*_bw columns)
+  msgrate       message rate of small messages over many QPs with post lists:
+                per QP and in all (simulated Mpps), and the simulator's speed
   bench         simulator speed: simulated packets per wall second, 1 and 1024 QPs;
                 with --dma rtl: co-simulation speed of the RTL DMA engine (RTL
                 cycles per wall second) and the wall-time ratio of the same
@@ -52,8 +54,10 @@ struct Cli {
     std::string op = "write";
     std::string api = "verbs";
     std::string reliability = "rd";
+    std::string qp_type = "rc";
+    bool srq = false;
     // Numbers stay text until the command knows their limits.
-    std::string sizes, iters, tx_depth, qps, mtu, inline_max;
+    std::string sizes, iters, tx_depth, qps, mtu, inline_max, post_list;
     std::string format = "text";
     std::string preset = "cx3-fdr";
     std::string config_file;
@@ -77,8 +81,10 @@ const std::map<std::string, std::set<std::string>>& options_of() {
     };
     static const std::map<std::string, std::set<std::string>> m{
         {"run", with(workload, {"tx-depth", "qps"})},
-        {"lat", with(workload, {"op"})},
-        {"bw", with(workload, {"op", "tx-depth", "qps"})},
+        {"lat", with(workload, {"op", "qp-type", "srq", "post-list"})},
+        {"bw", with(workload, {"op", "tx-depth", "qps", "qp-type", "srq", "post-list"})},
+        {"msgrate", with(config, {"op", "sizes", "iters", "tx-depth", "qps", "qp-type", "srq", "post-list", "mtu", "inline",
+                                  "format", "counters", "vcd"})},
         {"bench", with(config, {"dma", "sizes", "iters"})},
         {"params", {"format"}},
         {"presets", {}},
@@ -137,15 +143,26 @@ int vi_reliability(const Cli& c) {
     throw std::invalid_argument("unknown --reliability '" + sim::printable(c.reliability) + "': expected ud, rd or rr");
 }
 
-std::string title(Op op, bool lat) {
-    std::string t = op == Op::Send ? "Send" : op == Op::Write ? "RDMA Write" : "RDMA Read";
-    return t + (lat ? " Latency Test" : " BW Test");
+// perftest's test names: "Send Latency Test", "RDMA Write Post List BW Test",
+// "Atomic FETCH_AND_ADD Latency Test".
+enum class Kind { Latency, Bandwidth, MsgRate };
+
+std::string title(Op op, Kind kind, int post_list) {
+    std::string t = op == Op::Send         ? "Send"
+                    : op == Op::Write      ? "RDMA Write"
+                    : op == Op::Read       ? "RDMA Read"
+                    : op == Op::AtomicCas ? "Atomic CMP_AND_SWAP"
+                                           : "Atomic FETCH_AND_ADD";
+    if (kind == Kind::Latency) return t + " Latency Test";
+    if (kind == Kind::MsgRate) return t + " Message Rate Test";
+    return t + (post_list > 1 ? " Post List BW Test" : " BW Test");
 }
 
 // A latency or bandwidth run, every option checked against the command's
 // rules and the device's limits before anything is built.
 struct Workload {
     bool latency = true;
+    bool msgrate = false;
     bool kvipl = false;
     sim::Config cfg;
     Format format = Format::Text;
@@ -155,18 +172,41 @@ struct Workload {
     bool counters = false;
 };
 
-Workload plan_workload(const Cli& c, bool latency, const std::string& default_sizes) {
+Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes) {
+    const bool latency = kind == Kind::Latency;
     Workload w;
     w.latency = latency;
+    w.msgrate = kind == Kind::MsgRate;
     w.cfg = make_config(c);
     const hca::HcaParams device = hca::HcaParams::from(w.cfg);
     w.format = output_format(c);
     w.counters = c.counters;
-    const Op op = parse_op(c.op);
+    const QpType qp_type = parse_qp_type(c.qp_type);
+    // UD has SEND only: there it is the default operation.
+    const Op op = parse_op(qp_type == QpType::Ud && !c.has("op") ? "send" : c.op);
     if (c.api != "verbs" && c.api != "kvipl")
         throw std::invalid_argument("unknown --api '" + sim::printable(c.api) + "': expected verbs or kvipl");
     w.kvipl = c.api == "kvipl";
     if (!w.kvipl && c.has("reliability")) throw std::invalid_argument("--reliability applies to --api kvipl only");
+    // QP types, shared receive queues, post lists and atomics are verbs'.
+    for (const char* o : {"qp-type", "srq", "post-list"})
+        if (w.kvipl && c.has(o))
+            throw std::invalid_argument(std::string("--") + o + " applies to --api verbs only (KVIPL runs one VI)");
+    if (w.kvipl && is_atomic(op))
+        throw std::invalid_argument(std::string("--op ") + op_name(op) +
+                                    " is not available with --api kvipl (VIs have no atomic operations)");
+    const std::string refusal = qp_type_refusal(qp_type, op);
+    if (!refusal.empty()) throw std::invalid_argument(refusal);
+    // perftest: "Post list is supported in BW tests only".
+    const int post_list =
+        c.has("post-list")
+            ? cli::parse_int("--post-list", c.post_list, 1, latency ? 1 : 65536,
+                             latency ? "lat posts one work request at a time; post lists are for bw and msgrate"
+                                     : "work requests per ibv_post_send, at most --tx-depth")
+            : (w.msgrate ? 16 : 1);
+    if (is_atomic(op) && c.has("inline"))
+        throw std::invalid_argument(std::string("--inline does not apply to --op ") + op_name(op) +
+                                    " (an atomic request carries its operands in the work request)");
     const int reliability = vi_reliability(c);
     // VIs use the port's MTU and have no inline data: say so rather than ignore.
     if (w.kvipl && c.has("mtu"))
@@ -175,7 +215,11 @@ Workload plan_workload(const Cli& c, bool latency, const std::string& default_si
         throw std::invalid_argument("--inline does not apply to --api kvipl (VI descriptors carry no inline data)");
     if (op == Op::Read && c.has("inline"))
         throw std::invalid_argument("--inline does not apply to --op read (an RDMA READ request carries no data)");
-    std::vector<std::uint32_t> sizes = parse_sizes(c.has("sizes") ? c.sizes : default_sizes);
+    // Atomics work on 8 bytes, as ib_atomic_lat and ib_atomic_bw.
+    std::vector<std::uint32_t> sizes = parse_sizes(c.has("sizes") ? c.sizes : is_atomic(op) ? "8" : default_sizes);
+    if (w.msgrate && sizes.size() != 1)
+        throw std::invalid_argument("msgrate runs one message size: --sizes '" + sim::printable(c.sizes) + "' names " +
+                                    std::to_string(sizes.size()));
     if (w.kvipl && !c.has("sizes")) {
         // The default sweep stops at the NIC's largest VI transfer.
         sizes.erase(std::remove_if(sizes.begin(), sizes.end(), [&](std::uint32_t s) { return s > device.vi_max_transfer; }),
@@ -194,19 +238,28 @@ Workload plan_workload(const Cli& c, bool latency, const std::string& default_si
             throw std::invalid_argument("--mtu " + c.mtu + " is more than the device allows: port.max_mtu = " +
                                         std::to_string(port_mtu) + " bytes");
     }
+    // A UD message is one packet: the default sweep stops at the path MTU.
+    if (qp_type == QpType::Ud && !c.has("sizes")) {
+        sizes.erase(std::remove_if(sizes.begin(), sizes.end(), [&](std::uint32_t s) { return s > static_cast<std::uint32_t>(mtu); }),
+                    sizes.end());
+        if (sizes.empty()) sizes.push_back(static_cast<std::uint32_t>(mtu));
+    }
     const std::string inline_note = "bytes, the device's hca.max_inline";
     const auto inline_max = c.has("inline")
                                 ? static_cast<std::uint32_t>(cli::parse_unsigned("--inline", c.inline_max, 0, device.max_inline, inline_note))
                                 : 0u;
     w.info.api = c.api;
     w.info.op = op_name(op);
-    w.info.title = title(op, latency);
+    w.info.title = title(op, kind, post_list);
     w.info.settings.emplace_back("preset", c.preset);
     if (w.kvipl) w.info.settings.emplace_back("VI reliability", c.reliability);
     w.info.settings.emplace_back("link", w.cfg.raw("link.speed") + " " + w.cfg.raw("link.width") + "x");
     w.info.settings.emplace_back("pcie", "gen" + w.cfg.raw("pcie.gen") + " x" + w.cfg.raw("pcie.lanes"));
     w.info.settings.emplace_back("topology", w.cfg.raw("fabric.topology"));
     w.info.settings.emplace_back("path MTU", std::to_string(mtu));
+    // Shown when not perftest's defaults (RC, no SRQ), and always by msgrate.
+    if (qp_type != QpType::Rc || w.msgrate) w.info.settings.emplace_back("connection type", qp_type_name(qp_type));
+    if (c.srq) w.info.settings.emplace_back("SRQ", "on");
     for (const auto& [k, v] : w.cfg.overrides()) w.info.settings.emplace_back(k, v);
     if (latency) {
         LatencyOptions& o = w.lat;
@@ -215,6 +268,8 @@ Workload plan_workload(const Cli& c, bool latency, const std::string& default_si
         o.iterations = iters;
         o.mtu = mtu;
         o.vi_reliability = reliability;
+        o.qp_type = qp_type;
+        o.srq = c.srq;
         // The default is perftest's 220 B, or less if the device inlines less.
         o.inline_max = c.has("inline") ? inline_max : std::min(o.inline_max, device.max_inline);
         if (w.kvipl) check_latency_kvipl_options(o, w.cfg);
@@ -227,6 +282,9 @@ Workload plan_workload(const Cli& c, bool latency, const std::string& default_si
     o.mtu = mtu;
     o.inline_max = inline_max;
     o.vi_reliability = reliability;
+    o.qp_type = qp_type;
+    o.srq = c.srq;
+    o.post_list = post_list;
     if (w.kvipl) {
         if (c.has("qps") && c.qps != "1") throw std::invalid_argument("--api kvipl runs one VI: --qps must be 1");
         o.qps = 1;
@@ -237,7 +295,7 @@ Workload plan_workload(const Cli& c, bool latency, const std::string& default_si
     } else {
         o.qps = c.has("qps") ? cli::parse_int("--qps", c.qps, 1, static_cast<int>(std::min<std::uint32_t>(device.max_qp, 1 << 24)),
                                               "the device's hca.max_qp")
-                             : 1;
+                             : (w.msgrate ? std::min(16, static_cast<int>(device.max_qp)) : 1);
         o.tx_depth = c.has("tx-depth") ? cli::parse_int("--tx-depth", c.tx_depth, 1,
                                                         static_cast<int>(std::min<std::uint32_t>(device.max_qp_wr, 65536)),
                                                         "work requests, the device's hca.max_qp_wr")
@@ -254,12 +312,20 @@ Workload plan_workload(const Cli& c, bool latency, const std::string& default_si
     else check_bandwidth_options(o, w.cfg);
     w.info.settings.emplace_back("QPs", std::to_string(o.qps));
     w.info.settings.emplace_back("TX depth", std::to_string(o.tx_depth));
+    if (o.post_list > 1 || w.msgrate) w.info.settings.emplace_back("post list", std::to_string(o.post_list));
+    if (w.msgrate) {
+        w.info.settings.emplace_back("message size", std::to_string(o.sizes.front()) + " bytes");
+        w.info.settings.emplace_back("iterations", std::to_string(iters) + " per QP");
+    }
     return w;
 }
 
 void run_workload(const Workload& w, std::ostream& os) {
     System sys(w.cfg);
-    if (w.latency)
+    if (w.msgrate) {
+        const MsgRateResult r = run_msgrate(sys, w.bw);
+        print_msgrate(os, w.format, w.info, r, r.total.wall_seconds);
+    } else if (w.latency)
         print_latency(os, w.format, w.info, w.kvipl ? run_latency_kvipl(sys, w.lat) : run_latency(sys, w.lat));
     else
         print_bandwidth(os, w.format, w.info, w.kvipl ? run_bandwidth_kvipl(sys, w.bw) : run_bandwidth(sys, w.bw));
@@ -281,8 +347,8 @@ int in_child(const std::function<void(std::ostream&)>& fn) {
 int cmd_run(Cli c) {
     // Both halves are checked before the banner: a bad option stops here.
     c.op = "write";
-    const Workload lat = plan_workload(c, true, "2:65536");
-    const Workload bw = plan_workload(c, false, "2:1048576");
+    const Workload lat = plan_workload(c, Kind::Latency, "2:65536");
+    const Workload bw = plan_workload(c, Kind::Bandwidth, "2:1048576");
     std::cout << "hcasim default scenario: two nodes, ConnectX-3-class FDR 4x HCAs on PCIe Gen3 x8, back to back\n"
                  "(every figure below is simulated time from the hardware model)\n\n";
     int rc = in_child([&](std::ostream& os) { run_workload(lat, os); });
@@ -476,26 +542,34 @@ int sc_main(int argc, char** argv) {
     const std::string vi_descriptors = std::to_string(device.vi_max_descriptors);
     po::options_description opts(kUsage);
     opts.add_options()("help,h", "this text")
-        ("op", po::value(&c.op), "lat/bw: send, write or read (default write)")
+        ("op", po::value(&c.op),
+         "lat/bw/msgrate: send, write, read, atomic_cas or atomic_fadd (default write, with --qp-type ud send); "
+         "atomics: 8-byte messages, --qp-type rc only")
+        ("qp-type", po::value(&c.qp_type),
+         "lat/bw/msgrate: rc, uc or ud (default rc); uc: send and write, ud: send only, messages up to the path MTU")
+        ("srq", po::bool_switch(&c.srq), "lat/bw/msgrate: every QP receives from one shared receive queue")
+        ("post-list,l", po::value(&c.post_list),
+         "bw/msgrate: work requests per ibv_post_send, linked, 1 to --tx-depth (bw default 1, msgrate 16); lat: 1 only")
         ("api", po::value(&c.api), "run/lat/bw: the host API the workload uses, verbs or kvipl (default verbs)")
         ("reliability", po::value(&c.reliability), "--api kvipl: VI reliability level ud, rd or rr (default rd)")
         ("sizes", po::value(&c.sizes),
          "message sizes in bytes, decimal: LO:HI (every power of two from LO to HI, both powers of two), N, "
-         "or N,M,... (default 2:8388608, with --api kvipl up to hca.vi_max_transfer; bench: one size)")
+         "or N,M,... (default 2:8388608, with --api kvipl up to hca.vi_max_transfer, with --qp-type ud up to the "
+         "path MTU; atomics: 8; bench and msgrate: one size, msgrate default 64)")
         ("iters,n", po::value(&c.iters),
          ("iterations per size, 1 to " + std::to_string(kMaxIterations) +
-          " (default 1000); bw: per QP, as perftest's -n; bench: messages per run").c_str())
+          " (default 1000); bw and msgrate: per QP, as perftest's -n; bench: messages per run").c_str())
         ("tx-depth,t", po::value(&c.tx_depth),
-         ("bw: work requests in flight per QP, 1 to hca.max_qp_wr (" + max_qp_wr +
+         ("bw/msgrate: work requests in flight per QP, 1 to hca.max_qp_wr (" + max_qp_wr +
           "); --api kvipl: 1 to hca.vi_max_descriptors (" + vi_descriptors + ") (default 128)").c_str())
         ("qps,q", po::value(&c.qps),
-         ("bw: number of QPs, 1 to hca.max_qp (" + std::to_string(device.max_qp) +
+         ("bw/msgrate: number of QPs, 1 to hca.max_qp (" + std::to_string(device.max_qp) +
           "); QPs x TX depth x 2 + 16 must fit a CQ, hca.max_cqe (" + std::to_string(device.max_cqe) +
-          ") (default 1)").c_str())
+          ") (default 1, msgrate 16)").c_str())
         ("mtu,m", po::value(&c.mtu), "path MTU in bytes: 256, 512, 1024, 2048 or 4096, at most port.max_mtu (default port.max_mtu)")
         ("inline,I", po::value(&c.inline_max),
          ("largest message sent inline, 0 to hca.max_inline (" + std::to_string(device.max_inline) +
-          ") (lat default 220, bw default 0)").c_str())
+          ") (lat default 220, bw and msgrate default 0)").c_str())
         ("format,f", po::value(&c.format), "text, csv or json (params: text or md)")
         ("preset,p", po::value(&c.preset), "device preset name or file (default cx3-fdr)")
         ("config,c", po::value(&c.config_file), "INI file of parameter overrides")
@@ -520,15 +594,16 @@ int sc_main(int argc, char** argv) {
         }
         if (!options_of().count(c.command)) {
             std::cerr << "hcasim: error: unknown command '" << sim::printable(c.command)
-                      << "' (run, lat, bw, bench, params, presets)\n";
+                      << "' (run, lat, bw, msgrate, bench, params, presets)\n";
             return 2;
         }
         for (const auto& [name, value] : vm)
             if (name != "command" && !value.defaulted()) c.given.insert(name);
         check_options_used(c);
         if (c.command == "run") return cmd_run(c);
-        if (c.command == "lat" || c.command == "bw") {
-            const Workload w = plan_workload(c, c.command == "lat", "2:8388608");
+        if (c.command == "lat" || c.command == "bw" || c.command == "msgrate") {
+            const Kind kind = c.command == "lat" ? Kind::Latency : c.command == "bw" ? Kind::Bandwidth : Kind::MsgRate;
+            const Workload w = plan_workload(c, kind, kind == Kind::MsgRate ? "64" : "2:8388608");
             run_workload(w, std::cout);
             return 0;
         }

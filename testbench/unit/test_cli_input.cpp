@@ -290,6 +290,11 @@ TEST_CASE("hcasim refuses by name and before anything runs every option a comman
         {"lat a", {"positional"}},
         {"nosuch", {"unknown command 'nosuch'"}},
         {"lat --nosuch 1", {"--nosuch"}},
+        {"run --qp-type uc", {"run does not use --qp-type"}},
+        {"run --post-list 4", {"run does not use --post-list"}},
+        {"bench --srq", {"bench does not use --srq"}},
+        {"msgrate --api verbs", {"msgrate does not use --api"}},
+        {"msgrate --reliability rd", {"msgrate does not use --reliability"}},
     };
     for (const auto& r : table) {
         INFO("hcasim " << r.args);
@@ -301,7 +306,7 @@ TEST_CASE("hcasim refuses bad option values naming the option and what it accept
     const std::vector<Refusal> table = {
         {"params --format junk", {"--format", "'junk'", "text or md"}},
         {"lat --format junk", {"--format", "'junk'", "text, csv or json"}},
-        {"lat --op junk", {"--op", "'junk'", "send, write or read"}},
+        {"lat --op junk", {"--op", "'junk'", "send, write, read, atomic_cas or atomic_fadd"}},
         {"lat --api vipl", {"--api 'vipl'", "verbs or kvipl"}},
         {"bench --dma junk", {"--dma", "'junk'", "tlm or rtl"}},
         {"lat --api kvipl --reliability xx", {"--reliability", "'xx'", "ud, rd or rr"}},
@@ -362,6 +367,43 @@ TEST_CASE("hcasim refuses bad option values naming the option and what it accept
         {"lat --api kvipl --op read --set hca.vi_rdma_read=false", {"--op read", "hca.vi_rdma_read = false"}},
         {"lat --api kvipl --reliability ud --op send", {"--reliability ud", "--op write"}},
         {"lat --api kvipl --set hca.max_mr=1", {"2 registered memory regions", "hca.max_mr = 1"}},
+    };
+    for (const auto& r : table) {
+        INFO("hcasim " << r.args);
+        check_refused(run_hcasim(r.args), r.names);
+    }
+}
+
+TEST_CASE("hcasim refuses what a QP type cannot do and post lists or atomics out of place by name before anything runs",
+          "[cli]") {
+    const std::vector<Refusal> table = {
+        {"lat --qp-type junk", {"--qp-type", "'junk'", "rc, uc or ud"}},
+        {"lat --qp-type ud --op write", {"--op write is not available with --qp-type ud (UD has SEND only)"}},
+        {"bw --qp-type ud --op read", {"--op read", "--qp-type ud", "SEND only"}},
+        {"msgrate --qp-type ud --op write", {"--op write", "--qp-type ud"}},
+        {"lat --qp-type uc --op read", {"--op read is not available with --qp-type uc", "SEND and RDMA WRITE only"}},
+        {"bw --qp-type uc --op atomic_cas", {"--op atomic_cas", "--qp-type uc"}},
+        {"lat --qp-type ud --op atomic_fadd", {"--op atomic_fadd", "--qp-type ud"}},
+        // A UD message is one packet.
+        {"lat --qp-type ud --sizes 8192", {"--sizes 8192", "--qp-type ud", "path MTU, 4096 bytes"}},
+        {"bw --qp-type ud --mtu 1024 --sizes 64,2048", {"--sizes 2048", "1024 bytes", "--mtu"}},
+        // Post lists: bw and msgrate, at most the TX depth.
+        {"lat --post-list 2", {"--post-list", "'2'", "lat posts one work request at a time"}},
+        {"bw --post-list 0", {"--post-list", "'0'"}},
+        {"bw --post-list 64 --tx-depth 32", {"--post-list 64", "--tx-depth 32"}},
+        {"msgrate --tx-depth 8", {"--post-list 16", "--tx-depth 8"}},
+        // Atomics: 8 bytes, no inline data, not through KVIPL.
+        {"lat --op atomic_cas --sizes 64", {"--op atomic_cas", "8-byte", "--sizes 64"}},
+        {"bw --op atomic_fadd --inline 8", {"--inline", "--op atomic_fadd"}},
+        {"lat --api kvipl --op atomic_fadd", {"--op atomic_fadd", "--api kvipl"}},
+        // Verbs only.
+        {"bw --api kvipl --qp-type uc", {"--qp-type", "--api verbs"}},
+        {"lat --api kvipl --srq", {"--srq", "--api verbs"}},
+        {"bw --api kvipl --post-list 4", {"--post-list", "--api verbs"}},
+        // msgrate: one size, the QPs' CQ entries within the device's.
+        {"msgrate --sizes 64,128", {"msgrate runs one message size", "--sizes '64,128'"}},
+        {"msgrate --qps 0", {"--qps", "'0'", "hca.max_qp"}},
+        {"msgrate -n 0", {"-n/--iters", "'0'"}},
     };
     for (const auto& r : table) {
         INFO("hcasim " << r.args);
@@ -436,6 +478,31 @@ TEST_CASE("hcasim params prints whole-number ranges exactly and help advertises 
     const Outcome deep = run_hcasim("bw --tx-depth 16384 --sizes 64 -n 2 --format csv");
     CHECK(deep.exit_code == 0);
     CHECK(contains(deep.out, "\n64,2,"));
+}
+
+TEST_CASE("hcasim runs atomics and --srq and UC and UD or refuses them naming the option when the device has none",
+          "[cli][workload]") {
+    // What the device lacks shows at set-up (ibv_query_device's atomic_cap,
+    // ibv_create_srq, ibv_create_qp): a refusal like any other, before any
+    // traffic, or the run's rows.
+    const std::vector<std::pair<std::string, std::string>> runs = {
+        {"lat --op atomic_cas -n 4 --format csv", "--op atomic_cas"},
+        {"bw --op atomic_fadd -n 4 --format csv", "--op atomic_fadd"},
+        {"lat --op send --srq --sizes 64 -n 4 --format csv", "--srq"},
+        {"bw --op send --srq --qps 2 --sizes 64 -n 4 --format csv", "--srq"},
+        {"lat --qp-type uc --op send --sizes 64 -n 4 --format csv", "--qp-type uc"},
+        {"lat --qp-type ud --sizes 64 -n 4 --format csv", "--qp-type ud"},
+    };
+    for (const auto& [args, option] : runs) {
+        INFO("hcasim " << args);
+        const Outcome o = run_hcasim(args);
+        if (o.exit_code == 0) {
+            CHECK(o.err == "");
+            CHECK(csv_rows(o.out).size() == 1);
+        } else {
+            check_refused(o, {option, "not available"});
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------

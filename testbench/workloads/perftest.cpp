@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -18,7 +19,10 @@ Op parse_op(const std::string& s) {
     if (s == "send") return Op::Send;
     if (s == "write") return Op::Write;
     if (s == "read") return Op::Read;
-    throw std::invalid_argument("unknown --op '" + sim::printable(s) + "': expected send, write or read");
+    if (s == "atomic_cas") return Op::AtomicCas;
+    if (s == "atomic_fadd") return Op::AtomicFadd;
+    throw std::invalid_argument("unknown --op '" + sim::printable(s) +
+                                "': expected send, write, read, atomic_cas or atomic_fadd");
 }
 
 const char* op_name(Op op) {
@@ -26,8 +30,33 @@ const char* op_name(Op op) {
     case Op::Send: return "send";
     case Op::Write: return "write";
     case Op::Read: return "read";
+    case Op::AtomicCas: return "atomic_cas";
+    case Op::AtomicFadd: return "atomic_fadd";
     }
     return "?";
+}
+
+QpType parse_qp_type(const std::string& s) {
+    if (s == "rc") return QpType::Rc;
+    if (s == "uc") return QpType::Uc;
+    if (s == "ud") return QpType::Ud;
+    throw std::invalid_argument("unknown --qp-type '" + sim::printable(s) + "': expected rc, uc or ud");
+}
+
+const char* qp_type_name(QpType t) {
+    switch (t) {
+    case QpType::Rc: return "RC";
+    case QpType::Uc: return "UC";
+    case QpType::Ud: return "UD";
+    }
+    return "?";
+}
+
+std::string qp_type_refusal(QpType t, Op op) {
+    const std::string what = std::string("--op ") + op_name(op) + " is not available with --qp-type ";
+    if (t == QpType::Ud && op != Op::Send) return what + "ud (UD has SEND only)";
+    if (t == QpType::Uc && op != Op::Send && op != Op::Write) return what + "uc (UC has SEND and RDMA WRITE only)";
+    return "";
 }
 
 std::vector<std::uint32_t> parse_sizes(const std::string& spec) {
@@ -100,29 +129,110 @@ void reap(ibv_cq* cq, int& outstanding) {
     outstanding -= n;
 }
 
-void post_one(ibv_qp* qp, ibv_wr_opcode op, std::uint8_t* local, std::uint32_t lkey, std::uint32_t size,
-              std::uint64_t raddr, std::uint32_t rkey, unsigned flags, std::uint64_t wr_id) {
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(local), size, lkey};
-    ibv_send_wr wr{};
+ibv_qp_type verbs_qp_type(QpType t) {
+    return t == QpType::Uc ? IBV_QPT_UC : t == QpType::Ud ? IBV_QPT_UD : IBV_QPT_RC;
+}
+
+ibv_wr_opcode wr_opcode(Op op) {
+    switch (op) {
+    case Op::Send: return IBV_WR_SEND;
+    case Op::Write: return IBV_WR_RDMA_WRITE;
+    case Op::Read: return IBV_WR_RDMA_READ;
+    case Op::AtomicCas: return IBV_WR_ATOMIC_CMP_AND_SWP;
+    case Op::AtomicFadd: return IBV_WR_ATOMIC_FETCH_AND_ADD;
+    }
+    return IBV_WR_SEND;
+}
+
+// Where a work request goes: a remote buffer (RDMA and atomics) or, on UD,
+// the peer's QP behind an address handle.
+struct Target {
+    ibv_wr_opcode opcode = IBV_WR_SEND;
+    std::uint64_t remote_addr = 0;
+    std::uint32_t rkey = 0;
+    ibv_ah* ah = nullptr;  // UD
+    std::uint32_t remote_qpn = 0;
+};
+
+Target target_of(const RcEndpoint& ep, std::size_t q, ibv_wr_opcode opcode, std::uint64_t remote_addr) {
+    Target t;
+    t.opcode = opcode;
+    t.remote_addr = remote_addr;
+    t.rkey = ep.remote_rkey;
+    t.ah = ep.ah;
+    t.remote_qpn = ep.remote_qpn.empty() ? 0 : ep.remote_qpn[q];
+    return t;
+}
+
+// Compare-and-swap 0 -> 1 and fetch-and-add 1, as perftest's atomic tests.
+void prepare(ibv_send_wr& wr, ibv_sge& sge, const Target& t, std::uint8_t* local, std::uint32_t lkey,
+             std::uint32_t size, unsigned flags, std::uint64_t wr_id) {
+    sge = ibv_sge{reinterpret_cast<std::uintptr_t>(local), size, lkey};
+    wr = ibv_send_wr{};
     wr.wr_id = wr_id;
     wr.sg_list = &sge;
     wr.num_sge = 1;
-    wr.opcode = op;
+    wr.opcode = t.opcode;
     wr.send_flags = flags;
-    wr.wr.rdma.remote_addr = raddr;
-    wr.wr.rdma.rkey = rkey;
+    if (t.ah) {
+        wr.wr.ud.ah = t.ah;
+        wr.wr.ud.remote_qpn = t.remote_qpn;
+        wr.wr.ud.remote_qkey = kWorkloadQkey;
+    } else if (t.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || t.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+        wr.wr.atomic.remote_addr = t.remote_addr;
+        wr.wr.atomic.rkey = t.rkey;
+        wr.wr.atomic.compare_add = t.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? 1 : 0;
+        wr.wr.atomic.swap = 1;
+    } else {
+        wr.wr.rdma.remote_addr = t.remote_addr;
+        wr.wr.rdma.rkey = t.rkey;
+    }
+}
+
+void post_one(ibv_qp* qp, const Target& t, std::uint8_t* local, std::uint32_t lkey, std::uint32_t size, unsigned flags,
+              std::uint64_t wr_id) {
+    ibv_sge sge{};
+    ibv_send_wr wr{};
+    prepare(wr, sge, t, local, lkey, size, flags, wr_id);
     ibv_send_wr* bad = nullptr;
     check(ibv_post_send(qp, &wr, &bad), "ibv_post_send");
 }
 
-void post_recv(ibv_qp* qp, std::uint8_t* buf, std::uint32_t lkey, std::uint32_t size, std::uint64_t wr_id) {
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf), size, lkey};
+void post_recv(RcEndpoint& ep, std::size_t q, std::uint8_t* buf, std::uint32_t size, std::uint64_t wr_id) {
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf), size, ep.mr->lkey};
     ibv_recv_wr wr{};
     wr.wr_id = wr_id;
     wr.sg_list = &sge;
     wr.num_sge = 1;
-    ibv_recv_wr* bad = nullptr;
-    check(ibv_post_recv(qp, &wr, &bad), "ibv_post_recv");
+    ep.post_recv(q, &wr);
+}
+
+// Opens the endpoint, or finds what the device refuses (the QP type, an
+// SRQ, atomics): then both programs say what they found before either goes
+// on, so a refusal stops both at set-up, and the client leaves it in
+// refusal. Plain RC needs nothing the device could refuse and opens at once.
+std::unique_ptr<RcEndpoint> open_endpoint(Host& h, const EndpointOptions& eo, Op op, const std::string& tag,
+                                          std::string& refusal) {
+    if (eo.qp_type == IBV_QPT_RC && !eo.srq && !eo.atomics) return std::make_unique<RcEndpoint>(h, eo);
+    std::unique_ptr<RcEndpoint> ep;
+    std::string why;
+    try {
+        ep = std::make_unique<RcEndpoint>(h, eo);
+    } catch (const EndpointUnsupported& e) {
+        using F = EndpointUnsupported::Feature;
+        const char* qp_type = eo.qp_type == IBV_QPT_UC ? "uc" : "ud";
+        why = e.feature == F::Srq       ? std::string("--srq is not available: ") + e.what()
+              : e.feature == F::Atomics ? std::string("--op ") + op_name(op) + " is not available: " + e.what()
+                                        : std::string("--qp-type ") + qp_type + " is not available: " + e.what();
+    }
+    h.put(tag + "/refusal/" + std::to_string(h.index()), std::vector<std::uint8_t>(why.begin(), why.end()));
+    const auto peer = h.get(tag + "/refusal/" + std::to_string(1 - h.index()));
+    if (why.empty()) why.assign(peer.begin(), peer.end());
+    if (!why.empty()) {
+        if (h.index() == 0) refusal = why;
+        return nullptr;
+    }
+    return ep;
 }
 
 }  // namespace
@@ -233,18 +343,41 @@ void check_endpoint(const EndpointOptions& eo, int mtu, const sim::Config& cfg) 
 }
 
 // What both workloads take from the device: outstanding RDMA READs per QP
-// as perftest does, up to 16 or the device's limit if lower.
-EndpointOptions device_endpoint(const sim::Config& cfg) {
+// as perftest does, up to 16 or the device's limit if lower; the QP type,
+// a shared receive queue, and atomic access to the buffer when asked for.
+EndpointOptions device_endpoint(const sim::Config& cfg, QpType qp_type, bool srq, Op op) {
     EndpointOptions eo;
     eo.max_rd_atomic = static_cast<std::uint8_t>(
         std::min<std::uint32_t>(eo.max_rd_atomic, hca::HcaParams::from(cfg).max_qp_rd_atom));
+    eo.qp_type = verbs_qp_type(qp_type);
+    eo.qkey = kWorkloadQkey;
+    eo.srq = srq;
+    eo.atomics = is_atomic(op);
+    if (eo.atomics) eo.access |= IBV_ACCESS_REMOTE_ATOMIC;
     return eo;
+}
+
+// What a QP type and an operation allow: UC and UD have no RDMA READ or
+// atomics (UD has SEND only), a UD message fits one packet, an atomic works
+// on 8 bytes.
+void check_transport(QpType qp_type, Op op, const std::vector<std::uint32_t>& sizes, int mtu) {
+    const std::string refusal = qp_type_refusal(qp_type, op);
+    if (!refusal.empty()) throw std::invalid_argument(refusal);
+    for (std::uint32_t s : sizes) {
+        if (is_atomic(op) && s != kAtomicBytes)
+            throw std::invalid_argument(std::string("--op ") + op_name(op) + " works on 8-byte messages: --sizes " +
+                                        std::to_string(s) + " is not 8");
+        if (qp_type == QpType::Ud && s > static_cast<std::uint32_t>(mtu))
+            throw std::invalid_argument("--sizes " + std::to_string(s) +
+                                        " is more than a UD message carries with --qp-type ud: at most the path MTU, " +
+                                        std::to_string(mtu) + " bytes (--mtu)");
+    }
 }
 
 }  // namespace
 
 EndpointOptions latency_endpoint(const LatencyOptions& opt, const sim::Config& cfg) {
-    EndpointOptions eo = device_endpoint(cfg);
+    EndpointOptions eo = device_endpoint(cfg, opt.qp_type, opt.srq, opt.op);
     const std::uint32_t max_size = opt.sizes.empty() ? 1 : *std::max_element(opt.sizes.begin(), opt.sizes.end());
     eo.buffer_bytes = 2 * static_cast<std::size_t>(max_size) + 4096;
     eo.max_inline = opt.inline_max;
@@ -255,7 +388,7 @@ EndpointOptions latency_endpoint(const LatencyOptions& opt, const sim::Config& c
 }
 
 EndpointOptions bandwidth_endpoint(const BandwidthOptions& opt, const sim::Config& cfg) {
-    EndpointOptions eo = device_endpoint(cfg);
+    EndpointOptions eo = device_endpoint(cfg, opt.qp_type, opt.srq, opt.op);
     const std::uint32_t max_size = opt.sizes.empty() ? 1 : *std::max_element(opt.sizes.begin(), opt.sizes.end());
     // Each QP streams from and into its own slice of the buffer.
     eo.buffer_bytes = static_cast<std::size_t>(max_size) * 2 + 4096;
@@ -267,6 +400,10 @@ EndpointOptions bandwidth_endpoint(const BandwidthOptions& opt, const sim::Confi
     // device's queues hold.
     const std::uint64_t max_qp_wr = hca::HcaParams::from(cfg).max_qp_wr;
     eo.max_recv_wr = static_cast<std::uint32_t>(std::min<std::uint64_t>(2 * static_cast<std::uint64_t>(opt.tx_depth), max_qp_wr));
+    // One shared receive queue holds the receives of every QP.
+    if (opt.srq)
+        eo.max_recv_wr = static_cast<std::uint32_t>(std::min<std::uint64_t>(
+            2 * static_cast<std::uint64_t>(opt.tx_depth) * static_cast<std::uint64_t>(std::max(opt.qps, 1)), max_qp_wr));
     const std::uint64_t cqes = bandwidth_cq_entries(opt.qps, opt.tx_depth);
     eo.cq_depth = static_cast<int>(std::min<std::uint64_t>(cqes, std::numeric_limits<int>::max()));
     eo.max_sge = 1;
@@ -280,6 +417,7 @@ std::uint64_t bandwidth_cq_entries(int qps, int tx_depth) {
 void check_latency_options(const LatencyOptions& opt, const sim::Config& cfg) {
     check_sizes(opt.sizes);
     if (opt.iterations < 1) throw std::invalid_argument("invalid -n/--iters " + std::to_string(opt.iterations) + ": expected at least 1");
+    check_transport(opt.qp_type, opt.op, opt.sizes, opt.mtu);
     const EndpointOptions eo = latency_endpoint(opt, cfg);
     check_endpoint(eo, opt.mtu, cfg);
     const hca::HcaParams p = hca::HcaParams::from(cfg);
@@ -296,6 +434,15 @@ void check_bandwidth_options(const BandwidthOptions& opt, const sim::Config& cfg
     if (opt.cq_mod < 1) throw std::invalid_argument("invalid completion moderation " + std::to_string(opt.cq_mod));
     if (opt.inline_max > 0 && opt.op == Op::Read)
         throw std::invalid_argument("--inline does not apply to --op read (an RDMA READ request carries no data)");
+    if (opt.inline_max > 0 && is_atomic(opt.op))
+        throw std::invalid_argument(std::string("--inline does not apply to --op ") + op_name(opt.op) +
+                                    " (an atomic request carries its operands in the work request)");
+    check_transport(opt.qp_type, opt.op, opt.sizes, opt.mtu);
+    if (opt.post_list < 1)
+        throw std::invalid_argument("invalid --post-list " + std::to_string(opt.post_list) + ": expected at least 1");
+    if (opt.post_list > opt.tx_depth)
+        throw std::invalid_argument("--post-list " + std::to_string(opt.post_list) + " is more than --tx-depth " +
+                                    std::to_string(opt.tx_depth) + ": a list must fit the send queue");
     const EndpointOptions eo = bandwidth_endpoint(opt, cfg);
     check_endpoint(eo, opt.mtu, cfg);
     const hca::HcaParams p = hca::HcaParams::from(cfg);
@@ -319,10 +466,15 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
     std::vector<LatencyRow> rows;
     const EndpointOptions eo = latency_endpoint(opt, sys.config());
     const int rx_depth = 64;
+    // A UD receive has the GRH area in front of the data.
+    const std::uint32_t recv_bytes = max_size + (opt.qp_type == QpType::Ud ? kGrhBytes : 0);
+    std::string refusal;
 
     auto program = [&](Host& h) {
         const bool client = h.index() == 0;
-        RcEndpoint ep(h, eo);
+        const std::unique_ptr<RcEndpoint> opened = open_endpoint(h, eo, opt.op, "lat", refusal);
+        if (!opened) return;
+        RcEndpoint& ep = *opened;
         // Only the outgoing half: the incoming half starts at zero, below
         // every tag the peer writes.
         fill_pattern(h, ep.buf, max_size);
@@ -331,9 +483,10 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
         std::uint8_t* out = ep.buf;                   // what we send
         std::uint8_t* in = ep.buf + max_size + 2048;  // where the peer writes or we receive
         const std::uint64_t peer_in = ep.remote_addr + max_size + 2048;
+        const Target ping = target_of(ep, 0, opt.op == Op::Write ? IBV_WR_RDMA_WRITE : IBV_WR_SEND, peer_in);
         // Receives are sized for the largest message, so they serve every size.
         if (opt.op == Op::Send)
-            for (int i = 0; i < rx_depth; ++i) post_recv(qp, in, ep.mr->lkey, max_size, 0);
+            for (int i = 0; i < rx_depth; ++i) post_recv(ep, 0, in, recv_bytes, 0);
         for (std::uint32_t size : opt.sizes) {
             h.barrier("size" + std::to_string(size));
             std::vector<sim::Tick> samples;
@@ -345,12 +498,13 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
                 // The client marks its buffer before it posts; the server only
                 // after the ping arrived, when its previous write has been read.
                 if (client) out[size - 1] = tag;
-                if (opt.op == Op::Read) {
+                if (opt.op == Op::Read || is_atomic(opt.op)) {
+                    // The full round trip, as perftest reports for reads and atomics.
                     if (!client) break;
                     const sim::Tick t0 = h.now();
-                    post_one(qp, IBV_WR_RDMA_READ, in, ep.mr->lkey, size, ep.remote_addr, ep.remote_rkey,
+                    post_one(qp, target_of(ep, 0, wr_opcode(opt.op), ep.remote_addr), in, ep.mr->lkey, size,
                              IBV_SEND_SIGNALED, static_cast<std::uint64_t>(it));
-                    poll_n(ep.send_cq, 1, "RDMA READ");
+                    poll_n(ep.send_cq, 1, opt.op == Op::Read ? "RDMA READ" : "atomic");
                     samples.push_back(h.now() - t0);
                     continue;
                 }
@@ -361,7 +515,7 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
                         spin_until(h, in + size - 1, tag);
                     } else {
                         poll_n(ep.recv_cq, 1, "receive");
-                        post_recv(qp, in, ep.mr->lkey, max_size, 0);
+                        post_recv(ep, 0, in, recv_bytes, 0);
                     }
                 }
                 out[size - 1] = tag;
@@ -374,14 +528,13 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
                 const bool last_of_short_size = it == opt.iterations - 1 && opt.iterations < kLatencySignalEvery;
                 const unsigned sig = sixteenth || last_of_short_size ? IBV_SEND_SIGNALED : 0;
                 if (sig) ++outstanding;
-                post_one(qp, opt.op == Op::Write ? IBV_WR_RDMA_WRITE : IBV_WR_SEND, out, ep.mr->lkey, size, peer_in,
-                         ep.remote_rkey, sig | inl, static_cast<std::uint64_t>(it));
+                post_one(qp, ping, out, ep.mr->lkey, size, sig | inl, static_cast<std::uint64_t>(it));
                 if (client) {
                     if (opt.op == Op::Write) {
                         spin_until(h, in + size - 1, tag);
                     } else {
                         poll_n(ep.recv_cq, 1, "receive");
-                        post_recv(qp, in, ep.mr->lkey, max_size, 0);
+                        post_recv(ep, 0, in, recv_bytes, 0);
                     }
                     // Ping-pong: half the round trip is the one-way latency.
                     samples.push_back((h.now() - t0) / 2);
@@ -394,35 +547,63 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
         }
     };
     sys.run({program, program}, {"latency client", "latency server"});
+    if (!refusal.empty()) throw Unsupported(refusal);
     return rows;
 }
 
-std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt) {
+namespace {
+
+// The bandwidth workload; per_qp, when given, receives each QP's messages
+// and rate of the last size.
+std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, std::vector<QpRateRow>* per_qp) {
     check_bandwidth_options(opt, sys.config());
     const std::uint32_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
     std::vector<BandwidthRow> rows;
     const EndpointOptions eo = bandwidth_endpoint(opt, sys.config());
     const int recv_window = static_cast<int>(eo.max_recv_wr);
+    // A UD receive has the GRH area in front of the data.
+    const std::uint32_t recv_bytes = max_size + (opt.qp_type == QpType::Ud ? kGrhBytes : 0);
+    // UC and UD drop a message that finds no receive: the receiver then
+    // stops when the sender is done and nothing more arrives.
+    const bool unreliable = opt.qp_type != QpType::Rc;
+    std::string refusal;
+    // Set by the client when it has sent every message of a size (the
+    // out-of-band channel, as perftest's closing socket exchange).
+    bool sender_done = false;
 
     // A signaled completion at least every tx_depth posts, or the sender
-    // would wait for one that never comes (perftest's rule too).
-    const int cq_mod = std::max(1, std::min(opt.cq_mod, opt.tx_depth));
+    // would wait for one that never comes (perftest's rule too). With post
+    // lists, the last request of each list is signaled, as perftest does.
+    const int cq_mod = opt.post_list > 1 ? opt.post_list : std::max(1, std::min(opt.cq_mod, opt.tx_depth));
     auto program = [&](Host& h) {
         const bool client = h.index() == 0;
-        RcEndpoint ep(h, eo);
+        const std::unique_ptr<RcEndpoint> opened = open_endpoint(h, eo, opt.op, "bw", refusal);
+        if (!opened) return;
+        RcEndpoint& ep = *opened;
         fill_pattern(h, ep.buf, eo.buffer_bytes);
         ep.connect("bw", 1 - h.index());
         const int nq = static_cast<int>(ep.qps.size());
+        // Receives a size left posted (UC and UD: for messages that were
+        // dropped); they serve the next size, sized for the largest.
+        std::vector<int> left(static_cast<std::size_t>(nq), 0);
+        int srq_left = 0;
         for (std::uint32_t size : opt.sizes) {
             const int iters = opt.iterations;
-            std::vector<int> posted(static_cast<std::size_t>(nq), 0), done(static_cast<std::size_t>(nq), 0);
+            std::vector<int> posted(left), done(static_cast<std::size_t>(nq), 0);
             auto quota = [&](int q) { return iters / nq + (q < iters % nq ? 1 : 0); };
+            int srq_posted = srq_left;  // receives posted to the shared receive queue
             if (opt.op == Op::Send && !client) {
-                for (int q = 0; q < nq; ++q)
-                    for (int i = 0; i < std::min(quota(q), recv_window); ++i, ++posted[static_cast<std::size_t>(q)])
-                        post_recv(ep.qps[static_cast<std::size_t>(q)], ep.buf + max_size, ep.mr->lkey, max_size,
-                                  static_cast<std::uint64_t>(q));
+                if (ep.srq) {
+                    for (; srq_posted < std::min(iters, recv_window); ++srq_posted)
+                        post_recv(ep, 0, ep.buf + max_size, recv_bytes, 0);
+                } else {
+                    for (int q = 0; q < nq; ++q)
+                        for (auto& p = posted[static_cast<std::size_t>(q)]; p < std::min(quota(q), recv_window); ++p)
+                            post_recv(ep, static_cast<std::size_t>(q), ep.buf + max_size, recv_bytes,
+                                      static_cast<std::uint64_t>(q));
+                }
             }
+            sender_done = false;
             h.barrier("bw" + std::to_string(size));
             if (client) {
                 // When each message completed: a signaled completion covers the
@@ -435,14 +616,18 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
                 const auto wall0 = std::chrono::steady_clock::now();
                 int total_done = 0;
                 ibv_wc wc[32];
-                const ibv_wr_opcode wop = opt.op == Op::Send    ? IBV_WR_SEND
-                                          : opt.op == Op::Write ? IBV_WR_RDMA_WRITE
-                                                                : IBV_WR_RDMA_READ;
-                const unsigned inl = (size <= opt.inline_max && opt.op != Op::Read) ? IBV_SEND_INLINE : 0;
+                const unsigned inl =
+                    (size <= opt.inline_max && opt.op != Op::Read && !is_atomic(opt.op)) ? IBV_SEND_INLINE : 0;
                 sim::Tick last_progress = t0;
                 const std::uint64_t in_flight = std::min<std::uint64_t>(
                     static_cast<std::uint64_t>(iters), static_cast<std::uint64_t>(nq) * static_cast<std::uint64_t>(opt.tx_depth));
                 const sim::Tick stall = stall_limit(sys.config(), in_flight * size);
+                std::vector<Target> targets;
+                for (int q = 0; q < nq; ++q)
+                    targets.push_back(target_of(ep, static_cast<std::size_t>(q), wr_opcode(opt.op), ep.remote_addr + max_size));
+                // One list of work requests, linked, posted with one call.
+                std::vector<ibv_send_wr> wrs(static_cast<std::size_t>(opt.post_list));
+                std::vector<ibv_sge> sges(static_cast<std::size_t>(opt.post_list));
                 // Post to every QP once, then only to QPs whose completions
                 // made room: the loop costs O(completions), not O(QPs).
                 std::vector<int> refill;
@@ -454,13 +639,21 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
                     for (int q : refill) {
                         auto& p = posted[static_cast<std::size_t>(q)];
                         auto& d = done[static_cast<std::size_t>(q)];
-                        while (p < quota(q) && p - d < opt.tx_depth) {
-                            ++p;
-                            const bool sig = p % cq_mod == 0 || p == quota(q);
-                            post_one(ep.qps[static_cast<std::size_t>(q)], wop, ep.buf, ep.mr->lkey, size,
-                                     ep.remote_addr + max_size, ep.remote_rkey,
-                                     (sig ? IBV_SEND_SIGNALED : 0) | inl,
-                                     (static_cast<std::uint64_t>(q) << 32) | static_cast<std::uint64_t>(p));
+                        for (;;) {
+                            // A list goes out whole or waits for room.
+                            const int k = std::min(opt.post_list, quota(q) - p);
+                            if (k < 1 || p - d + k > opt.tx_depth) break;
+                            for (int j = 0; j < k; ++j) {
+                                ++p;
+                                const bool sig = p % cq_mod == 0 || p == quota(q);
+                                prepare(wrs[static_cast<std::size_t>(j)], sges[static_cast<std::size_t>(j)],
+                                        targets[static_cast<std::size_t>(q)], ep.buf, ep.mr->lkey, size,
+                                        (sig ? IBV_SEND_SIGNALED : 0) | inl,
+                                        (static_cast<std::uint64_t>(q) << 32) | static_cast<std::uint64_t>(p));
+                                if (j > 0) wrs[static_cast<std::size_t>(j) - 1].next = &wrs[static_cast<std::size_t>(j)];
+                            }
+                            ibv_send_wr* bad = nullptr;
+                            check(ibv_post_send(ep.qps[static_cast<std::size_t>(q)], wrs.data(), &bad), "ibv_post_send");
                         }
                     }
                     refill.clear();
@@ -484,6 +677,18 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
                     }
                 }
                 const sim::Tick t1 = h.now();
+                sender_done = true;
+                if (per_qp) {
+                    per_qp->clear();
+                    for (int q = 0; q < nq; ++q) {
+                        QpRateRow r;
+                        r.qp = q;
+                        r.messages = static_cast<std::uint64_t>(done[static_cast<std::size_t>(q)]);
+                        const sim::Tick last = qp_last[static_cast<std::size_t>(q)];
+                        r.msg_rate_Mpps = last > t0 ? static_cast<double>(r.messages) / (static_cast<double>(last - t0) / 1e12) / 1e6 : 0;
+                        per_qp->push_back(r);
+                    }
+                }
                 rows.push_back(bandwidth_row(
                     size, iters, t0, t1, std::move(message_done), opt.tx_depth,
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count()));
@@ -491,41 +696,76 @@ std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt
                 // Repost what each poll returned as one chained list: one
                 // doorbell per batch, as perftest's receiver does.
                 int received = 0;
+                std::vector<int> got(static_cast<std::size_t>(nq), 0);
                 ibv_wc wc[32];
                 std::vector<ibv_sge> sges(32);
                 std::vector<ibv_recv_wr> wrs(32);
+                auto repost = [&](std::size_t q, int k, std::uint64_t wr_id) {
+                    for (int i = 0; i < k; ++i) {
+                        sges[static_cast<std::size_t>(i)] = {reinterpret_cast<std::uintptr_t>(ep.buf + max_size), recv_bytes, ep.mr->lkey};
+                        wrs[static_cast<std::size_t>(i)] = ibv_recv_wr{};
+                        wrs[static_cast<std::size_t>(i)].wr_id = wr_id;
+                        wrs[static_cast<std::size_t>(i)].sg_list = &sges[static_cast<std::size_t>(i)];
+                        wrs[static_cast<std::size_t>(i)].num_sge = 1;
+                        wrs[static_cast<std::size_t>(i)].next = i + 1 < k ? &wrs[static_cast<std::size_t>(i) + 1] : nullptr;
+                    }
+                    ep.post_recv(q, wrs.data());
+                };
+                // UC and UD: how long the receiver waits for more once the
+                // sender is done (the run's stall limit for what is in flight).
+                const sim::Tick drain = stall_limit(sys.config(), static_cast<std::uint64_t>(recv_window) * size);
+                sim::Tick idle_since = 0;
                 while (received < iters) {
                     const int n = ibv_poll_cq(ep.recv_cq, 32, wc);
-                    std::vector<int> per_qp(static_cast<std::size_t>(nq), 0);
+                    if (unreliable) {
+                        if (n > 0 || !sender_done) idle_since = h.now();
+                        else if (h.now() - idle_since > drain) break;
+                    }
+                    std::vector<int> per_qp_received(static_cast<std::size_t>(nq), 0);
                     for (int i = 0; i < n; ++i) {
                         if (wc[i].status != IBV_WC_SUCCESS)
                             throw std::runtime_error(std::string("receive completion: ") + ibv_wc_status_str(wc[i].status));
                         ++received;
-                        ++per_qp[static_cast<std::size_t>(wc[i].wr_id)];
+                        ++per_qp_received[static_cast<std::size_t>(wc[i].wr_id)];
+                        ++got[static_cast<std::size_t>(wc[i].wr_id)];
+                    }
+                    if (ep.srq) {
+                        const int k = std::min(n, iters - srq_posted);
+                        if (k > 0) repost(0, k, 0);
+                        srq_posted += std::max(k, 0);
+                        continue;
                     }
                     for (int q = 0; q < nq; ++q) {
                         auto& p = posted[static_cast<std::size_t>(q)];
-                        const int k = std::min(per_qp[static_cast<std::size_t>(q)], quota(q) - p);
+                        const int k = std::min(per_qp_received[static_cast<std::size_t>(q)], quota(q) - p);
                         if (k <= 0) continue;
-                        for (int i = 0; i < k; ++i) {
-                            sges[static_cast<std::size_t>(i)] = {reinterpret_cast<std::uintptr_t>(ep.buf + max_size), max_size, ep.mr->lkey};
-                            wrs[static_cast<std::size_t>(i)] = ibv_recv_wr{};
-                            wrs[static_cast<std::size_t>(i)].wr_id = static_cast<std::uint64_t>(q);
-                            wrs[static_cast<std::size_t>(i)].sg_list = &sges[static_cast<std::size_t>(i)];
-                            wrs[static_cast<std::size_t>(i)].num_sge = 1;
-                            wrs[static_cast<std::size_t>(i)].next = i + 1 < k ? &wrs[static_cast<std::size_t>(i) + 1] : nullptr;
-                        }
-                        ibv_recv_wr* bad = nullptr;
-                        check(ibv_post_recv(ep.qps[static_cast<std::size_t>(q)], wrs.data(), &bad), "ibv_post_recv");
+                        repost(static_cast<std::size_t>(q), k, static_cast<std::uint64_t>(q));
                         p += k;
                     }
                 }
+                srq_left = srq_posted - received;
+                if (!ep.srq)
+                    for (int q = 0; q < nq; ++q)
+                        left[static_cast<std::size_t>(q)] = posted[static_cast<std::size_t>(q)] - got[static_cast<std::size_t>(q)];
             }
             h.barrier("bwdone" + std::to_string(size));
         }
     };
     sys.run({program, program}, {"bandwidth client", "bandwidth server"});
+    if (!refusal.empty()) throw Unsupported(refusal);
     return rows;
+}
+
+}  // namespace
+
+std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt) { return bandwidth(sys, opt, nullptr); }
+
+MsgRateResult run_msgrate(System& sys, const BandwidthOptions& opt) {
+    if (opt.sizes.size() != 1) throw std::invalid_argument("a message-rate run has one message size (--sizes)");
+    MsgRateResult r;
+    r.total = bandwidth(sys, opt, &r.qps).front();
+    r.packets = sys.counter("node0.hca.port.tx_packets") + sys.counter("node1.hca.port.tx_packets");
+    return r;
 }
 
 }  // namespace hcasim::testbench

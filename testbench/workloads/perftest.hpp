@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -11,9 +12,24 @@
 
 namespace hcasim::testbench {
 
-enum class Op { Send, Write, Read };
+enum class Op { Send, Write, Read, AtomicCas, AtomicFadd };
 Op parse_op(const std::string& s);
 const char* op_name(Op op);
+inline bool is_atomic(Op op) { return op == Op::AtomicCas || op == Op::AtomicFadd; }
+// An atomic operation works on 8 bytes (perftest's ib_atomic_* size).
+inline constexpr std::uint32_t kAtomicBytes = 8;
+
+// The transport service of the workload's QPs (perftest's -c).
+enum class QpType { Rc, Uc, Ud };
+QpType parse_qp_type(const std::string& s);
+const char* qp_type_name(QpType t);  // "RC", "UC", "UD"
+// What a QP type cannot do, as a sentence naming the options, or "" when
+// it can: "--op write is not available with --qp-type ud (UD has SEND only)".
+std::string qp_type_refusal(QpType t, Op op);
+// A UD receive buffer holds the 40-byte GRH area in front of the data.
+inline constexpr std::uint32_t kGrhBytes = 40;
+// The Q_Key both sides of a UD workload use (perftest's DEF_QKEY).
+inline constexpr std::uint32_t kWorkloadQkey = 0x11111111;
 
 // perftest reports MB/sec with MB = 2^20 bytes; so does hcasim.
 inline constexpr double kPerftestMB = 1048576.0;
@@ -30,6 +46,8 @@ struct LatencyOptions {
     std::uint32_t inline_max = 220;  // sizes up to this go inline (perftest's CX-3 default)
     int mtu = 4096;
     int vi_reliability = 2;  // --api kvipl: VIP_SERVICE_* of the VIs
+    QpType qp_type = QpType::Rc;
+    bool srq = false;        // receives from one shared receive queue
 };
 
 struct BandwidthOptions {
@@ -42,12 +60,26 @@ struct BandwidthOptions {
     std::uint32_t inline_max = 0;
     int mtu = 4096;
     int vi_reliability = 2;  // --api kvipl: VIP_SERVICE_* of the VIs
+    QpType qp_type = QpType::Rc;
+    bool srq = false;        // every QP's receives from one shared receive queue
+    int post_list = 1;       // work requests per ibv_post_send call, linked (perftest's --post_list)
+};
+
+// What the device said no to in a run: the host programs found out at set-up
+// (ibv_create_qp, ibv_create_srq or ibv_query_device), before any traffic,
+// and stopped. what() names the command-line option.
+class Unsupported : public std::invalid_argument {
+public:
+    using std::invalid_argument::invalid_argument;
 };
 
 // Both throw std::invalid_argument, before anything runs, for options the
-// device cannot serve (see the check_* functions).
+// device cannot serve (see the check_* functions), and Unsupported when the
+// verbs device refuses the QP type, --srq or atomics at set-up.
 std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt);
 std::vector<BandwidthRow> run_bandwidth(System& sys, const BandwidthOptions& opt);
+// One size (opt.sizes must hold one); also throws Unsupported.
+MsgRateResult run_msgrate(System& sys, const BandwidthOptions& opt);
 
 // Refuse, with a message naming the command-line option and the device
 // limit (hca.max_qp_wr, hca.max_cqe, hca.max_inline, port.max_mtu, ...),

@@ -5,7 +5,19 @@
 #include <cstring>
 #include <stdexcept>
 
+// Shared receive queues may be missing from the verbs library the
+// simulator implements: referenced weakly, a missing one is a null
+// function, and --srq is refused instead of the link failing.
+#pragma weak ibv_create_srq
+#pragma weak ibv_destroy_srq
+
 namespace hcasim::testbench {
+
+namespace {
+
+const char* qp_type_text(ibv_qp_type t) { return t == IBV_QPT_RC ? "RC" : t == IBV_QPT_UC ? "UC" : t == IBV_QPT_UD ? "UD" : "?"; }
+
+}  // namespace
 
 void check(int rc, const char* what) {
     if (rc != 0) throw std::runtime_error(std::string(what) + " failed: " + std::strerror(rc < 0 ? -rc : rc));
@@ -33,6 +45,16 @@ std::vector<ibv_wc> poll_n(ibv_cq* cq, int n, const char* what) {
 }
 
 RcEndpoint::RcEndpoint(Host& host, const EndpointOptions& opt) : m_host(host), m_opt(opt) {
+    try {
+        open();
+    } catch (...) {
+        release();
+        throw;
+    }
+}
+
+void RcEndpoint::open() {
+    const EndpointOptions& opt = m_opt;
     int n = 0;
     ibv_device** list = need(ibv_get_device_list(&n), "ibv_get_device_list");
     if (n < 1) throw std::runtime_error("no RDMA device");
@@ -45,23 +67,59 @@ RcEndpoint::RcEndpoint(Host& host, const EndpointOptions& opt) : m_host(host), m
     buf = static_cast<std::uint8_t*>(std::aligned_alloc(4096, (opt.buffer_bytes + 4095) & ~std::size_t(4095)));
     if (!buf) throw std::runtime_error("out of memory for the buffer");
     std::memset(buf, 0, opt.buffer_bytes);
+    if (opt.atomics) {
+        ibv_device_attr dev{};
+        check(ibv_query_device(ctx, &dev), "ibv_query_device");
+        if (dev.atomic_cap == IBV_ATOMIC_NONE)
+            throw EndpointUnsupported(EndpointUnsupported::Feature::Atomics,
+                                      "the device reports atomic_cap = IBV_ATOMIC_NONE (ibv_query_device): it has no "
+                                      "atomic operations");
+    }
     mr = need(ibv_reg_mr(pd, buf, opt.buffer_bytes, opt.access), "ibv_reg_mr");
+    if (opt.srq) {
+        ibv_srq_init_attr sa{};
+        sa.attr.max_wr = opt.max_recv_wr;
+        sa.attr.max_sge = opt.max_sge;
+        srq = ibv_create_srq ? ibv_create_srq(pd, &sa) : nullptr;
+        if (!srq && (!ibv_create_srq || errno == EOPNOTSUPP || errno == ENOSYS))
+            throw EndpointUnsupported(EndpointUnsupported::Feature::Srq,
+                                      ibv_create_srq ? "ibv_create_srq failed: Operation not supported"
+                                                     : "the verbs library has no ibv_create_srq");
+        need(srq, "ibv_create_srq");
+    }
     for (int i = 0; i < opt.qps; ++i) {
         ibv_qp_init_attr init{};
         init.send_cq = send_cq;
         init.recv_cq = recv_cq;
-        init.qp_type = IBV_QPT_RC;
+        init.srq = srq;
+        init.qp_type = opt.qp_type;
         init.cap.max_send_wr = opt.max_send_wr;
         init.cap.max_recv_wr = opt.max_recv_wr;
         init.cap.max_send_sge = opt.max_sge;
         init.cap.max_recv_sge = opt.max_sge;
         init.cap.max_inline_data = opt.max_inline;
-        qps.push_back(need(ibv_create_qp(pd, &init), "ibv_create_qp"));
+        ibv_qp* qp = ibv_create_qp(pd, &init);
+        if (!qp && errno == EOPNOTSUPP && opt.qp_type != IBV_QPT_RC)
+            throw EndpointUnsupported(EndpointUnsupported::Feature::QpType,
+                                      std::string("ibv_create_qp(IBV_QPT_") + qp_type_text(opt.qp_type) +
+                                          ") failed: Operation not supported");
+        qps.push_back(need(qp, "ibv_create_qp"));
     }
 }
 
-RcEndpoint::~RcEndpoint() {
+void RcEndpoint::post_recv(std::size_t q, ibv_recv_wr* wr) {
+    ibv_recv_wr* bad = nullptr;
+    if (srq) check(ibv_post_srq_recv(srq, wr, &bad), "ibv_post_srq_recv");
+    else check(ibv_post_recv(qps[q], wr, &bad), "ibv_post_recv");
+}
+
+RcEndpoint::~RcEndpoint() { release(); }
+
+void RcEndpoint::release() {
     for (ibv_qp* q : qps) ibv_destroy_qp(q);
+    qps.clear();
+    if (ah) ibv_destroy_ah(ah);
+    if (srq) ibv_destroy_srq(srq);
     if (mr) ibv_dereg_mr(mr);
     if (send_cq) ibv_destroy_cq(send_cq);
     if (recv_cq) ibv_destroy_cq(recv_cq);
@@ -89,39 +147,76 @@ void RcEndpoint::connect(const std::string& tag, int peer_index) {
     remote_addr = theirs->addr;
     remote_rkey = theirs->rkey;
     remote_lid = theirs->lid;
+    remote_qpn.assign(theirs->qpn, theirs->qpn + qps.size());
+    if (m_opt.qp_type == IBV_QPT_UD) {
+        ibv_ah_attr aa{};
+        aa.dlid = theirs->lid;
+        aa.port_num = 1;
+        ah = need(ibv_create_ah(pd, &aa), "ibv_create_ah");
+    }
     for (std::size_t i = 0; i < qps.size(); ++i) {
-        ibv_qp_attr a{};
-        a.qp_state = IBV_QPS_INIT;
-        a.pkey_index = 0;
-        a.port_num = 1;
-        a.qp_access_flags = m_opt.access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-        check(ibv_modify_qp(qps[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
-              "ibv_modify_qp(INIT)");
-        a = ibv_qp_attr{};
-        a.qp_state = IBV_QPS_RTR;
-        a.path_mtu = m_opt.mtu;
-        a.dest_qp_num = theirs->qpn[i];
-        a.rq_psn = theirs->psn;
+        if (m_opt.qp_type == IBV_QPT_UD) connect_ud(qps[i], info->psn);
+        else connect_connected(qps[i], theirs->lid, theirs->qpn[i], theirs->psn, info->psn);
+    }
+}
+
+// UD: the Q_Key at INIT, nothing at RTR, the send PSN at RTS.
+void RcEndpoint::connect_ud(ibv_qp* qp, std::uint32_t sq_psn) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = 1;
+    a.qkey = m_opt.qkey;
+    check(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), "ibv_modify_qp(INIT)");
+    a = ibv_qp_attr{};
+    a.qp_state = IBV_QPS_RTR;
+    check(ibv_modify_qp(qp, &a, IBV_QP_STATE), "ibv_modify_qp(RTR)");
+    a = ibv_qp_attr{};
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = sq_psn;
+    check(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), "ibv_modify_qp(RTS)");
+}
+
+// RC and UC: connected to one peer QP; UC has no RDMA READ or atomics, no
+// acknowledgements and so no timers, retries or read/atomic depths.
+void RcEndpoint::connect_connected(ibv_qp* qp, std::uint16_t dlid, std::uint32_t dest_qpn, std::uint32_t rq_psn,
+                                   std::uint32_t sq_psn) {
+    const bool rc = m_opt.qp_type == IBV_QPT_RC;
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = 1;
+    a.qp_access_flags = m_opt.access & (rc ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                                 IBV_ACCESS_REMOTE_ATOMIC
+                                           : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    check(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+          "ibv_modify_qp(INIT)");
+    a = ibv_qp_attr{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = m_opt.mtu;
+    a.dest_qp_num = dest_qpn;
+    a.rq_psn = rq_psn;
+    a.ah_attr.dlid = dlid;
+    a.ah_attr.port_num = 1;
+    int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+    if (rc) {
         a.max_dest_rd_atomic = m_opt.max_rd_atomic;
         a.min_rnr_timer = m_opt.min_rnr_timer;
-        a.ah_attr.dlid = theirs->lid;
-        a.ah_attr.port_num = 1;
-        check(ibv_modify_qp(qps[i], &a,
-                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-              "ibv_modify_qp(RTR)");
-        a = ibv_qp_attr{};
-        a.qp_state = IBV_QPS_RTS;
-        a.sq_psn = info->psn;
+        rtr |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    }
+    check(ibv_modify_qp(qp, &a, rtr), "ibv_modify_qp(RTR)");
+    a = ibv_qp_attr{};
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = sq_psn;
+    int rts = IBV_QP_STATE | IBV_QP_SQ_PSN;
+    if (rc) {
         a.timeout = 14;
         a.retry_cnt = 7;
         a.rnr_retry = m_opt.rnr_retry;
         a.max_rd_atomic = m_opt.max_rd_atomic;
-        check(ibv_modify_qp(qps[i], &a,
-                            IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                IBV_QP_MAX_QP_RD_ATOMIC),
-              "ibv_modify_qp(RTS)");
+        rts |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
     }
+    check(ibv_modify_qp(qp, &a, rts), "ibv_modify_qp(RTS)");
 }
 
 }  // namespace hcasim::testbench

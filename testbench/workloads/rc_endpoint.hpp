@@ -1,11 +1,13 @@
 // Verbs set-up shared by workloads and tests: open the device, allocate a PD,
-// CQs, RC QPs and a registered buffer, exchange connection data with the
-// peer program out of band and bring the QPs to RTS, as perftest does.
+// CQs, QPs (RC unless asked for UC or UD), optionally one shared receive
+// queue, and a registered buffer; exchange connection data with the peer
+// program out of band and bring the QPs to RTS, as perftest does.
 #pragma once
 
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,18 @@ struct EndpointOptions {
     std::uint8_t max_rd_atomic = 16;
     std::uint8_t min_rnr_timer = 1;   // 0.01 ms
     std::uint8_t rnr_retry = 7;       // retry forever
+    ibv_qp_type qp_type = IBV_QPT_RC;
+    std::uint32_t qkey = 0x11111111;  // UD: the Q_Key both sides use
+    bool srq = false;                 // every QP receives from one SRQ of max_recv_wr entries
+    bool atomics = false;             // needs atomic operations (ibv_query_device's atomic_cap)
+};
+
+// The device cannot do what the options ask (the QP type, an SRQ, atomics):
+// found at set-up, before anything was sent.
+struct EndpointUnsupported : std::runtime_error {
+    enum class Feature { QpType, Srq, Atomics };
+    EndpointUnsupported(Feature f, const std::string& why) : std::runtime_error(why), feature(f) {}
+    Feature feature;
 };
 
 struct PeerInfo {
@@ -40,14 +54,21 @@ struct PeerInfo {
 
 class RcEndpoint {
 public:
+    // Throws EndpointUnsupported when the device refuses the QP type, the
+    // SRQ or atomics.
     RcEndpoint(Host& host, const EndpointOptions& opt);
     ~RcEndpoint();
     RcEndpoint(const RcEndpoint&) = delete;
     RcEndpoint& operator=(const RcEndpoint&) = delete;
 
     // Publishes this side under "<tag>/<index>", reads the peer's and moves
-    // every QP to RTS connected to the peer's QP of the same number.
+    // every QP to RTS: RC and UC connected to the peer's QP of the same
+    // number; UD with an address handle to the peer's port, sending to
+    // remote_qpn[i].
     void connect(const std::string& tag, int peer_index);
+    // Posts a chain of receives for QP q: to its receive queue, or to the
+    // shared receive queue.
+    void post_recv(std::size_t q, ibv_recv_wr* wr);
 
     ibv_context* ctx = nullptr;
     ibv_pd* pd = nullptr;
@@ -55,6 +76,9 @@ public:
     ibv_cq* send_cq = nullptr;
     ibv_cq* recv_cq = nullptr;
     std::vector<ibv_qp*> qps;
+    ibv_srq* srq = nullptr;
+    ibv_ah* ah = nullptr;                 // UD: to the peer's port
+    std::vector<std::uint32_t> remote_qpn;  // the peer's QP of each of ours
     std::uint8_t* buf = nullptr;
     ibv_mr* mr = nullptr;
     std::uint64_t remote_addr = 0;
@@ -62,6 +86,12 @@ public:
     std::uint16_t remote_lid = 0;
 
 private:
+    void open();
+    void release();  // everything open() made, in reverse order
+    void connect_ud(ibv_qp* qp, std::uint32_t sq_psn);
+    void connect_connected(ibv_qp* qp, std::uint16_t dlid, std::uint32_t dest_qpn, std::uint32_t rq_psn,
+                           std::uint32_t sq_psn);
+
     Host& m_host;
     EndpointOptions m_opt;
 };

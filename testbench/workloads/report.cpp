@@ -149,4 +149,50 @@ void print_bandwidth(std::ostream& os, Format f, const RunInfo& info, const std:
     os << std::string(86, '-') << "\n";
 }
 
+void print_msgrate(std::ostream& os, Format f, const RunInfo& info, const MsgRateResult& r, double wall_seconds) {
+    const double packets_per_wall_second = wall_seconds > 0 ? static_cast<double>(r.packets) / wall_seconds : 0;
+    if (f == Format::Csv) {
+        os << "qp,messages,msg_rate_Mpps\n";
+        for (const auto& q : r.qps) os << q.qp << "," << q.messages << "," << fixed(q.msg_rate_Mpps, 6) << "\n";
+        os << "total," << r.total.iterations << "," << fixed(r.total.msg_rate_Mpps, 6) << "\n";
+        return;
+    }
+    if (f == Format::Json) {
+        nlohmann::json j = meta(info);
+        j["kind"] = "msgrate";
+        j["bytes"] = r.total.bytes;
+        j["qps"] = nlohmann::json::array();
+        for (const auto& q : r.qps)
+            j["qps"].push_back({{"qp", q.qp}, {"messages", q.messages}, {"msg_rate_Mpps", q.msg_rate_Mpps}});
+        j["total"] = {{"messages", r.total.iterations},
+                      {"msg_rate_Mpps", r.total.msg_rate_Mpps},
+                      {"bw_avg_MBps", r.total.bw_avg_MBps}};
+        j["packets"] = r.packets;
+        // Wall-clock figures: the simulator's speed, not the simulated hardware's.
+        j["wall_seconds"] = wall_seconds;
+        j["packets_per_wall_second"] = packets_per_wall_second;
+        os << j.dump() << "\n";
+        return;
+    }
+    header(os, info);
+    char line[200];
+    std::snprintf(line, sizeof line, " %-10s %-12s %s\n", "#qp", "#messages", "MsgRate[Mpps]");
+    os << line;
+    for (const auto& q : r.qps) {
+        std::snprintf(line, sizeof line, " %-10d %-12llu %.6f\n", q.qp, static_cast<unsigned long long>(q.messages),
+                      q.msg_rate_Mpps);
+        os << line;
+    }
+    std::snprintf(line, sizeof line, " %-10s %-12llu %.6f\n", "total", static_cast<unsigned long long>(r.total.iterations),
+                  r.total.msg_rate_Mpps);
+    os << line;
+    std::snprintf(line, sizeof line, " BW average[MB/sec]: %.2f   packets on the wire (both directions): %llu\n",
+                  r.total.bw_avg_MBps, static_cast<unsigned long long>(r.packets));
+    os << line;
+    os << std::string(86, '-') << "\n";
+    std::snprintf(line, sizeof line, " simulator speed (wall clock, varies from run to run): %.0f packets per wall second\n",
+                  packets_per_wall_second);
+    os << line;
+}
+
 }  // namespace hcasim::testbench

@@ -24,6 +24,22 @@ struct BandwidthRow {
     double wall_seconds = 0;  // host wall time of the streaming phase (benchmarks only)
 };
 
+// Message rate of one QP of a bandwidth run: its messages over the time
+// from the start to its last completion.
+struct QpRateRow {
+    int qp = 0;
+    std::uint64_t messages = 0;
+    double msg_rate_Mpps = 0;
+};
+
+// A message-rate run: one size over many QPs, the rate of each QP and in
+// all, and the packets the run put on the wire (both directions).
+struct MsgRateResult {
+    BandwidthRow total;
+    std::vector<QpRateRow> qps;
+    std::uint64_t packets = 0;
+};
+
 // Statistics of a set of latency samples (picoseconds), perftest style:
 // typical is the median, percentiles by nearest rank.
 LatencyRow latency_stats(std::uint64_t bytes, std::vector<sim::Tick> samples);
@@ -40,5 +56,9 @@ struct RunInfo {
 
 void print_latency(std::ostream& os, Format f, const RunInfo& info, const std::vector<LatencyRow>& rows);
 void print_bandwidth(std::ostream& os, Format f, const RunInfo& info, const std::vector<BandwidthRow>& rows);
+// Simulated figures in every format; the simulator's speed (packets per
+// wall second, which varies from run to run) on its own labelled line after
+// the text table and in JSON, never in CSV.
+void print_msgrate(std::ostream& os, Format f, const RunInfo& info, const MsgRateResult& r, double wall_seconds);
 
 }  // namespace hcasim::testbench
