@@ -1,4 +1,5 @@
-// The RC data-integrity stress workload ("Correctness first", section 6).
+// The data-integrity stress workload ("Correctness first", section 6), for
+// RC, UC and UD queue pairs.
 //
 // Everything a run does is planned up front from one seed (SplitMix64), so a
 // failing seed replays exactly: how many QPs and in which directions they
@@ -20,6 +21,23 @@
 //
 // A stalled QP never hangs a test: when no completion arrives for a while
 // (simulated time) the programs stop and report what is missing.
+//
+// UC and UD (Shape::qp_type) plan the same way with what their transports
+// allow, and seeds of an RC shape plan exactly as before. Neither has
+// receiver-not-ready: every receive is posted before the peer sends for it
+// (all up front, or in phases the sender waits for), so on this lossless
+// fabric a message that does not arrive is a failure, as is any message the
+// responder counts as dropped. UC: WRITE, WRITE_WITH_IMM, SEND and
+// SEND_WITH_IMM of 0 B up to Shape::max_size, path MTU as for RC. UD: SEND
+// and SEND_WITH_IMM of 0 B up to the MTU (the plan's MTU is the port's,
+// port.max_mtu), QP i to the peer's QP i through one address handle, each QP
+// pair with its own Q_Key, which some WRs name by the high-order bit rule (a
+// remote Q_Key with bit 31 set means the sending QP's own); receive buffers
+// hold the 40-byte GRH area first, then the payload, and the completion must
+// report src_qp, slid and byte_len = 40 + size. Shape::global puts a GRH on
+// every packet (the path through GID index 0 or 1): UD completions must then
+// carry IBV_WC_GRH and the GRH area a GRH from the peer's GID to ours, else
+// stay untouched.
 #pragma once
 
 #include <algorithm>
@@ -47,7 +65,14 @@ struct Shape {
     int min_msgs = 16, max_msgs = 40;       // per QP and direction
     std::uint32_t max_size = 256 * KiB;
     bool both_directions = true;            // seeds may also send from node 1 to node 0
+    ibv_qp_type qp_type = IBV_QPT_RC;       // RC, UC or UD (UC and UD ignore rnr_retry: no RNR)
+    bool global = false;                    // UC and UD: a GRH on every packet
 };
+
+inline const char* qp_type_name(ibv_qp_type t) { return t == IBV_QPT_RC ? "RC" : t == IBV_QPT_UC ? "UC" : "UD"; }
+
+// Bytes a UD receive buffer holds ahead of the payload, for the GRH.
+inline constexpr std::uint32_t kGrhArea = 40;
 
 enum class Op { Write, WriteImm, Send, SendImm };
 
@@ -80,6 +105,7 @@ struct Msg {
     int chain = 0;           // > 0 on the first WR of a post: WRs in that ibv_post_send
     std::uint32_t imm = 0;
     std::uint64_t pattern = 0;  // seed of the payload bytes
+    bool own_qkey = false;      // UD: remote_qkey with bit 31 set (the sending QP's own Q_Key)
 };
 
 struct Recv {
@@ -116,8 +142,13 @@ struct Plan {
     std::uint32_t sq_depth = 0;
     std::uint32_t max_inline = 0;
     std::uint32_t psn[2] = {};
-    ibv_mtu mtu = IBV_MTU_4096;
+    ibv_mtu mtu = IBV_MTU_4096;    // UD: the port's MTU (port.max_mtu)
+    std::uint8_t sgid_index = 0;   // global: the GID index of the path
+    std::vector<std::uint32_t> qkey;  // UD: the Q_Key of each QP pair
     std::vector<Stream> streams;
+
+    ibv_qp_type type() const { return shape.qp_type; }
+    std::uint32_t mtu_bytes() const { return 128u << static_cast<int>(mtu); }
 
     std::size_t messages() const {
         std::size_t n = 0;
@@ -132,7 +163,13 @@ struct Plan {
     }
     std::string describe() const {
         std::ostringstream os;
-        os << "seed " << seed << " (dma " << shape.dma << ", rnr_retry " << shape.rnr_retry << ", " << qps << " QPs, "
+        os << "seed " << seed << " (";
+        if (type() != IBV_QPT_RC)
+            os << qp_type_name(type()) << (shape.global ? " with a GRH (GID index " + std::to_string(sgid_index) + ")" : "")
+               << ", ";
+        os << "dma " << shape.dma;
+        if (type() == IBV_QPT_RC) os << ", rnr_retry " << shape.rnr_retry;
+        os << ", " << qps << " QPs, "
            << (both ? "both directions" : "node 0 to node 1") << ", MTU " << (128 << mtu) << ", sq depth " << sq_depth
            << ", max_inline " << max_inline << ", " << messages() << " messages, " << bytes() << " B)";
         return os.str();
@@ -152,6 +189,15 @@ inline std::uint32_t draw_size(SplitMix64& r, std::uint32_t max) {
     else if (c < 85) v = r.range(4096 + 65, 64 * KiB);
     else v = r.range(64 * KiB + 1, 256 * KiB);
     return static_cast<std::uint32_t>(std::min<std::uint64_t>(v, max));
+}
+
+// UD: 0 B up to one MTU, with the edges (empty, one MTU) drawn often.
+inline std::uint32_t draw_datagram_size(SplitMix64& r, std::uint32_t mtu) {
+    const std::uint64_t c = r.below(100);
+    if (c < 8) return 0;
+    if (c < 18) return mtu;
+    if (c < 45) return static_cast<std::uint32_t>(r.range(1, std::min<std::uint32_t>(64, mtu)));
+    return static_cast<std::uint32_t>(r.range(1, mtu));
 }
 
 // n lengths >= 1 that add up to total (n <= total).
@@ -202,6 +248,13 @@ inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
     for (auto& psn : p.psn) psn = static_cast<std::uint32_t>(r.chance(25) ? 0xffffff - r.below(64) : r.below(1u << 24));
     static const ibv_mtu mtus[] = {IBV_MTU_4096, IBV_MTU_4096, IBV_MTU_2048, IBV_MTU_1024, IBV_MTU_256};
     p.mtu = mtus[r.below(5)];
+    const bool rc = shape.qp_type == IBV_QPT_RC, ud = shape.qp_type == IBV_QPT_UD;
+    if (!rc) {
+        // Drawn apart, so that RC seeds plan what they always did.
+        SplitMix64 x{mix(seed, 2)};
+        p.sgid_index = static_cast<std::uint8_t>(x.below(2));
+        for (int q = 0; q < p.qps; ++q) p.qkey.push_back(static_cast<std::uint32_t>(x.next()) & 0x7fffffffu);
+    }
     for (int from = 0; from < 2; ++from)
         for (int q = 0; q < p.qps; ++q) {
             if (from == 1 && !(p.both && r.chance(60))) continue;
@@ -216,11 +269,14 @@ inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
                 Msg m;
                 const std::uint64_t o = sr.below(100);
                 m.op = o < 30 ? Op::Write : o < 50 ? Op::WriteImm : o < 80 ? Op::Send : Op::SendImm;
+                if (ud) m.op = o < 50 ? Op::Send : Op::SendImm;
                 // The stream ends with a SEND: once its receive completes, IB
                 // ordering has placed every WRITE before it.
                 if (j == n - 1 && is_write(m.op)) m.op = m.op == Op::Write ? Op::Send : Op::SendImm;
-                m.size = draw_size(sr, shape.max_size);
-                m.src = place_pieces(sr, src, m.size, static_cast<int>(sr.range(1, 4)));
+                m.size = ud ? draw_datagram_size(sr, p.mtu_bytes()) : draw_size(sr, shape.max_size);
+                if (!rc && !ud && sr.chance(4)) m.size = 0;  // UC: empty messages too
+                const int src_sges = static_cast<int>(sr.range(1, 4));
+                if (m.size > 0) m.src = place_pieces(sr, src, m.size, src_sges);
                 m.inline_data = m.size <= p.max_inline && sr.chance(70);
                 m.imm = static_cast<std::uint32_t>(sr.next());
                 m.pattern = mix(seed, 0x10000 + static_cast<std::uint64_t>(from) * 0x1000000 + static_cast<std::uint64_t>(q) * 0x10000 + static_cast<std::uint64_t>(j));
@@ -230,9 +286,11 @@ inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
                     rv.msg = j;
                     // A SEND's buffer may be larger than the message; a
                     // WRITE_WITH_IMM's must stay untouched.
+                    // A UD one holds the GRH area first.
                     const std::uint32_t cap = m.op == Op::WriteImm ? static_cast<std::uint32_t>(sr.range(1, 4096))
-                                                                   : m.size + (sr.chance(50) ? 0 : static_cast<std::uint32_t>(sr.range(1, 300)));
-                    rv.sges = place_pieces(sr, dst, cap, static_cast<int>(sr.range(1, 4)));
+                                                                   : (ud ? kGrhArea : 0) + m.size + (sr.chance(50) ? 0 : static_cast<std::uint32_t>(sr.range(1, 300)));
+                    const int recv_sges = static_cast<int>(sr.range(1, 4));
+                    if (cap > 0) rv.sges = place_pieces(sr, dst, cap, recv_sges);
                     m.recv = static_cast<int>(s.recvs.size());
                     s.recvs.push_back(rv);
                 }
@@ -242,6 +300,7 @@ inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
                 ++since_signal;
                 m.signaled = sr.chance(12) || since_signal >= static_cast<int>(p.sq_depth / 2) || j == n - 1;
                 if (m.signaled) since_signal = 0;
+                if (ud) m.own_qkey = sr.chance(30);
                 s.msgs.push_back(m);
             }
             // Chains of 2-4 WRs per post; a quarter are lone WRs, which the
@@ -254,7 +313,8 @@ inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
             }
             s.src_bytes = src + kGuard + 64;
             s.dst_bytes = dst + kGuard + 64;
-            const std::uint64_t mode = sr.below(shape.rnr_retry != 0 ? 3 : 2);
+            // Trickling relies on RNR NAKs: RC with rnr_retry only.
+            const std::uint64_t mode = sr.below(rc && shape.rnr_retry != 0 ? 3 : 2);
             s.mode = mode == 0 ? RecvMode::UpFront : mode == 1 ? RecvMode::Phased : RecvMode::Trickle;
             s.window = static_cast<int>(sr.range(1, 6));
             if (s.mode == RecvMode::Phased) {
@@ -295,7 +355,8 @@ inline std::string Plan::dump() const {
                 os << ", receive " << m.recv << " (phase " << s.recvs[static_cast<std::size_t>(m.recv)].phase << "):";
                 for (const Area& a : s.recvs[static_cast<std::size_t>(m.recv)].sges) os << " " << a.off << "+" << a.len;
             }
-            os << (m.inline_data ? ", inline" : "") << (m.signaled ? ", signaled" : "") << "\n";
+            os << (m.inline_data ? ", inline" : "") << (m.signaled ? ", signaled" : "") << (m.own_qkey ? ", own Q_Key" : "")
+               << "\n";
         }
     }
     return os.str();
@@ -328,13 +389,25 @@ struct Region {
     std::uint64_t addr(std::size_t off) const { return reinterpret_cast<std::uintptr_t>(buf + off); }
 };
 
-inline void put_payload(std::uint8_t* base, const std::vector<Area>& pieces, const std::vector<std::uint8_t>& data) {
+// Scatters data over pieces, from byte skip of the scatter list on.
+inline void put_payload(std::uint8_t* base, const std::vector<Area>& pieces, const std::vector<std::uint8_t>& data,
+                        std::size_t skip = 0) {
     std::size_t k = 0;
     for (const auto& a : pieces) {
-        const std::size_t n = std::min<std::size_t>(a.len, data.size() - k);
-        std::memcpy(base + a.off, data.data() + k, n);
+        const std::size_t s = std::min<std::size_t>(skip, a.len);
+        skip -= s;
+        const std::size_t n = std::min<std::size_t>(a.len - s, data.size() - k);
+        std::memcpy(base + a.off + s, data.data() + k, n);
         k += n;
     }
+}
+
+// The first n bytes of the scatter list pieces.
+inline std::vector<std::uint8_t> get_scatter(const std::uint8_t* base, const std::vector<Area>& pieces, std::size_t n) {
+    std::vector<std::uint8_t> out;
+    for (const auto& a : pieces)
+        for (std::size_t i = 0; i < a.len && out.size() < n; ++i) out.push_back(base[a.off + i]);
+    return out;
 }
 
 // What the two programs tell each other while traffic flows. Both run in
@@ -387,6 +460,7 @@ private:
         std::uint64_t addr;  // my receive region for this QP (0 if none)
         std::uint32_t rkey;
         std::uint16_t lid;
+        ibv_gid gid[2];      // GID table indices 0 and 1
     };
 
     void error(const std::string& what) {
@@ -431,7 +505,7 @@ private:
             ibv_qp_init_attr init{};
             init.send_cq = m_scq;
             init.recv_cq = m_rcq;
-            init.qp_type = IBV_QPT_RC;
+            init.qp_type = m_plan.type();
             init.cap.max_send_wr = m_plan.sq_depth;
             init.cap.max_recv_wr = static_cast<std::uint32_t>(recvs[static_cast<std::size_t>(q)]);
             init.cap.max_send_sge = 4;
@@ -464,10 +538,11 @@ private:
                 r.s = &s;
                 r.idx = static_cast<int>(i);
                 r.dst.init(m_plan.seed, static_cast<int>(i), s.dst_bytes);
+                const std::size_t grh = m_plan.type() == IBV_QPT_UD ? kGrhArea : 0;
                 for (const Msg& m : s.msgs) {
                     const auto data = pattern(m.size, m.pattern);
                     if (is_write(m.op)) put_payload(r.dst.want.data(), {m.dst}, data);
-                    else put_payload(r.dst.want.data(), s.recvs[static_cast<std::size_t>(m.recv)].sges, data);
+                    else put_payload(r.dst.want.data(), s.recvs[static_cast<std::size_t>(m.recv)].sges, data, grh);
                 }
                 r.dst.mr = ibv_reg_mr(m_pd, r.dst.buf, r.dst.bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
                 need(r.dst.mr != nullptr, "ibv_reg_mr");
@@ -482,6 +557,8 @@ private:
             mine.addr = r.s ? r.dst.addr(0) : 0;
             mine.rkey = r.s ? r.dst.mr->rkey : 0;
             mine.lid = port.lid;
+            for (int g = 0; g < 2 && g < port.gid_tbl_len; ++g)
+                need_rc(ibv_query_gid(m_ctx, 1, g, &mine.gid[g]), "ibv_query_gid");
             m_h.put_value("stress/" + std::to_string(m_me) + "/" + std::to_string(q), mine);
         }
         ConnOptions c;
@@ -494,16 +571,69 @@ private:
             t.raddr = peer.addr;
             t.rkey = peer.rkey;
             ibv_qp* qp = m_qps[static_cast<std::size_t>(q)];
-            need_rc(qp_to_init(qp, c.qp_access), "ibv_modify_qp(INIT)");
-            need_rc(qp_to_rtr(qp, peer.lid, peer.qpn, m_plan.psn[1 - m_me], c), "ibv_modify_qp(RTR)");
-            need_rc(qp_to_rts(qp, m_plan.psn[m_me], c), "ibv_modify_qp(RTS)");
+            m_peer = peer;
+            m_peer_qpn.push_back(peer.qpn);
+            if (m_plan.type() == IBV_QPT_RC) {
+                need_rc(qp_to_init(qp, c.qp_access), "ibv_modify_qp(INIT)");
+                need_rc(qp_to_rtr(qp, peer.lid, peer.qpn, m_plan.psn[1 - m_me], c), "ibv_modify_qp(RTR)");
+                need_rc(qp_to_rts(qp, m_plan.psn[m_me], c), "ibv_modify_qp(RTS)");
+            } else {
+                connect_unreliable(qp, q, peer);
+            }
             m_qpn_index[qp->qp_num] = q;
+        }
+        if (m_plan.type() == IBV_QPT_UD) {
+            ibv_ah_attr av = path_to(m_peer);
+            m_ah = ibv_create_ah(m_pd, &av);
+            need(m_ah != nullptr, "ibv_create_ah");
         }
         // UpFront streams post every receive, Phased ones their first phase,
         // before the peer may send: with rnr_retry 0 an RNR NAK is never
         // legitimate. Trickling streams (rnr_retry 7) start with a few.
         for (Rx& r : m_rx)
             if (r.s) post_recvs(r, recv_limit(r));
+    }
+
+    // The path to the peer, through a GRH when the shape says so.
+    ibv_ah_attr path_to(const Published& peer) const {
+        ibv_ah_attr av{};
+        av.dlid = peer.lid;
+        av.port_num = 1;
+        if (m_plan.shape.global) {
+            av.is_global = 1;
+            av.grh.dgid = peer.gid[m_plan.sgid_index];
+            av.grh.sgid_index = m_plan.sgid_index;
+            av.grh.hop_limit = 1;
+        }
+        return av;
+    }
+
+    // UC: RTR with a path, no RNR or READ attributes. UD: no path, a Q_Key
+    // (the same on both nodes' QP q).
+    void connect_unreliable(ibv_qp* qp, int q, const Published& peer) {
+        ibv_qp_attr a{};
+        if (m_plan.type() == IBV_QPT_UD) {
+            a.qp_state = IBV_QPS_INIT;
+            a.port_num = 1;
+            a.qkey = m_plan.qkey[static_cast<std::size_t>(q)];
+            need_rc(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY),
+                    "ibv_modify_qp(INIT)");
+            a.qp_state = IBV_QPS_RTR;
+            need_rc(ibv_modify_qp(qp, &a, IBV_QP_STATE), "ibv_modify_qp(RTR)");
+        } else {
+            need_rc(qp_to_init(qp, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE), "ibv_modify_qp(INIT)");
+            a.qp_state = IBV_QPS_RTR;
+            a.path_mtu = m_plan.mtu;
+            a.dest_qp_num = peer.qpn;
+            a.rq_psn = m_plan.psn[1 - m_me];
+            a.ah_attr = path_to(peer);
+            need_rc(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN),
+                    "ibv_modify_qp(RTR)");
+        }
+        ibv_qp_attr r{};
+        r.qp_state = IBV_QPS_RTS;
+        r.sq_psn = m_plan.psn[m_me];
+        need_rc(ibv_modify_qp(qp, &r, IBV_QP_STATE | IBV_QP_SQ_PSN), "ibv_modify_qp(RTS)");
     }
 
     // How many receives of r should be posted by now.
@@ -579,7 +709,7 @@ private:
             for (const Area& a : m.src) sg.push_back({t.src.addr(a.off), a.len, t.src.mr->lkey});
             ibv_send_wr& w = wrs[static_cast<std::size_t>(i)];
             w.wr_id = send_wr_id(s.qp, j);
-            w.sg_list = sg.data();
+            w.sg_list = sg.empty() ? nullptr : sg.data();
             w.num_sge = static_cast<int>(sg.size());
             w.opcode = m.op == Op::Write      ? IBV_WR_RDMA_WRITE
                        : m.op == Op::WriteImm ? IBV_WR_RDMA_WRITE_WITH_IMM
@@ -590,6 +720,12 @@ private:
             if (is_write(m.op)) {
                 w.wr.rdma.remote_addr = t.raddr + m.dst.off;
                 w.wr.rdma.rkey = t.rkey;
+            }
+            if (m_plan.type() == IBV_QPT_UD) {
+                w.wr.ud.ah = m_ah;
+                w.wr.ud.remote_qpn = m_peer_qpn[static_cast<std::size_t>(s.qp)];
+                // Bit 31 set: the low bits do not matter, the QP's own Q_Key is used.
+                w.wr.ud.remote_qkey = m.own_qkey ? 0x80000000u | (m.imm & 0x7fffffffu) : m_plan.qkey[static_cast<std::size_t>(s.qp)];
             }
             w.next = i + 1 < k ? &wrs[static_cast<std::size_t>(i + 1)] : nullptr;
         }
@@ -691,13 +827,39 @@ private:
         }
         const int want_op = m.op == Op::WriteImm ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
         std::ostringstream bad;
+        const bool ud = m_plan.type() == IBV_QPT_UD;
+        const std::uint32_t want_len = m.size + (ud ? kGrhArea : 0);
         if (w.opcode != want_op) bad << " opcode " << w.opcode << " (want " << want_op << ")";
-        if (w.byte_len != m.size) bad << " byte_len " << w.byte_len << " (want " << m.size << ")";
+        if (w.byte_len != want_len) bad << " byte_len " << w.byte_len << " (want " << want_len << ")";
+        if (ud) {
+            if (w.src_qp != m_peer_qpn[static_cast<std::size_t>(q)])
+                bad << " src_qp " << w.src_qp << " (want " << m_peer_qpn[static_cast<std::size_t>(q)] << ")";
+            if (w.slid != m_peer.lid) bad << " slid " << w.slid << " (want " << m_peer.lid << ")";
+            const bool grh = (w.wc_flags & IBV_WC_GRH) != 0;
+            if (grh != m_plan.shape.global) bad << " IBV_WC_GRH " << (grh ? "set" : "clear");
+            if (m_plan.shape.global) check_grh(r, s.recvs[static_cast<std::size_t>(rv)].sges, bad);
+        }
         const bool imm_flag = (w.wc_flags & IBV_WC_WITH_IMM) != 0;
         if (imm_flag != has_imm(m.op)) bad << " IBV_WC_WITH_IMM " << (imm_flag ? "set" : "clear");
         if (has_imm(m.op) && w.imm_data != m.imm) bad << " imm_data " << w.imm_data << " (want " << m.imm << ")";
         if (!bad.str().empty()) error(at + ":" + bad.str());
         ++r.completed;
+    }
+
+    // The GRH area of a UD receive that came with a GRH: IP version 6, next
+    // header 0x1B (BTH), from the peer's GID to ours at the plan's index.
+    // The image then expects what arrived there.
+    void check_grh(Rx& r, const std::vector<Area>& sges, std::ostringstream& bad) {
+        const auto got = get_scatter(r.dst.buf, sges, kGrhArea);
+        ibv_grh g;
+        std::memcpy(&g, got.data(), sizeof g);
+        ibv_gid mine;
+        need_rc(ibv_query_gid(m_ctx, 1, m_plan.sgid_index, &mine), "ibv_query_gid");
+        if (be32toh(g.version_tclass_flow) >> 28 != 6) bad << " GRH IPVer " << (be32toh(g.version_tclass_flow) >> 28);
+        if (g.next_hdr != 0x1b) bad << " GRH NxtHdr " << +g.next_hdr;
+        if (std::memcmp(g.sgid.raw, m_peer.gid[m_plan.sgid_index].raw, 16) != 0) bad << " GRH SGID not the peer's";
+        if (std::memcmp(g.dgid.raw, mine.raw, 16) != 0) bad << " GRH DGID not ours";
+        put_payload(r.dst.want.data(), sges, got);
     }
 
     bool all_done() const {
@@ -721,7 +883,10 @@ private:
             for (ibv_cq* cq : {m_rcq, m_scq}) {
                 const int n = ibv_poll_cq(cq, 16, wc);
                 if (n < 0) throw std::runtime_error("ibv_poll_cq returned " + std::to_string(n));
-                for (int i = 0; i < n; ++i) (cq == m_scq ? send_completion(wc[i]) : recv_completion(wc[i]));
+                for (int i = 0; i < n; ++i) {
+                    trace(wc[i]);
+                    (cq == m_scq ? send_completion(wc[i]) : recv_completion(wc[i]));
+                }
                 progress |= n > 0;
             }
             for (Rx& r : m_rx)
@@ -755,6 +920,15 @@ private:
                 error(std::string("extra ") + (cq == m_scq ? "send" : "receive") + " completion after all expected: qp_num " +
                       std::to_string(w.qp_num) + " wr_id " + std::to_string(w.wr_id) + " status " + std::to_string(w.status));
         }
+    }
+
+    // What was polled when, folded into one hash: two runs of a plan agree
+    // on it only if every completion came at the same time with the same fields.
+    void trace(const ibv_wc& w) {
+        const std::uint64_t fields[] = {m_h.now(), w.qp_num, w.wr_id, w.status, w.opcode, w.byte_len,
+                                        w.wc_flags, w.imm_data, w.src_qp, w.slid};
+        for (std::uint64_t f : fields) m_trace = (m_trace ^ f) * 0x100000001b3ull;
+        ++m_polled;
     }
 
     void report_stall() {
@@ -829,9 +1003,23 @@ private:
         const std::string hca = "node" + std::to_string(m_me) + ".hca.";
         m_rec.num("rnr_naks.n" + std::to_string(m_me), m_h.system().counter(hca + "responder.rnr_naks"));
         m_rec.num("blueflame.n" + std::to_string(m_me), m_h.system().counter(hca + "doorbell_unit.blueflame_writes"));
+        m_rec.num("polled.n" + std::to_string(m_me), m_polled);
+        m_rec.num("trace.n" + std::to_string(m_me), m_trace);
+        if (m_plan.type() == IBV_QPT_RC) return;
+        // Unreliable services on a lossless fabric with every receive posted
+        // ahead: nothing may have been dropped on the way in.
+        for (const char* c : {"responder.dropped_bad_qkey", "responder.dropped_no_recv_wqe", "responder.dropped_orphans",
+                              "responder.dropped_duplicates", "responder.lost_packet_gaps", "responder.responder_errors",
+                              "responder.dropped_qp_state", "rx_pipeline.dropped_wrong_dlid", "rx_pipeline.dropped_wrong_dgid",
+                              "rx_pipeline.dropped_unknown_qp", "rx_pipeline.dropped_wrong_transport"}) {
+            const std::uint64_t n = m_h.system().counter(hca + c);
+            if (n) error("node " + std::to_string(m_me) + ": counter " + c + " = " + std::to_string(n));
+        }
+        m_rec.num("rx_packets.n" + std::to_string(m_me), m_h.system().counter(hca + "rx_pipeline.packets"));
     }
 
     void teardown() {
+        if (m_ah) need_rc(ibv_destroy_ah(m_ah), "ibv_destroy_ah");
         for (ibv_qp* q : m_qps) need_rc(ibv_destroy_qp(q), "ibv_destroy_qp");
         for (Tx& t : m_tx)
             if (t.s) {
@@ -862,6 +1050,11 @@ private:
     ibv_cq* m_rcq = nullptr;
     std::vector<ibv_qp*> m_qps;
     std::map<std::uint32_t, int> m_qpn_index;
+    Published m_peer{};                  // the peer's LID and GIDs
+    std::vector<std::uint32_t> m_peer_qpn;  // the peer's QP of each index
+    ibv_ah* m_ah = nullptr;              // UD: to the peer
+    std::uint64_t m_trace = 0xcbf29ce484222325ull;
+    std::uint64_t m_polled = 0;
     std::vector<Tx> m_tx;
     std::vector<Rx> m_rx;
 };
@@ -880,7 +1073,10 @@ inline Outcome run_plan(const Plan& plan) {
     Outcome o;
     Shared shared;  // one copy in the child, for both programs
     const Program prog = [&plan, &shared](Host& h, Record& rec) { Node(h, plan, shared, rec).run(); };
-    o.run = run_pair({{"hca.dma.impl", plan.shape.dma}}, prog, prog);
+    Overrides cfg{{"hca.dma.impl", plan.shape.dma}};
+    // UD: a datagram is one packet of up to the port's MTU.
+    if (plan.type() == IBV_QPT_UD) cfg.emplace_back("port.max_mtu", std::to_string(plan.mtu_bytes()));
+    o.run = run_pair(cfg, prog, prog);
     o.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!o.run.ok) o.errors.push_back("run failed: " + o.run.error);
     for (const auto& [k, v] : o.run.kv)
