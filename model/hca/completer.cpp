@@ -281,7 +281,10 @@ void Completer::retire(QpContext& qp, sim::Tick t) {
                 qp.send_q.pop_front();
                 if (qp.tx_index > 0) --qp.tx_index;
                 if (!ok) m_w.errors.raise_async(t, AsyncEvent{AsyncEventType::QpFatal, qp.qpn});
-                m_w.errors.enter_error(qp, t);
+                if (ok && !qp.service().acknowledged)
+                    m_w.errors.enter_send_queue_error(qp, t);
+                else
+                    m_w.errors.enter_error(qp, t);
                 return;
             }
         }

@@ -51,6 +51,10 @@ void DoorbellUnit::decode(sim::Tick t, const DoorbellWrite& w) {
             m_hca.flush(*qp, t);
             return;
         }
+        if (qp->state == QpState::Sqe) {
+            m_hca.flush_send(*qp, t);
+            return;
+        }
         m_hca.tx().kick(*qp, t);
         return;
     }

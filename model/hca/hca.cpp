@@ -114,15 +114,7 @@ void Hca::flush(QpContext& qp, sim::Tick t) {
         c.flags = is_send ? kCqeIsSend : 0;
         m_completion.post(t, cqn, c);
     };
-    for (const auto& w : qp.send_q) flushed(qp.send_cqn, w.wqe_index, true, CqeOpcode::Send);
-    qp.send_q.clear();
-    qp.tx_index = 0;
-    qp.tx_offset = 0;
-    qp.outstanding_reads = 0;
-    // WQEs posted but never fetched: their indices are enough to flush them.
-    if (!qp.sq_fetch_busy) {
-        for (; qp.sq_fetched != qp.sq_pi; ++qp.sq_fetched) flushed(qp.send_cqn, qp.sq_fetched, true, CqeOpcode::Send);
-    }
+    flush_send(qp, t);
     for (const auto& r : qp.rq_cache) flushed(qp.recv_cqn, r.wqe_index, false, CqeOpcode::Recv);
     qp.rq_cache.clear();
     // Receives the adapter does not know of yet are in the doorbell record.
@@ -131,6 +123,34 @@ void Hca::flush(QpContext& qp, sim::Tick t) {
     qp.read_jobs.clear();
     qp.recv_in_progress = false;
     qp.write_in_progress = false;
+}
+
+void Hca::flush_send(QpContext& qp, sim::Tick t) {
+    auto flushed = [&](std::uint16_t index) {
+        Cqe c{};
+        c.qpn = qp.qpn;
+        c.wqe_index = index;
+        c.opcode = static_cast<std::uint8_t>(CqeOpcode::Send);
+        c.status = static_cast<std::uint8_t>(CqeStatus::WrFlush);
+        c.flags = kCqeIsSend;
+        m_completion.post(t, qp.send_cqn, c);
+    };
+    for (const auto& w : qp.send_q) flushed(w.wqe_index);
+    qp.send_q.clear();
+    qp.tx_index = 0;
+    qp.tx_offset = 0;
+    qp.outstanding_reads = 0;
+    // WQEs posted but never fetched: their indices are enough to flush them.
+    if (!qp.sq_fetch_busy) {
+        for (; qp.sq_fetched != qp.sq_pi; ++qp.sq_fetched) flushed(qp.sq_fetched);
+    }
+}
+
+void Hca::enter_send_queue_error(QpContext& qp, sim::Tick t) {
+    if (qp.state == QpState::Err || qp.state == QpState::Sqe) return;
+    HCASIM_LOG(sim::LogLevel::Info, name(), "QP " << qp.qpn << " enters the send queue error state");
+    qp.state = QpState::Sqe;
+    flush_send(qp, t);
 }
 
 void Hca::state_changed(QpContext& qp, sim::Tick t) {

@@ -80,6 +80,9 @@ public:
     // completes with a flush error, in order, after those already done.
     void enter_error(QpContext& qp, sim::Tick t) override;
     void flush(QpContext& qp, sim::Tick t);
+    void enter_send_queue_error(QpContext& qp, sim::Tick t) override;
+    // Completes every posted send WQE with a flush error.
+    void flush_send(QpContext& qp, sim::Tick t);
 
     // Called after firmware changes a QP's state, so blocks pick up work.
     void state_changed(QpContext& qp, sim::Tick t);

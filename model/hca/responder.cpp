@@ -42,7 +42,8 @@ void Responder::handle(QpContext& qp, const packet::Parsed& p, const packet::Pac
 }
 
 Responder::Step Responder::check_state(QpContext& qp, Request&) {
-    if (qp.state == QpState::Rtr || qp.state == QpState::Rts || qp.state == QpState::Sqd) return Step::Next;
+    if (qp.state == QpState::Rtr || qp.state == QpState::Rts || qp.state == QpState::Sqd || qp.state == QpState::Sqe)
+        return Step::Next;
     counter("dropped_qp_state")++;
     return Step::Done;
 }

@@ -72,6 +72,10 @@ public:
     virtual void raise_async(sim::Tick t, AsyncEvent e) = 0;
     // Moves qp to the error state and flushes its work.
     virtual void enter_error(QpContext& qp, sim::Tick t) = 0;
+    // A locally caused send error on an unacknowledged service (UC, UD):
+    // the send queue error state (IBA 10.3.1), where the send queue is
+    // flushed and the receive queue goes on working.
+    virtual void enter_send_queue_error(QpContext& qp, sim::Tick t) = 0;
 };
 
 // Where a packet goes: LRH, BTH destination QP and, when global, the GRH.

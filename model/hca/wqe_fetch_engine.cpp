@@ -126,6 +126,10 @@ void WqeFetchEngine::fetch_send(QpContext& qp, sim::Tick t) {
             q->send_q.push_back(std::move(w));
             ++q->sq_fetched;
         }
+        if (q->state == QpState::Sqe) {
+            m_hca.flush_send(*q, parsed);
+            return;
+        }
         if (q->state == QpState::Err) {
             m_hca.flush(*q, parsed);
             return;

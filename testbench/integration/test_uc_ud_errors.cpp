@@ -241,7 +241,7 @@ TEST_CASE("a ud send larger than the port mtu completes with IBV_WC_LOC_LEN_ERR 
 }
 
 TEST_CASE("a ud qp whose send failed with IBV_WC_LOC_LEN_ERR keeps receiving and sends again",
-          "[.][model-bug][ud][length]") {
+          "[integration][ud][length]") {
     // Per IBA 10.3.1 a local send error on UD moves the QP to SQE, not to
     // ERR: the receive queue works on and RTS resumes sending (a QP that
     // simply stays in RTS is accepted too).
