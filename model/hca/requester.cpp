@@ -65,7 +65,7 @@ bool Requester::start(QpContext& qp, SendWork& w, sim::Tick now, sim::Tick& star
     }
     w.started = true;
     w.first_psn = qp.next_psn;
-    w.npsn = packets_for(w.length, qp.path_mtu);
+    w.npsn = packets_for(w.length, mtu_of(qp));
     w.spans.clear();
     if (!(w.flags & kWqeInline)) {
         const std::uint32_t access = is_read ? static_cast<std::uint32_t>(kLocalWrite) : 0u;
@@ -87,7 +87,7 @@ bool Requester::start(QpContext& qp, SendWork& w, sim::Tick now, sim::Tick& star
 }
 
 std::uint32_t Requester::build_headers(QpContext& qp, const SendWork& w, packet::Headers& h, bool& last) {
-    const std::uint32_t mtu = qp.path_mtu;
+    const std::uint32_t mtu = mtu_of(qp);
     if (is_atomic(w.op)) {
         h.bth.opcode = op(w.op == WqeOpcode::AtomicCompareSwap ? Opcode::RcCompareSwap : Opcode::RcFetchAdd);
         h.bth.psn = w.first_psn;
@@ -199,7 +199,7 @@ void Requester::rewind(QpContext& qp, std::uint32_t psn, sim::Tick resume_at) {
             qp.tx_offset = 0;
             w.started = false;
         } else {
-            qp.tx_offset = static_cast<std::uint32_t>(d) * qp.path_mtu;
+            qp.tx_offset = static_cast<std::uint32_t>(d) * mtu_of(qp);
         }
         qp.next_psn = psn;
         qp.tx_hold_until = resume_at;

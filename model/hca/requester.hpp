@@ -34,6 +34,9 @@ public:
     void rewind(QpContext& qp, std::uint32_t psn, sim::Tick resume_at) override;
 
 private:
+    // Packet payload size: the path MTU, or for datagrams the port's MTU
+    // (a UD message is one packet).
+    std::uint32_t mtu_of(const QpContext& qp) const { return qp.service().connected ? qp.path_mtu : m_max_datagram; }
     // Starts a WQE: assigns its PSNs and translates its local buffer.
     // False if the WQE failed (it completes with its error).
     bool start(QpContext& qp, SendWork& w, sim::Tick now, sim::Tick& start_at);
