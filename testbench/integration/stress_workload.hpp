@@ -397,7 +397,7 @@ inline void put_payload(std::uint8_t* base, const std::vector<Area>& pieces, con
         const std::size_t s = std::min<std::size_t>(skip, a.len);
         skip -= s;
         const std::size_t n = std::min<std::size_t>(a.len - s, data.size() - k);
-        std::memcpy(base + a.off + s, data.data() + k, n);
+        if (n) std::memcpy(base + a.off + s, data.data() + k, n);
         k += n;
     }
 }

@@ -495,6 +495,12 @@ TEST_CASE("hcasim runs atomics and --srq and UC and UD or refuses them naming th
     };
     for (const auto& [args, option] : runs) {
         INFO("hcasim " << args);
+#if defined(__SANITIZE_ADDRESS__)
+        // A device without SRQs refuses --srq from inside the run, which
+        // ASan cannot follow across SystemC's stack switches
+        // (docs/architecture.md): that case runs in the normal build.
+        if (option == "--srq") continue;
+#endif
         const Outcome o = run_hcasim(args);
         if (o.exit_code == 0) {
             CHECK(o.err == "");
