@@ -16,7 +16,7 @@
 
 namespace hcasim::hca {
 
-class Completer : public sim::Block, public PacketHandler, public SendCompleter {
+class Completer final : public sim::Block, public PacketHandler, public SendCompleter {
 public:
     struct Wiring {
         QpTable& qps;

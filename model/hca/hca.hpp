@@ -41,7 +41,7 @@ public:
     virtual void vi_queue_event(std::uint32_t qpn, bool recv_queue) = 0;
 };
 
-class Hca : public sc_core::sc_module, public QpTable, public CompletionWriter, public QpErrorHandler {
+class Hca final : public sc_core::sc_module, public QpTable, public CompletionWriter, public QpErrorHandler {
 public:
     Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::PcieHostInterface& pcie);
 

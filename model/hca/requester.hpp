@@ -16,7 +16,7 @@
 
 namespace hcasim::hca {
 
-class Requester : public sim::Block, public PacketProducer, public RequestRewinder {
+class Requester final : public sim::Block, public PacketProducer, public RequestRewinder {
 public:
     struct Wiring {
         TransmitPath& tx;

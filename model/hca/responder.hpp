@@ -19,7 +19,7 @@
 
 namespace hcasim::hca {
 
-class Responder : public sim::Block, public PacketHandler, public PacketProducer {
+class Responder final : public sim::Block, public PacketHandler, public PacketProducer {
 public:
     struct Wiring {
         TransmitPath& tx;

@@ -16,7 +16,7 @@
 
 namespace hcasim::hca {
 
-class RxPipeline : public sim::Block {
+class RxPipeline final : public sim::Block {
 public:
     struct Wiring {
         QpTable& qps;

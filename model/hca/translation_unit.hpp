@@ -69,7 +69,7 @@ private:
     std::uint64_t m_misses = 0;
 };
 
-class TranslationUnit : public sim::Block, public AddressTranslator {
+class TranslationUnit final : public sim::Block, public AddressTranslator {
 public:
     TranslationUnit(const sc_core::sc_module_name& name, const HcaParams& p, ProtectionTable& table,
                     pcie::PcieHostInterface& pcie);

@@ -20,7 +20,7 @@
 
 namespace hcasim::hca {
 
-class TxPipeline : public sim::Block, public TransmitPath {
+class TxPipeline final : public sim::Block, public TransmitPath {
 public:
     struct Wiring {
         QpTable& qps;

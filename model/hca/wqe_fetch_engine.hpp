@@ -16,7 +16,7 @@ namespace hcasim::hca {
 
 class Hca;
 
-class WqeFetchEngine : public sim::Block, public WorkQueueFetcher {
+class WqeFetchEngine final : public sim::Block, public WorkQueueFetcher {
 public:
     WqeFetchEngine(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca);
 
