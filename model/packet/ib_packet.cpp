@@ -64,10 +64,20 @@ constexpr std::array<OpcodeLayout, 256> make_layout_table() {
 
 constexpr std::array<OpcodeLayout, 256> kLayoutTable = make_layout_table();
 
-constexpr std::size_t ext_bytes(const OpcodeLayout& l) {
+constexpr std::size_t sum_ext_bytes(const OpcodeLayout& l) {
     return (l.deth ? kDethBytes : 0) + (l.reth ? kRethBytes : 0) + (l.atomic_eth ? kAtomicEthBytes : 0) +
            (l.aeth ? kAethBytes : 0) + (l.atomic_ack_eth ? kAtomicAckEthBytes : 0) + (l.immdt ? kImmDtBytes : 0);
 }
+
+// Extension header bytes per opcode, summed once: every packet needs them.
+constexpr std::array<std::uint8_t, 256> make_ext_table() {
+    std::array<std::uint8_t, 256> t{};
+    for (std::size_t o = 0; o < 256; ++o) t[o] = static_cast<std::uint8_t>(sum_ext_bytes(kLayoutTable[o]));
+    return t;
+}
+constexpr std::array<std::uint8_t, 256> kExtBytes = make_ext_table();
+
+inline std::size_t ext_bytes(std::uint8_t opcode) { return kExtBytes[opcode]; }
 
 constexpr std::size_t pad_for(std::size_t payload_len) { return (4 - (payload_len & 3)) & 3; }
 
@@ -206,7 +216,7 @@ CrcRegisters link_crc_registers(const std::uint8_t* buf, std::size_t len) {
 OpcodeLayout opcode_layout(std::uint8_t opcode) { return kLayoutTable[opcode]; }
 
 std::size_t header_bytes(const Headers& h) {
-    return bth_offset(h.grh.has_value()) + kBthBytes + ext_bytes(opcode_layout(h.bth.opcode));
+    return bth_offset(h.grh.has_value()) + kBthBytes + ext_bytes(h.bth.opcode);
 }
 
 std::size_t wire_bytes(const Headers& h, std::size_t payload_len) {
@@ -214,7 +224,7 @@ std::size_t wire_bytes(const Headers& h, std::size_t payload_len) {
 }
 
 std::size_t write_headers(const Headers& h, std::size_t payload_len, std::uint8_t* buf) {
-    const OpcodeLayout layout = opcode_layout(h.bth.opcode);
+    const OpcodeLayout& layout = kLayoutTable[h.bth.opcode];
     const std::size_t total = wire_bytes(h, payload_len);
     const auto pad = static_cast<std::uint8_t>(pad_for(payload_len));
     std::uint8_t* p = buf;
@@ -410,10 +420,10 @@ ParseError parse(const std::uint8_t* buf, std::size_t n, Parsed& out) {
     b.ack_req = (p[8] & 0x80) != 0;
     b.psn = get24(p + 9);
     if (b.tver != 0) return ParseError::BadTransportVersion;
-    const OpcodeLayout layout = opcode_layout(b.opcode);
+    const OpcodeLayout& layout = kLayoutTable[b.opcode];
     if (!layout.valid) return ParseError::BadOpcode;
 
-    const std::size_t hdr = bth_at + kBthBytes + ext_bytes(layout);
+    const std::size_t hdr = bth_at + kBthBytes + ext_bytes(b.opcode);
     if (icrc_at < hdr) return ParseError::Truncated;
     const std::size_t body = icrc_at - hdr;  // payload + pad
     if (!layout.payload) {
