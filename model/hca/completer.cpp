@@ -123,17 +123,23 @@ void Completer::handle_read_response(QpContext& qp, const packet::Parsed& p, con
                 fail_wqe(qp, psn, CqeStatus::BadResponse, t);
                 return;
             }
-            w.acked = true;
-            if (qp.outstanding_reads) --qp.outstanding_reads;
-            qp.rnr_retries_left = qp.rnr_retry;
-            qp.retries_left = qp.retry_cnt;
-            restart_ack_timer(qp, t);
-            retire(qp, t);
-            m_w.tx.kick(qp, t);
+            response_complete(qp, w, t);
         }
         return;
     }
     counter("read_responses_unmatched")++;
+}
+
+// A READ or atomic has all its response: it is done, frees its responder
+// resource and counts as progress.
+void Completer::response_complete(QpContext& qp, SendWork& w, sim::Tick t) {
+    w.acked = true;
+    if (qp.outstanding_reads) --qp.outstanding_reads;
+    qp.rnr_retries_left = qp.rnr_retry;
+    qp.retries_left = qp.retry_cnt;
+    restart_ack_timer(qp, t);
+    retire(qp, t);
+    m_w.tx.kick(qp, t);
 }
 
 // The ATOMIC ACKNOWLEDGE of an atomic: the original value goes into the
@@ -147,13 +153,7 @@ void Completer::handle_atomic_ack(QpContext& qp, const packet::Parsed& p, sim::T
         std::uint8_t orig[kAtomicBytes];
         std::memcpy(orig, &*p.h.atomic_ack, sizeof orig);  // the host's byte order
         w.done_at = std::max(w.done_at, m_w.dma.write(t, w.spans.data(), w.spans.size(), orig));
-        w.acked = true;
-        if (qp.outstanding_reads) --qp.outstanding_reads;
-        qp.rnr_retries_left = qp.rnr_retry;
-        qp.retries_left = qp.retry_cnt;
-        restart_ack_timer(qp, t);
-        retire(qp, t);
-        m_w.tx.kick(qp, t);
+        response_complete(qp, w, t);
         return;
     }
     counter("atomic_acks_unmatched")++;

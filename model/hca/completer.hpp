@@ -40,6 +40,7 @@ public:
 private:
     void handle_ack(QpContext& qp, const packet::Parsed& p, sim::Tick t);
     void handle_atomic_ack(QpContext& qp, const packet::Parsed& p, sim::Tick t);
+    void response_complete(QpContext& qp, SendWork& w, sim::Tick t);
     void handle_read_response(QpContext& qp, const packet::Parsed& p, const packet::PacketPtr& pkt,
                               const std::uint8_t* payload, sim::Tick t);
     // Every WQE up to and including psn is acknowledged.
