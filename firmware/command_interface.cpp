@@ -86,6 +86,7 @@ QpRings CommandInterface::rings_of(const hca::QpContext& qp) {
     r.vi = qp.vi;
     r.vi_max_transfer = qp.vi_max_transfer;
     r.type = qp.type;
+    r.srqn = qp.srqn;
     return r;
 }
 
@@ -107,6 +108,7 @@ void CommandInterface::fill(hca::QpContext& qp, const QpRings& r) {
     qp.vi = r.vi;
     qp.vi_max_transfer = r.vi_max_transfer;
     qp.type = r.type;
+    qp.srqn = r.srqn;
 }
 
 bool CommandInterface::modify_qp(std::uint32_t qpn, const QpAttributes& a, std::uint32_t mask) {
@@ -222,6 +224,50 @@ bool CommandInterface::deregister_mr(std::uint32_t key) {
     if (drained > sim::now_ps()) sc_core::wait(sim::to_sc(drained - sim::now_ps()));
     m_hca.translation().invalidate(key);
     return m_hca.mpt().remove(key);
+}
+
+bool CommandInterface::create_srq(std::uint32_t srqn, const SrqRing& r) {
+    execute();
+    hca::SrqContext& srq = m_hca.srqs().install(srqn);
+    srq.pdn = r.pdn;
+    srq.base = r.base;
+    srq.log_size = r.log_size;
+    srq.log_stride = r.log_stride;
+    srq.db_record = r.db_record;
+    srq.max_sge = r.max_sge;
+    srq.xrcd = r.xrcd;
+    srq.cqn = r.cqn;
+    return true;
+}
+
+bool CommandInterface::destroy_srq(std::uint32_t srqn) {
+    execute();
+    if (!m_hca.srqs().find(srqn)) return false;
+    m_hca.srqs().remove(srqn);
+    return true;
+}
+
+bool CommandInterface::arm_srq(std::uint32_t srqn, std::uint32_t limit) {
+    execute();
+    hca::SrqContext* srq = m_hca.srqs().find(srqn);
+    if (!srq) return false;
+    m_hca.srqs().arm(*srq, limit, sim::now_ps());
+    return true;
+}
+
+std::uint32_t CommandInterface::query_srq_limit(std::uint32_t srqn) {
+    execute();
+    const hca::SrqContext* srq = m_hca.srqs().find(srqn);
+    return srq ? srq->limit : 0;
+}
+
+bool CommandInterface::resize_srq(std::uint32_t srqn, std::uint64_t base, std::uint32_t log_size) {
+    execute();
+    hca::SrqContext* srq = m_hca.srqs().find(srqn);
+    if (!srq || log_size < srq->log_size) return false;
+    srq->base = base;
+    srq->log_size = log_size;
+    return true;
 }
 
 }  // namespace hcasim::firmware

@@ -70,9 +70,22 @@ struct QpRings {
     std::uint32_t max_recv_sge = 1;
     std::uint32_t max_inline = 0;
     hca::QpType type = hca::QpType::Rc;
+    std::uint32_t srqn = 0;          // receives from this SRQ instead of the ring
     // VI mode: descriptors instead of rings.
     hca::ViReliability vi = hca::ViReliability::None;
     std::uint32_t vi_max_transfer = 0;
+};
+
+// A shared receive queue as the driver lays it out.
+struct SrqRing {
+    std::uint32_t pdn = 0;
+    std::uint64_t base = 0;          // bus address of slot 0
+    std::uint32_t log_size = 0;
+    std::uint32_t log_stride = 5;
+    std::uint64_t db_record = 0;     // bus address of its RqDoorbellRecord
+    std::uint32_t max_sge = 1;
+    std::uint32_t xrcd = 0;          // XRC SRQs: their domain and CQ
+    std::uint32_t cqn = 0;
 };
 
 class CommandInterface {
@@ -107,6 +120,17 @@ public:
     bool modify_vi(std::uint32_t qpn, hca::ViReliability rel, std::uint32_t max_transfer, std::uint32_t pdn,
                    std::uint32_t access, std::uint8_t sl);
     bool deregister_mr(std::uint32_t key);
+
+    // Shared receive queues.
+    bool create_srq(std::uint32_t srqn, const SrqRing& ring);
+    bool destroy_srq(std::uint32_t srqn);
+    // Arms the limit event at limit WQEs (0 disarms).
+    bool arm_srq(std::uint32_t srqn, std::uint32_t limit);
+    // The limit still armed (0 once the event fired).
+    std::uint32_t query_srq_limit(std::uint32_t srqn);
+    // Moves the SRQ to a larger ring in which the driver copied every slot
+    // at the same index, so WQEs on chip and in flight keep their names.
+    bool resize_srq(std::uint32_t srqn, std::uint64_t base, std::uint32_t log_size);
 
     std::uint64_t commands() const { return m_commands; }
 

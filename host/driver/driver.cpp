@@ -205,6 +205,8 @@ int Driver::read_cqes(DriverCq& cq, int max, Completion* out) {
             if (o.is_send) {
                 o.wr_id = qp->sq_wrid[c.wqe_index & ((1u << qp->sq_log_size) - 1)];
                 qp->sq_tail = static_cast<std::uint16_t>(c.wqe_index + 1);
+            } else if (qp->srq) {
+                o.wr_id = release_srq_slot(*qp->srq, c.wqe_index);
             } else {
                 o.wr_id = qp->rq_wrid[c.wqe_index & ((1u << qp->rq_log_size) - 1)];
                 qp->rq_tail = static_cast<std::uint16_t>(c.wqe_index + 1);
@@ -233,7 +235,7 @@ int Driver::req_notify_cq(DriverCq& cq, bool solicited_only) {
 }
 
 int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, const QpCaps& caps, bool sq_sig_all,
-                      DriverQp*& out, hca::QpType type) {
+                      DriverQp*& out, hca::QpType type, DriverSrq* srq) {
     control_call();
     const hca::HcaParams& p = m_hca.params();
     if (!m_pds.count(pdn) || !send_cq || !recv_cq) return EINVAL;
@@ -261,18 +263,27 @@ int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, c
     qp->sq_log_size = log2_ceil(std::max<std::uint32_t>(1, caps.max_send_wr));
     qp->rq_log_stride = std::max<std::uint32_t>(5, log2_ceil(16u + qp->max_recv_sge * 16u));
     qp->rq_log_size = log2_ceil(std::max<std::uint32_t>(1, caps.max_recv_wr));
+    // On an SRQ the QP has no receive ring of its own (its receive caps are
+    // ignored, as the verbs API says); a minimal one keeps the layout uniform.
+    if (srq) {
+        qp->srq = srq;
+        qp->max_recv_sge = 1;
+        qp->rq_log_size = 0;
+        qp->rq_log_stride = 5;
+    }
     // Report what was really allocated, as libibverbs providers do.
     qp->max_send_wr = 1u << qp->sq_log_size;
     qp->max_recv_wr = 1u << qp->rq_log_size;
     qp->max_inline = std::min<std::uint32_t>(p.max_inline, (1u << qp->sq_log_stride) - head);
     qp->max_send_sge = std::min<std::uint32_t>(p.max_sge, ((1u << qp->sq_log_stride) - head) / 16u);
-    qp->max_recv_sge = std::min<std::uint32_t>(p.max_sge, ((1u << qp->rq_log_stride) - 16u) / 16u);
+    qp->max_recv_sge = srq ? 0 : std::min<std::uint32_t>(p.max_sge, ((1u << qp->rq_log_stride) - 16u) / 16u);
+    if (srq) qp->max_recv_wr = 0;
     qp->sq = static_cast<std::uint8_t*>(alloc_pinned(static_cast<std::size_t>(1) << (qp->sq_log_size + qp->sq_log_stride)));
     qp->rq = static_cast<std::uint8_t*>(alloc_pinned(static_cast<std::size_t>(1) << (qp->rq_log_size + qp->rq_log_stride)));
     qp->rq_db = static_cast<hca::RqDoorbellRecord*>(alloc_pinned(sizeof(hca::RqDoorbellRecord)));
     if (!qp->sq || !qp->rq || !qp->rq_db) return ENOMEM;
     qp->sq_wrid.assign(qp->max_send_wr, 0);
-    qp->rq_wrid.assign(qp->max_recv_wr, 0);
+    qp->rq_wrid.assign(std::size_t{1} << qp->rq_log_size, 0);
     firmware::QpRings r;
     r.pdn = pdn;
     r.send_cqn = send_cq->cqn;
@@ -284,7 +295,8 @@ int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, c
     r.rq_base = bus_of(qp->rq);
     r.rq_log_size = qp->rq_log_size;
     r.rq_log_stride = qp->rq_log_stride;
-    r.rq_db_record = bus_of(qp->rq_db);
+    r.rq_db_record = srq ? 0 : bus_of(qp->rq_db);
+    r.srqn = srq ? srq->srqn : 0;
     r.max_send_sge = qp->max_send_sge;
     r.max_recv_sge = qp->max_recv_sge;
     r.max_inline = qp->max_inline;
@@ -293,6 +305,7 @@ int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, c
     ++send_cq->qp_refs;
     ++recv_cq->qp_refs;
     ++m_pds[pdn];
+    if (srq) ++srq->qp_refs;
     out = qp.get();
     m_qps[qp->qpn] = std::move(qp);
     return 0;
@@ -344,6 +357,7 @@ int Driver::destroy_qp(DriverQp* qp) {
     --qp->send_cq->qp_refs;
     --qp->recv_cq->qp_refs;
     --m_pds[qp->pdn];
+    if (qp->srq) --qp->srq->qp_refs;
     free_pinned(qp->sq);
     free_pinned(qp->rq);
     free_pinned(qp->rq_db);
@@ -420,6 +434,7 @@ int Driver::write_send_wqe(DriverQp& qp, const SendRequest& r) {
 
 int Driver::write_recv_wqe(DriverQp& qp, std::uint64_t wr_id, const Sge* sges, std::uint32_t n) {
     spend_cpu(m_costs.post_recv);
+    if (qp.srq) return EINVAL;  // its receives go to the SRQ
     if (static_cast<std::uint16_t>(qp.rq_pi - qp.rq_tail) >= qp.max_recv_wr) return ENOMEM;
     if (n > qp.max_recv_sge) return EINVAL;
     const std::uint32_t stride = 1u << qp.rq_log_stride;
@@ -463,6 +478,165 @@ void Driver::ring_recv_doorbell(DriverQp& qp) {
     // The WQEs are written before the record (a store barrier on real
     // hardware), so the adapter never reads an index ahead of its WQEs.
     qp.rq_db->producer_index = qp.rq_pi;
+}
+
+// ---- Shared receive queues ----
+
+int Driver::create_srq(std::uint32_t pdn, std::uint32_t& max_wr, std::uint32_t& max_sge, DriverSrq*& out,
+                       std::uint32_t xrcd, DriverCq* cq) {
+    control_call();
+    const hca::HcaParams& p = m_hca.params();
+    if (!m_pds.count(pdn) || max_wr == 0 || max_wr > p.max_srq_wr || max_sge > p.max_srq_sge) return EINVAL;
+    if (m_srqs.size() >= p.max_srq) return ENOMEM;
+    auto srq = std::make_unique<DriverSrq>();
+    srq->srqn = m_next_srqn++;
+    srq->pdn = pdn;
+    srq->max_sge = std::max<std::uint32_t>(1, max_sge);
+    srq->log_stride = std::max<std::uint32_t>(5, log2_ceil(16u + srq->max_sge * 16u));
+    srq->max_sge = std::min<std::uint32_t>(p.max_srq_sge, ((1u << srq->log_stride) - 16u) / 16u);
+    // One slot more than the WQEs it may hold: the sentinel.
+    srq->log_size = log2_ceil(max_wr + 1);
+    srq->max_wr = (1u << srq->log_size) - 1;
+    srq->ring = static_cast<std::uint8_t*>(alloc_pinned(static_cast<std::size_t>(1) << (srq->log_size + srq->log_stride)));
+    srq->db = static_cast<hca::RqDoorbellRecord*>(alloc_pinned(sizeof(hca::RqDoorbellRecord)));
+    if (!srq->ring || !srq->db) {
+        free_pinned(srq->ring);
+        free_pinned(srq->db);
+        return ENOMEM;
+    }
+    const std::uint32_t slots = 1u << srq->log_size;
+    srq->wrid.assign(slots, 0);
+    link_srq_slots(*srq, 0, slots);
+    srq->head = 0;
+    srq->tail = static_cast<std::uint16_t>(slots - 1);
+    srq->xrcd = xrcd;
+    srq->cq = cq;
+    firmware::SrqRing r;
+    r.pdn = pdn;
+    r.base = bus_of(srq->ring);
+    r.log_size = srq->log_size;
+    r.log_stride = srq->log_stride;
+    r.db_record = bus_of(srq->db);
+    r.max_sge = srq->max_sge;
+    r.xrcd = xrcd;
+    r.cqn = cq ? cq->cqn : 0;
+    m_fw.create_srq(srq->srqn, r);
+    ++m_pds[pdn];
+    if (cq) ++cq->qp_refs;
+    max_wr = srq->max_wr;
+    max_sge = srq->max_sge;
+    out = srq.get();
+    m_srqs[srq->srqn] = std::move(srq);
+    return 0;
+}
+
+void Driver::link_srq_slots(DriverSrq& srq, std::uint32_t first, std::uint32_t end) {
+    const std::uint32_t stride = 1u << srq.log_stride;
+    for (std::uint32_t i = first; i < end; ++i) {
+        RecvWqeCtrl ctrl{};
+        ctrl.next_index = static_cast<std::uint16_t>((i + 1) & ((1u << srq.log_size) - 1));
+        std::memcpy(srq.ring + static_cast<std::size_t>(i) * stride, &ctrl, sizeof ctrl);
+    }
+}
+
+std::uint64_t Driver::release_srq_slot(DriverSrq& srq, std::uint16_t slot) {
+    const std::uint32_t stride = 1u << srq.log_stride;
+    const std::uint16_t s = static_cast<std::uint16_t>(slot & ((1u << srq.log_size) - 1));
+    // Link the slot behind the free list's last one.
+    auto* tail = reinterpret_cast<RecvWqeCtrl*>(srq.ring + static_cast<std::size_t>(srq.tail) * stride);
+    tail->next_index = s;
+    srq.tail = s;
+    if (srq.outstanding) --srq.outstanding;
+    return srq.wrid[s];
+}
+
+int Driver::destroy_srq(DriverSrq* srq) {
+    control_call();
+    if (srq->qp_refs) return EBUSY;
+    m_fw.destroy_srq(srq->srqn);
+    --m_pds[srq->pdn];
+    if (srq->cq) --srq->cq->qp_refs;
+    free_pinned(srq->ring);
+    free_pinned(srq->db);
+    m_srqs.erase(srq->srqn);
+    return 0;
+}
+
+int Driver::arm_srq(DriverSrq& srq, std::uint32_t limit) {
+    control_call();
+    if (limit > srq.max_wr) return EINVAL;
+    m_fw.arm_srq(srq.srqn, limit);
+    return 0;
+}
+
+std::uint32_t Driver::query_srq_limit(DriverSrq& srq) {
+    control_call();
+    return m_fw.query_srq_limit(srq.srqn);
+}
+
+int Driver::resize_srq(DriverSrq& srq, std::uint32_t max_wr) {
+    control_call();
+    if (max_wr == 0 || max_wr > m_hca.params().max_srq_wr || max_wr < srq.outstanding) return EINVAL;
+    const std::uint32_t log_size = log2_ceil(max_wr + 1);
+    if (log_size <= srq.log_size) {
+        // The ring already has the slots: only the consumer's bound moves.
+        srq.max_wr = std::max(max_wr, (1u << srq.log_size) - 1);
+        return 0;
+    }
+    // Every slot keeps its index in the larger ring, so the WQEs the adapter
+    // holds and the completions still to come name the same slots; the new
+    // slots join the free list behind its tail.
+    const std::uint32_t old_slots = 1u << srq.log_size, slots = 1u << log_size;
+    const std::uint32_t stride = 1u << srq.log_stride;
+    auto* ring = static_cast<std::uint8_t*>(alloc_pinned(static_cast<std::size_t>(slots) * stride));
+    if (!ring) return ENOMEM;
+    std::memcpy(ring, srq.ring, static_cast<std::size_t>(old_slots) * stride);
+    std::uint8_t* old = srq.ring;
+    srq.ring = ring;
+    srq.log_size = log_size;
+    link_srq_slots(srq, old_slots, slots);
+    auto* tail = reinterpret_cast<RecvWqeCtrl*>(srq.ring + static_cast<std::size_t>(srq.tail) * stride);
+    tail->next_index = static_cast<std::uint16_t>(old_slots);
+    srq.tail = static_cast<std::uint16_t>(slots - 1);
+    srq.wrid.resize(slots, 0);
+    if (!m_fw.resize_srq(srq.srqn, bus_of(srq.ring), log_size)) return EINVAL;
+    free_pinned(old);
+    srq.max_wr = slots - 1;
+    return 0;
+}
+
+int Driver::write_srq_wqe(DriverSrq& srq, std::uint64_t wr_id, const Sge* sges, std::uint32_t n) {
+    spend_cpu(m_costs.post_recv);
+    if (n > srq.max_sge) return EINVAL;
+    if (srq.head == srq.tail || srq.outstanding >= srq.max_wr) return ENOMEM;
+    const std::uint32_t stride = 1u << srq.log_stride;
+    const std::uint16_t slot = srq.head;
+    std::uint8_t* wqe = srq.ring + static_cast<std::size_t>(slot) * stride;
+    RecvWqeCtrl ctrl;
+    std::memcpy(&ctrl, wqe, sizeof ctrl);
+    // The slot's link to the next free one stays: the adapter follows it.
+    srq.head = ctrl.next_index;
+    ctrl.wqe_index = slot;
+    ctrl.num_sge = static_cast<std::uint8_t>(n);
+    std::memcpy(wqe, &ctrl, sizeof ctrl);
+    for (std::uint32_t i = 0; i < n; ++i) {
+        DataSeg d{sges[i].addr, sges[i].lkey, sges[i].length};
+        std::memcpy(wqe + sizeof ctrl + i * sizeof d, &d, sizeof d);
+    }
+    srq.wrid[slot] = wr_id;
+    ++srq.posted;
+    ++srq.outstanding;
+    return 0;
+}
+
+void Driver::ring_srq_doorbell(DriverSrq& srq) {
+    // WQEs first, then the count (a store barrier on real hardware).
+    srq.db->producer_index = srq.posted;
+}
+
+DriverSrq* Driver::find_srq(std::uint32_t srqn) {
+    auto it = m_srqs.find(srqn);
+    return it == m_srqs.end() ? nullptr : it->second.get();
 }
 
 int Driver::get_cq_event(EventChannel& ch, DriverCq*& cq) {

@@ -80,6 +80,31 @@ struct DriverCq {
     std::function<void()> on_interrupt;  // KVIPL: signal the CQ's wait object
 };
 
+// A shared receive queue: a ring of WQE slots linked into a list. The
+// adapter follows the list from the slot after the last one it fetched; the
+// driver writes new WQEs at its head and links slots freed by completions
+// at its tail (mlx4's scheme), so one slot is always left as the sentinel
+// the last posted WQE points to.
+struct DriverSrq {
+    std::uint32_t srqn = 0;
+    std::uint32_t pdn = 0;
+    std::uint32_t max_wr = 0;        // WQEs the consumer may have posted at once
+    std::uint32_t max_sge = 0;
+    std::uint32_t log_size = 0, log_stride = 0;
+    std::uint8_t* ring = nullptr;
+    hca::RqDoorbellRecord* db = nullptr;
+    std::vector<std::uint64_t> wrid;  // by slot
+    std::uint16_t head = 0;           // next slot to write
+    std::uint16_t tail = 0;           // last free slot (the sentinel's end of the list)
+    std::uint16_t posted = 0;         // WQEs posted (free-running), published in db
+    std::uint32_t outstanding = 0;    // posted and not yet completed
+    std::uint32_t xrcd = 0;           // XRC SRQs
+    struct DriverCq* cq = nullptr;    // XRC SRQs: where their completions go
+    int qp_refs = 0;
+    void* user_context = nullptr;
+    std::uint32_t async_events_reported = 0;
+};
+
 struct DriverQp {
     std::uint32_t qpn = 0;
     std::uint32_t pdn = 0;
@@ -100,6 +125,7 @@ struct DriverQp {
     void* user_context = nullptr;
     bool vi = false;                       // a VI: descriptors, no rings
     hca::QpType type = hca::QpType::Rc;
+    DriverSrq* srq = nullptr;              // receives come from it (no receive ring)
 };
 
 // A completion channel: interrupts of its CQs become events a thread waits on.
@@ -155,7 +181,7 @@ public:
         std::uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline;
     };
     int create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, const QpCaps& caps, bool sq_sig_all,
-                  DriverQp*& out, hca::QpType type = hca::QpType::Rc);
+                  DriverQp*& out, hca::QpType type = hca::QpType::Rc, DriverSrq* srq = nullptr);
     int modify_qp(DriverQp& qp, const firmware::QpAttributes& a, std::uint32_t fw_mask);
     int destroy_qp(DriverQp* qp);
     // Refreshes qp.state from the adapter.
@@ -171,6 +197,20 @@ public:
     // Publishes the receives written so far in the QP's doorbell record
     // (a store to host memory, no MMIO).
     void ring_recv_doorbell(DriverQp& qp);
+
+    // Shared receive queues. max_wr and max_sge are updated to what was
+    // allocated.
+    int create_srq(std::uint32_t pdn, std::uint32_t& max_wr, std::uint32_t& max_sge, DriverSrq*& out,
+                   std::uint32_t xrcd = 0, DriverCq* cq = nullptr);
+    int destroy_srq(DriverSrq* srq);
+    // Arms the SRQ limit event (0 disarms); EINVAL above max_wr.
+    int arm_srq(DriverSrq& srq, std::uint32_t limit);
+    std::uint32_t query_srq_limit(DriverSrq& srq);
+    // Grows the SRQ to hold max_wr WQEs (EINVAL below those outstanding).
+    int resize_srq(DriverSrq& srq, std::uint32_t max_wr);
+    int write_srq_wqe(DriverSrq& srq, std::uint64_t wr_id, const Sge* sges, std::uint32_t n);
+    void ring_srq_doorbell(DriverSrq& srq);
+    DriverSrq* find_srq(std::uint32_t srqn);
 
     // VIs (KVIPL): QPs in descriptor mode. Either CQ may be null.
     struct ViConfig {
@@ -231,6 +271,12 @@ private:
     std::map<std::uint32_t, int> m_pds;  // pdn -> objects using it
     std::map<std::uint32_t, std::unique_ptr<DriverCq>> m_cqs;
     std::map<std::uint32_t, std::unique_ptr<DriverQp>> m_qps;
+    std::map<std::uint32_t, std::unique_ptr<DriverSrq>> m_srqs;
+    // Chains slots [first, end) each to the next (the ring's last to slot 0).
+    static void link_srq_slots(DriverSrq& srq, std::uint32_t first, std::uint32_t end);
+    // A completion gave slot back: it joins the free list; returns its wr_id.
+    static std::uint64_t release_srq_slot(DriverSrq& srq, std::uint16_t slot);
+    std::uint32_t m_next_srqn = 1;
     std::uint32_t m_next_pdn = 1;
     std::uint32_t m_next_cqn = 1;
     std::uint32_t m_next_qpn = 0x48;

@@ -204,14 +204,10 @@ int sim_post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     }
     int err = 0;
     bool posted = false;
-    hcasim::host::Sge sges[256];
+    hcasim::host::Sge sges[255];
     for (; wr; wr = wr->next) {
-        if (wr->num_sge < 0 || wr->num_sge > 255 || (wr->num_sge > 0 && !wr->sg_list)) {
-            err = EINVAL;
-            break;
-        }
-        for (int i = 0; i < wr->num_sge; ++i) sges[i] = {wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey};
-        err = d->write_recv_wqe(*qp->dqp, wr->wr_id, sges, static_cast<std::uint32_t>(wr->num_sge));
+        err = recv_sges(*wr, sges, 255);
+        if (!err) err = d->write_recv_wqe(*qp->dqp, wr->wr_id, sges, static_cast<std::uint32_t>(wr->num_sge));
         if (err) break;
         posted = true;
     }
@@ -439,6 +435,7 @@ struct ibv_context* ibv_open_device(struct ibv_device* device) {
     ctx.ops.req_notify_cq = sim_req_notify_cq;
     ctx.ops.post_send = sim_post_send;
     ctx.ops.post_recv = sim_post_recv;
+    ctx.ops.post_srq_recv = hcasim::verbs::post_srq_recv;
     // An extended context: the header's inline verbs find the extended ops
     // in the verbs_context in front of it (those left null report EOPNOTSUPP).
     ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -474,13 +471,17 @@ int ibv_query_device(struct ibv_context* context, struct ibv_device_attr* a) {
     a->hw_ver = 1;
     a->max_qp = static_cast<int>(p.max_qp);
     a->max_qp_wr = static_cast<int>(p.max_qp_wr);
-    a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_CHANGE_PHY_PORT;
+    a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_CHANGE_PHY_PORT |
+                          IBV_DEVICE_SRQ_RESIZE;
     a->max_sge = static_cast<int>(p.max_sge);
     a->max_sge_rd = static_cast<int>(p.max_sge);
     a->max_cq = static_cast<int>(p.max_cq);
     a->max_cqe = static_cast<int>(p.max_cqe);
     a->max_mr = static_cast<int>(p.max_mr);
     a->max_pd = static_cast<int>(p.max_pd);
+    a->max_srq = static_cast<int>(p.max_srq);
+    a->max_srq_wr = static_cast<int>(p.max_srq_wr);
+    a->max_srq_sge = static_cast<int>(p.max_srq_sge);
     a->max_qp_rd_atom = static_cast<int>(p.max_qp_rd_atom);
     a->max_qp_init_rd_atom = static_cast<int>(p.max_qp_rd_atom);
     a->max_res_rd_atom = static_cast<int>(p.max_qp_rd_atom * p.max_qp);
@@ -690,6 +691,8 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
     std::memset(event, 0, sizeof *event);
     switch (e.type) {
     case hca::AsyncEventType::CqError: event->event_type = IBV_EVENT_CQ_ERR; break;
+    case hca::AsyncEventType::SrqLimitReached: event->event_type = IBV_EVENT_SRQ_LIMIT_REACHED; break;
+    case hca::AsyncEventType::QpLastWqeReached: event->event_type = IBV_EVENT_QP_LAST_WQE_REACHED; break;
     case hca::AsyncEventType::QpFatal: event->event_type = IBV_EVENT_QP_FATAL; break;
     case hca::AsyncEventType::QpRequestError: event->event_type = IBV_EVENT_QP_REQ_ERR; break;
     case hca::AsyncEventType::QpAccessError: event->event_type = IBV_EVENT_QP_ACCESS_ERR; break;
@@ -705,8 +708,14 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
             ++scq->async_events_reported;
         }
     }
+    if (e.type == hca::AsyncEventType::SrqLimitReached) {
+        if (host::DriverSrq* srq = d->find_srq(e.number)) {
+            event->element.srq = static_cast<ibv_srq*>(srq->user_context);
+            ++sim(event->element.srq)->async_events_reported;
+        }
+    }
     if (e.type == hca::AsyncEventType::QpFatal || e.type == hca::AsyncEventType::QpRequestError ||
-        e.type == hca::AsyncEventType::QpAccessError) {
+        e.type == hca::AsyncEventType::QpAccessError || e.type == hca::AsyncEventType::QpLastWqeReached) {
         if (host::DriverQp* qp = d->find_qp(e.number)) {
             event->element.qp = static_cast<ibv_qp*>(qp->user_context);
             ++sim(event->element.qp)->async_events_reported;
@@ -740,6 +749,12 @@ void ibv_ack_async_event(struct ibv_async_event* event) {
         ++event->element.qp->events_completed;
         context = event->element.qp->context;
         break;
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+    case IBV_EVENT_SRQ_ERR:
+        if (!event->element.srq) return;
+        ++event->element.srq->events_completed;
+        context = event->element.srq->context;
+        break;
     default:
         return;  // port and device events belong to no object
     }
@@ -755,15 +770,17 @@ struct ibv_qp* ibv_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* init) {
     case IBV_QPT_UD: type = hca::QpType::Ud; break;
     default: return fail<ibv_qp>(EOPNOTSUPP);
     }
-    if (init->srq) return fail<ibv_qp>(EOPNOTSUPP);
     if (!init->send_cq || !init->recv_cq) return fail<ibv_qp>(EINVAL);
+    // A shared receive queue must be in the QP's protection domain.
+    if (init->srq && init->srq->pd != pd) return fail<ibv_qp>(EINVAL);
     auto* qp = new (std::nothrow) SimQp{};
     if (!qp) return fail<ibv_qp>(ENOMEM);
     Driver* d = drv(pd->context);
     const Driver::QpCaps caps{init->cap.max_send_wr, init->cap.max_recv_wr, init->cap.max_send_sge,
                               init->cap.max_recv_sge, init->cap.max_inline_data};
     const int err = d->create_qp(reinterpret_cast<SimPd*>(pd)->pdn, sim(init->send_cq)->dcq, sim(init->recv_cq)->dcq,
-                                 caps, init->sq_sig_all != 0, qp->dqp, type);
+                                 caps, init->sq_sig_all != 0, qp->dqp, type,
+                                 init->srq ? sim(init->srq)->dsrq : nullptr);
     if (err) {
         delete qp;
         return fail<ibv_qp>(err);
@@ -781,7 +798,7 @@ struct ibv_qp* ibv_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* init) {
     qp->qp.pd = pd;
     qp->qp.send_cq = init->send_cq;
     qp->qp.recv_cq = init->recv_cq;
-    qp->qp.srq = nullptr;
+    qp->qp.srq = init->srq;
     qp->qp.handle = qp->dqp->qpn;
     qp->qp.qp_num = qp->dqp->qpn;
     qp->qp.state = IBV_QPS_RESET;

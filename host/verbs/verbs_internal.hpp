@@ -1,6 +1,6 @@
 // What the two halves of the libibverbs personality share: the objects
 // behind the pointers programs hold (verbs.cpp: the classic verbs;
-// verbs_ex.cpp: the extended ones reached through struct verbs_context,
+// verbs_srq.cpp: shared receive queues; verbs_ex.cpp: the extended ones reached through struct verbs_context,
 // struct ibv_cq_ex and struct ibv_qp_ex).
 //
 // Each object embeds the libibverbs struct a program sees as its first
@@ -92,6 +92,13 @@ struct SimQp {
     std::unique_ptr<WrBatch> batch;
 };
 
+struct SimSrq {
+    ibv_srq srq;
+    host::DriverSrq* dsrq;
+    std::uint32_t async_events_reported = 0;
+};
+inline SimSrq* sim(ibv_srq* s) { return reinterpret_cast<SimSrq*>(s); }
+
 struct SimMr {
     ibv_mr mr;
 };
@@ -124,6 +131,18 @@ void to_ibv_wc(const host::Completion& c, ibv_wc& w);
 // (ibv_post_send) or, with all_or_nothing, none of the list is
 // (ibv_wr_complete).
 int post_send_list(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or_nothing);
+
+// verbs_srq.cpp
+// ibv_post_srq_recv (the context's ops table).
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+// Copies a receive WR's scatter list for the driver; EINVAL if malformed.
+int recv_sges(const ibv_recv_wr& wr, host::Sge* out, int max);
+
+// verbs_srq.cpp
+// ibv_post_srq_recv (the context's ops table).
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+// Copies a receive WR's scatter list for the driver; EINVAL if malformed.
+int recv_sges(const ibv_recv_wr& wr, host::Sge* out, int max);
 
 // verbs_ex.cpp
 // Fills the extended ops of a context ibv_open_device is opening.

@@ -12,6 +12,8 @@ enum class AsyncEventType {
     QpRequestError,
     QpAccessError,
     CqError,
+    SrqLimitReached,   // a shared receive queue fell below its armed limit
+    QpLastWqeReached,  // a QP on an SRQ in the error state will take no more WQEs
     PortActive,
     PortError,
     ViPostDescriptor,
@@ -27,7 +29,7 @@ enum class AsyncEventType {
 
 struct AsyncEvent {
     AsyncEventType type;
-    std::uint32_t number;        // QPN (VI) or CQN
+    std::uint32_t number;        // QPN, CQN or SRQ number
     std::uint64_t desc_addr = 0; // VI errors about a descriptor: its address
     std::uint32_t vi_op = 0;     // and its kViStatusOp* operation
     bool recv_queue = false;

@@ -141,6 +141,33 @@ struct RecvWork {
     std::uint32_t vi_error = 0;      // kViStatus* error bits found at fetch
 };
 
+// A shared receive queue (IBA 10.2.9.5): a ring of receive WQEs many QPs
+// take from. Its WQEs form a list through RecvWqeCtrl::next_index, because
+// the driver frees slots in completion order, not ring order. The adapter
+// keeps a few of them on chip and hands each to the QP whose message needs
+// it, so a QP holds no WQE it is not using.
+struct SrqContext {
+    bool valid = false;
+    std::uint32_t srqn = 0;
+    std::uint32_t pdn = 0;
+    std::uint64_t base = 0;           // host address of slot 0
+    std::uint32_t log_size = 0;       // slots = 1 << log_size
+    std::uint32_t log_stride = 5;
+    std::uint64_t db_record = 0;      // RqDoorbellRecord: WQEs posted (free-running)
+    std::uint32_t max_sge = 1;
+    std::uint32_t xrcd = 0;           // XRC SRQs: the domain its target QPs belong to (0: none)
+    std::uint32_t cqn = 0;            // XRC SRQs: receive completions go here
+
+    std::uint16_t posted = 0;         // as last read from the doorbell record
+    std::uint16_t fetched = 0;        // WQEs brought on chip
+    std::uint16_t taken = 0;          // WQEs handed to QPs
+    std::uint16_t head = 0;           // slot of the next WQE to fetch
+    bool fetch_busy = false;
+    std::deque<RecvWork> cache;       // fetched, not yet handed to a QP
+    std::uint32_t limit = 0;          // armed limit (0: disarmed)
+    std::uint32_t entries() const { return 1u << log_size; }
+};
+
 // An RDMA READ (or an atomic) the responder is answering; responses leave
 // in the order of their requests.
 struct ReadResponseJob {
@@ -183,6 +210,8 @@ struct QpContext {
     std::uint32_t max_send_sge = 1;
     std::uint32_t max_recv_sge = 1;
     std::uint32_t max_inline = 0;
+    std::uint32_t srqn = 0;          // receives come from this SRQ (0: the QP's own ring)
+    bool last_wqe_reached = false;   // reported once the QP left an SRQ in error
 
     // Attributes set by MODIFY_QP.
     std::uint32_t access = 0;

@@ -25,6 +25,7 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Pcie
       m_translation("translation", m_p, m_mpt_table, pcie),
       m_completion("completion_engine", m_p, *this),
       m_scheduler("qp_scheduler", m_p),
+      m_srqs("srq_engine", m_p, *m_dma, *this),
       m_fetch("wqe_fetch", m_p, *this),
       m_descriptors("descriptor_engine", m_p, *this),
       m_tx("tx_pipeline", m_p, {*this, m_scheduler, m_port}),
@@ -117,6 +118,12 @@ void Hca::flush(QpContext& qp, sim::Tick t) {
     flush_send(qp, t);
     for (const auto& r : qp.rq_cache) flushed(qp.recv_cqn, r.wqe_index, false, CqeOpcode::Recv);
     qp.rq_cache.clear();
+    // A QP on an SRQ leaves the SRQ's WQEs to the others; the consumer
+    // learns that this one will take no more (IBA 10.3.1, Last WQE Reached).
+    if (qp.srqn && !qp.last_wqe_reached) {
+        qp.last_wqe_reached = true;
+        raise_async(t, AsyncEvent{AsyncEventType::QpLastWqeReached, qp.qpn});
+    }
     // Receives the adapter does not know of yet are in the doorbell record.
     if (qp.rq_db_record) t = m_fetch.read_recv_record(qp, t);
     for (; qp.rq_fetched != qp.rq_pi; ++qp.rq_fetched) flushed(qp.recv_cqn, qp.rq_fetched, false, CqeOpcode::Recv);
@@ -167,7 +174,7 @@ void Hca::state_changed(QpContext& qp, sim::Tick t) {
 }
 
 std::vector<sim::Block*> Hca::blocks() {
-    return {&m_doorbell, &m_scheduler, &m_fetch, &m_descriptors, &m_translation, &m_dma->block(), &m_tx, &m_requester, &m_responder, &m_completer, &m_rx, &m_completion, &m_port};
+    return {&m_doorbell, &m_scheduler, &m_fetch, &m_srqs, &m_descriptors, &m_translation, &m_dma->block(), &m_tx, &m_requester, &m_responder, &m_completer, &m_rx, &m_completion, &m_port};
 }
 
 }  // namespace hcasim::hca

@@ -22,6 +22,7 @@
 #include "model/hca/responder.hpp"
 #include "model/hca/completer.hpp"
 #include "model/hca/rx_pipeline.hpp"
+#include "model/hca/srq_engine.hpp"
 #include "model/hca/translation_unit.hpp"
 #include "model/hca/transport_interfaces.hpp"
 #include "model/hca/tx_pipeline.hpp"
@@ -92,6 +93,7 @@ public:
     DoorbellUnit& doorbells() { return m_doorbell; }
     QpScheduler& scheduler() { return m_scheduler; }
     WqeFetchEngine& fetch() { return m_fetch; }
+    SrqEngine& srqs() { return m_srqs; }
     DescriptorEngine& descriptors() { return m_descriptors; }
     TranslationUnit& translation() { return m_translation; }
     DmaEngine& dma() { return *m_dma; }
@@ -135,6 +137,7 @@ private:
     TranslationUnit m_translation;
     CompletionEngine m_completion;
     QpScheduler m_scheduler;
+    SrqEngine m_srqs;
     WqeFetchEngine m_fetch;
     DescriptorEngine m_descriptors;
     TxPipeline m_tx;

@@ -19,6 +19,8 @@ void declare_hca_params(sim::ParamRegistry& r) {
            "most WQEs one fetch DMA reads", "Connect-IB and later fetch all new WQEs in one DMA (calibration-facts)"});
     r.add({"hca.rq_prefetch_depth", K::Int, "WQEs", "16", 1, 256, {},
            "receive WQEs prefetched on chip per QP", "estimate"});
+    r.add({"hca.srq_prefetch_depth", K::Int, "WQEs", "16", 1, 256, {},
+           "receive WQEs the SRQ engine keeps on chip per shared receive queue", "estimate: as hca.rq_prefetch_depth"});
     cyc("hca.translation_cycles", "4", "MPT/MTT cache hit: key check and address translation", "estimate");
     r.add({"hca.mpt_cache_entries", K::Int, "entries", "256", 1, 1 << 20, {},
            "on-chip cache of memory protection table entries (a miss DMA-reads the 64 B entry)", "estimate"});
@@ -63,6 +65,9 @@ void declare_hca_params(sim::ParamRegistry& r) {
     cap("hca.max_cqe", "4194303", 1 << 24, "entries per completion queue");
     cap("hca.max_mr", "524288", 1 << 24, "memory regions");
     cap("hca.max_pd", "32768", 1 << 24, "protection domains");
+    cap("hca.max_srq", "65472", 1 << 24, "shared receive queues");
+    cap("hca.max_srq_wr", "16383", 65535, "work requests per shared receive queue");
+    cap("hca.max_srq_sge", "31", 255, "scatter/gather entries per shared receive queue work request");
     r.add({"hca.max_inline", K::Int, "bytes", "256", 0, 1024, {}, "largest inline payload",
            "the BlueFlame WQE budget"});
     cap("hca.max_qp_rd_atom", "16", 255, "outstanding RDMA reads per QP");
@@ -100,6 +105,7 @@ HcaParams HcaParams::from(const sim::Config& c) {
     p.wqe_parse_cycles = u("hca.wqe_parse_cycles");
     p.wqe_fetch_batch = u("hca.wqe_fetch_batch");
     p.rq_prefetch_depth = u("hca.rq_prefetch_depth");
+    p.srq_prefetch_depth = u("hca.srq_prefetch_depth");
     p.translation_cycles = u("hca.translation_cycles");
     p.mpt_cache_entries = u("hca.mpt_cache_entries");
     p.mtt_cache_entries = u("hca.mtt_cache_entries");
@@ -122,6 +128,9 @@ HcaParams HcaParams::from(const sim::Config& c) {
     p.max_cqe = u("hca.max_cqe");
     p.max_mr = u("hca.max_mr");
     p.max_pd = u("hca.max_pd");
+    p.max_srq = u("hca.max_srq");
+    p.max_srq_wr = u("hca.max_srq_wr");
+    p.max_srq_sge = u("hca.max_srq_sge");
     p.max_inline = u("hca.max_inline");
     p.max_qp_rd_atom = u("hca.max_qp_rd_atom");
     p.desc_parse_cycles = u("hca.desc_parse_cycles");

@@ -16,6 +16,7 @@ struct HcaParams {
     std::uint32_t wqe_parse_cycles = 8;
     std::uint32_t wqe_fetch_batch = 8;
     std::uint32_t rq_prefetch_depth = 16;
+    std::uint32_t srq_prefetch_depth = 16;
     std::uint32_t translation_cycles = 4;
     std::uint32_t mpt_cache_entries = 256;
     std::uint32_t mtt_cache_entries = 2048;
@@ -40,6 +41,9 @@ struct HcaParams {
     std::uint32_t max_cqe = 4194303;
     std::uint32_t max_mr = 524288;
     std::uint32_t max_pd = 32768;
+    std::uint32_t max_srq = 65472;
+    std::uint32_t max_srq_wr = 16383;
+    std::uint32_t max_srq_sge = 31;
     std::uint32_t max_inline = 256;
     std::uint32_t max_qp_rd_atom = 16;
     std::uint64_t max_mr_size = 1ull << 40;

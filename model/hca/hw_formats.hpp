@@ -90,7 +90,12 @@ struct RecvWqeCtrl {
     std::uint16_t wqe_index;
     std::uint8_t num_sge;
     std::uint8_t reserved0;
-    std::uint32_t reserved1[3];
+    // Shared receive queues: the ring slot of the next WQE in the adapter's
+    // list (the driver links freed slots at the tail, as mlx4 does), so
+    // slots can be reused out of order. Unused on a QP's own receive ring.
+    std::uint16_t next_index;
+    std::uint16_t reserved1;
+    std::uint32_t reserved2[2];
 };
 static_assert(sizeof(RecvWqeCtrl) == 16, "receive control segment is 16 bytes");
 

@@ -75,20 +75,6 @@ bool WqeFetchEngine::parse_send(QpContext& qp, const std::uint8_t* wqe, std::uin
     return true;
 }
 
-void WqeFetchEngine::parse_recv(QpContext& qp, const std::uint8_t* wqe, RecvWork& w) {
-    RecvWqeCtrl ctrl;
-    std::memcpy(&ctrl, wqe, sizeof ctrl);
-    w.wqe_index = ctrl.wqe_index;
-    const std::uint32_t n = std::min<std::uint32_t>(ctrl.num_sge, qp.max_recv_sge);
-    w.sges.resize(n);
-    std::uint64_t total = 0;
-    for (std::uint32_t i = 0; i < n; ++i) {
-        std::memcpy(&w.sges[i], wqe + sizeof(RecvWqeCtrl) + i * sizeof(DataSeg), sizeof(DataSeg));
-        total += w.sges[i].length;
-    }
-    w.length = static_cast<std::uint32_t>(std::min<std::uint64_t>(total, 0xffffffffull));
-}
-
 void WqeFetchEngine::fetch_send(QpContext& qp, sim::Tick t) {
     if (qp.is_vi()) {
         m_hca.descriptors().fetch(qp, false, t);
@@ -165,6 +151,10 @@ sim::Tick WqeFetchEngine::read_recv_record(QpContext& qp, sim::Tick t) {
 }
 
 void WqeFetchEngine::recv_consumed(QpContext& qp, sim::Tick t) {
+    if (qp.srqn) {
+        if (SrqContext* srq = m_hca.srqs().find(qp.srqn)) m_hca.srqs().top_up(*srq, t);
+        return;
+    }
     if (!qp.is_vi() && qp.rq_fetched == qp.rq_pi && qp.rq_db_record) t = read_recv_record(qp, t);
     prefetch_recv(qp, t);
 }
@@ -173,6 +163,10 @@ sim::Tick WqeFetchEngine::prefetch_recv(QpContext& qp, sim::Tick t, bool demand)
     if (qp.is_vi()) {
         if (!demand || qp.rq_fetched != qp.rq_pi) m_hca.descriptors().fetch(qp, true, t, demand);
         return t;
+    }
+    if (qp.srqn) {
+        SrqContext* srq = m_hca.srqs().find(qp.srqn);
+        return srq ? m_hca.srqs().take(qp, *srq, t, demand) : t;
     }
     if (demand && qp.rq_fetched == qp.rq_pi && qp.rq_db_record) t = read_recv_record(qp, t);
     if ((qp.rq_fetch_busy && !demand) || qp.rq_fetched == qp.rq_pi || qp.rq_cache.size() >= m_p.rq_prefetch_depth) return t;
@@ -187,7 +181,7 @@ sim::Tick WqeFetchEngine::prefetch_recv(QpContext& qp, sim::Tick t, bool demand)
     const sim::Tick parsed = m_parser.reserve(fetched, static_cast<std::uint64_t>(m_p.wqe_parse_cycles) * n).end;
     for (std::uint32_t i = 0; i < n; ++i) {
         RecvWork w;
-        parse_recv(qp, m_buf.data() + static_cast<std::size_t>(i) * stride, w);
+        parse_recv_wqe(m_buf.data() + static_cast<std::size_t>(i) * stride, qp.max_recv_sge, w);
         w.ready_at = parsed;
         qp.rq_cache.push_back(std::move(w));
         ++qp.rq_fetched;

@@ -1,7 +1,8 @@
 // WQE fetch engine: DMA-reads send WQEs (a batch of consecutive ones per
 // read) and prefetches receive WQEs into an on-chip cache, parsing each into
 // the work the transport blocks execute. BlueFlame WQEs arrive with their
-// doorbell and need no fetch.
+// doorbell and need no fetch. A QP on a shared receive queue takes its
+// receive WQEs from the SRQ engine instead.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +44,6 @@ public:
 
 private:
     bool parse_send(QpContext& qp, const std::uint8_t* wqe, std::uint32_t bytes, SendWork& out);
-    void parse_recv(QpContext& qp, const std::uint8_t* wqe, RecvWork& out);
 
     Hca& m_hca;
     HcaParams m_p;

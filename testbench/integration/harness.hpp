@@ -250,6 +250,9 @@ struct SideOptions {
     bool channel = false;
     void* cq_context = nullptr;  // given to ibv_create_cq for both CQs
     ibv_qp_type qp_type = IBV_QPT_RC;
+    std::vector<ibv_qp_type> qp_types;  // per QP when not empty (else qp_type for all)
+    bool srq = false;                   // every QP takes its receives from one SRQ
+    std::uint32_t srq_max_wr = 512;
 };
 
 struct ConnOptions {
@@ -274,7 +277,7 @@ struct SideInfo {
     std::uint32_t rkey = 0;
     std::uint64_t length = 0;
     std::uint32_t nqps = 0;
-    std::uint32_t qpn[8] = {};
+    std::uint32_t qpn[32] = {};
     ibv_gid gid[2] = {};  // GID table indices 0 and 1
 };
 
@@ -356,17 +359,29 @@ public:
         std::memset(buf, 0, bytes);
         mr = ibv_reg_mr(pd, buf, o.buffer_bytes, o.access);
         need(mr != nullptr, "ibv_reg_mr");
-        for (int i = 0; i < o.qps; ++i) qps.push_back(create_qp(send_cq, recv_cq));
+        if (o.srq) {
+            ibv_srq_init_attr sa{};
+            sa.attr.max_wr = o.srq_max_wr;
+            sa.attr.max_sge = o.max_sge;
+            srq = ibv_create_srq(pd, &sa);
+            need(srq != nullptr, "ibv_create_srq");
+        }
+        for (int i = 0; i < o.qps; ++i)
+            qps.push_back(create_qp(send_cq, recv_cq,
+                                    static_cast<std::size_t>(i) < o.qp_types.size() ? o.qp_types[static_cast<std::size_t>(i)]
+                                                                                   : o.qp_type));
     }
     ~Side() = default;
     Side(const Side&) = delete;
     Side& operator=(const Side&) = delete;
 
-    ibv_qp* create_qp(ibv_cq* scq, ibv_cq* rcq) {
+    ibv_qp* create_qp(ibv_cq* scq, ibv_cq* rcq) { return create_qp(scq, rcq, opt.qp_type); }
+    ibv_qp* create_qp(ibv_cq* scq, ibv_cq* rcq, ibv_qp_type type) {
         ibv_qp_init_attr init{};
         init.send_cq = scq;
         init.recv_cq = rcq;
-        init.qp_type = opt.qp_type;
+        init.srq = srq;
+        init.qp_type = type;
         init.sq_sig_all = opt.sq_sig_all;
         init.cap.max_send_wr = opt.max_send_wr;
         init.cap.max_recv_wr = opt.max_recv_wr;
@@ -390,7 +405,7 @@ public:
         mine.rkey = mr->rkey;
         mine.length = opt.buffer_bytes;
         mine.nqps = static_cast<std::uint32_t>(qps.size());
-        for (std::size_t i = 0; i < qps.size() && i < 8; ++i) mine.qpn[i] = qps[i]->qp_num;
+        for (std::size_t i = 0; i < qps.size() && i < 32; ++i) mine.qpn[i] = qps[i]->qp_num;
         for (int g = 0; g < 2 && g < port.gid_tbl_len; ++g) need_rc(ibv_query_gid(ctx, 1, g, &mine.gid[g]), "ibv_query_gid");
         host.put_value(tag + "/" + std::to_string(host.index()), mine);
         peer_info = host.get_value<SideInfo>(tag + "/" + std::to_string(peer));
@@ -405,8 +420,11 @@ public:
             av.grh.sgid_index = c.sgid_index;
             av.grh.hop_limit = 1;
         }
+        bool any_ud = false;
         for (std::size_t i = 0; i < qps.size(); ++i) {
-            if (opt.qp_type == IBV_QPT_UD) {
+            const ibv_qp_type type = qps[i]->qp_type;
+            if (type == IBV_QPT_UD) {
+                any_ud = true;
                 ibv_qp_attr a{};
                 a.qp_state = IBV_QPS_INIT;
                 a.port_num = 1;
@@ -429,11 +447,11 @@ public:
             a.max_dest_rd_atomic = c.max_rd_atomic;
             a.min_rnr_timer = c.min_rnr_timer;
             a.ah_attr = av;
-            const int rc_only = opt.qp_type == IBV_QPT_RC ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0;
+            const int rc_only = type == IBV_QPT_RC ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0;
             need_rc(ibv_modify_qp(qps[i], &a,
                                   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | rc_only),
                     "ibv_modify_qp(RTR)");
-            if (opt.qp_type == IBV_QPT_RC) {
+            if (type == IBV_QPT_RC) {
                 need_rc(qp_to_rts(qps[i], mine.psn, c), "ibv_modify_qp(RTS)");
             } else {
                 ibv_qp_attr r{};
@@ -442,7 +460,7 @@ public:
                 need_rc(ibv_modify_qp(qps[i], &r, IBV_QP_STATE | IBV_QP_SQ_PSN), "ibv_modify_qp(RTS)");
             }
         }
-        if (opt.qp_type == IBV_QPT_UD) {
+        if (any_ud) {
             ah = ibv_create_ah(pd, &av);
             need(ah != nullptr, "ibv_create_ah");
         }
@@ -467,13 +485,14 @@ public:
         return ibv_post_send(qp, &wr, &bad);
     }
 
+    // To the SRQ when the side has one (qp is then ignored).
     int post_recv(ibv_qp* qp, std::vector<ibv_sge> sges, std::uint64_t wr_id) {
         ibv_recv_wr wr{};
         wr.wr_id = wr_id;
         wr.sg_list = sges.empty() ? nullptr : sges.data();
         wr.num_sge = static_cast<int>(sges.size());
         ibv_recv_wr* bad = nullptr;
-        return ibv_post_recv(qp, &wr, &bad);
+        return srq ? ibv_post_srq_recv(srq, &wr, &bad) : ibv_post_recv(qp, &wr, &bad);
     }
 
     // Up to n completions, waiting at most timeout_us of simulated time.
@@ -529,6 +548,8 @@ public:
         ah = nullptr;
         for (ibv_qp* q : qps) need_rc(ibv_destroy_qp(q), "ibv_destroy_qp");
         qps.clear();
+        if (srq) need_rc(ibv_destroy_srq(srq), "ibv_destroy_srq");
+        srq = nullptr;
         need_rc(ibv_dereg_mr(mr), "ibv_dereg_mr");
         if (recv_cq != send_cq) need_rc(ibv_destroy_cq(recv_cq), "ibv_destroy_cq");
         need_rc(ibv_destroy_cq(send_cq), "ibv_destroy_cq");
@@ -548,6 +569,7 @@ public:
     ibv_cq* send_cq = nullptr;
     ibv_cq* recv_cq = nullptr;
     std::vector<ibv_qp*> qps;
+    ibv_srq* srq = nullptr;
     std::uint8_t* buf = nullptr;
     ibv_mr* mr = nullptr;
     SideInfo peer_info;

@@ -403,7 +403,8 @@ EndpointOptions bandwidth_endpoint(const BandwidthOptions& opt, const sim::Confi
     // One shared receive queue holds the receives of every QP.
     if (opt.srq)
         eo.max_recv_wr = static_cast<std::uint32_t>(std::min<std::uint64_t>(
-            2 * static_cast<std::uint64_t>(opt.tx_depth) * static_cast<std::uint64_t>(std::max(opt.qps, 1)), max_qp_wr));
+            2 * static_cast<std::uint64_t>(opt.tx_depth) * static_cast<std::uint64_t>(std::max(opt.qps, 1)),
+            hca::HcaParams::from(cfg).max_srq_wr));
     const std::uint64_t cqes = bandwidth_cq_entries(opt.qps, opt.tx_depth);
     eo.cq_depth = static_cast<int>(std::min<std::uint64_t>(cqes, std::numeric_limits<int>::max()));
     eo.max_sge = 1;

@@ -5,12 +5,6 @@
 #include <cstring>
 #include <stdexcept>
 
-// Shared receive queues may be missing from the verbs library the
-// simulator implements: referenced weakly, a missing one is a null
-// function, and --srq is refused instead of the link failing.
-#pragma weak ibv_create_srq
-#pragma weak ibv_destroy_srq
-
 namespace hcasim::testbench {
 
 namespace {
@@ -80,11 +74,9 @@ void RcEndpoint::open() {
         ibv_srq_init_attr sa{};
         sa.attr.max_wr = opt.max_recv_wr;
         sa.attr.max_sge = opt.max_sge;
-        srq = ibv_create_srq ? ibv_create_srq(pd, &sa) : nullptr;
-        if (!srq && (!ibv_create_srq || errno == EOPNOTSUPP || errno == ENOSYS))
-            throw EndpointUnsupported(EndpointUnsupported::Feature::Srq,
-                                      ibv_create_srq ? "ibv_create_srq failed: Operation not supported"
-                                                     : "the verbs library has no ibv_create_srq");
+        srq = ibv_create_srq(pd, &sa);
+        if (!srq && (errno == EOPNOTSUPP || errno == ENOSYS))
+            throw EndpointUnsupported(EndpointUnsupported::Feature::Srq, "ibv_create_srq failed: Operation not supported");
         need(srq, "ibv_create_srq");
     }
     for (int i = 0; i < opt.qps; ++i) {
