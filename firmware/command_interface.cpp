@@ -87,6 +87,7 @@ QpRings CommandInterface::rings_of(const hca::QpContext& qp) {
     r.vi_max_transfer = qp.vi_max_transfer;
     r.type = qp.type;
     r.srqn = qp.srqn;
+    r.xrcd = qp.xrcd;
     return r;
 }
 
@@ -109,6 +110,7 @@ void CommandInterface::fill(hca::QpContext& qp, const QpRings& r) {
     qp.vi_max_transfer = r.vi_max_transfer;
     qp.type = r.type;
     qp.srqn = r.srqn;
+    qp.xrcd = r.xrcd;
 }
 
 bool CommandInterface::modify_qp(std::uint32_t qpn, const QpAttributes& a, std::uint32_t mask) {

@@ -71,6 +71,7 @@ struct QpRings {
     std::uint32_t max_inline = 0;
     hca::QpType type = hca::QpType::Rc;
     std::uint32_t srqn = 0;          // receives from this SRQ instead of the ring
+    std::uint32_t xrcd = 0;          // XRC targets: their XRC domain
     // VI mode: descriptors instead of rings.
     hca::ViReliability vi = hca::ViReliability::None;
     std::uint32_t vi_max_transfer = 0;

@@ -205,6 +205,11 @@ int Driver::read_cqes(DriverCq& cq, int max, Completion* out) {
             if (o.is_send) {
                 o.wr_id = qp->sq_wrid[c.wqe_index & ((1u << qp->sq_log_size) - 1)];
                 qp->sq_tail = static_cast<std::uint16_t>(c.wqe_index + 1);
+            } else if (c.flags & hca::kCqeXrcSrq) {
+                // An XRC target names the SRQ the WQE came from.
+                DriverSrq* srq = find_srq(c.src_qp);
+                o.wr_id = srq ? release_srq_slot(*srq, c.wqe_index) : 0;
+                o.src_qp = 0;
             } else if (qp->srq) {
                 o.wr_id = release_srq_slot(*qp->srq, c.wqe_index);
             } else {
@@ -238,7 +243,8 @@ int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, c
                       DriverQp*& out, hca::QpType type, DriverSrq* srq) {
     control_call();
     const hca::HcaParams& p = m_hca.params();
-    if (!m_pds.count(pdn) || !send_cq || !recv_cq) return EINVAL;
+    const bool xrc_ini = type == hca::QpType::XrcInitiator;
+    if (!m_pds.count(pdn) || !send_cq || (!recv_cq && !xrc_ini)) return EINVAL;
     if (caps.max_send_wr > p.max_qp_wr || caps.max_recv_wr > p.max_qp_wr || caps.max_send_sge > p.max_sge ||
         caps.max_recv_sge > p.max_sge || caps.max_inline > p.max_inline)
         return EINVAL;
@@ -256,8 +262,9 @@ int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, c
     // Send WQE: control + remote address (UD: datagram) segment + max(data
     // segments, inline bytes), padded to a power of two of at least one 64 B
     // basic block.
-    const std::uint32_t head = sizeof(hca::SendWqeCtrl) + (type == hca::QpType::Ud ? sizeof(hca::DatagramSeg)
-                                                                                    : sizeof(hca::RemoteAddrSeg));
+    const std::uint32_t head = sizeof(hca::SendWqeCtrl) +
+                               (type == hca::QpType::Ud ? sizeof(hca::DatagramSeg) : sizeof(hca::RemoteAddrSeg)) +
+                               (type == hca::QpType::XrcInitiator ? sizeof(hca::XrcSeg) : 0);
     const std::uint32_t body = std::max(qp->max_send_sge * 16u, (qp->max_inline + 15u) & ~15u);
     qp->sq_log_stride = std::max<std::uint32_t>(6, log2_ceil(head + body));
     qp->sq_log_size = log2_ceil(std::max<std::uint32_t>(1, caps.max_send_wr));
@@ -265,7 +272,12 @@ int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, c
     qp->rq_log_size = log2_ceil(std::max<std::uint32_t>(1, caps.max_recv_wr));
     // On an SRQ the QP has no receive ring of its own (its receive caps are
     // ignored, as the verbs API says); a minimal one keeps the layout uniform.
-    if (srq) {
+    // An XRC initiator only sends.
+    if (xrc_ini) {
+        recv_cq = nullptr;
+        qp->recv_cq = nullptr;
+    }
+    if (srq || xrc_ini) {
         qp->srq = srq;
         qp->max_recv_sge = 1;
         qp->rq_log_size = 0;
@@ -276,8 +288,8 @@ int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, c
     qp->max_recv_wr = 1u << qp->rq_log_size;
     qp->max_inline = std::min<std::uint32_t>(p.max_inline, (1u << qp->sq_log_stride) - head);
     qp->max_send_sge = std::min<std::uint32_t>(p.max_sge, ((1u << qp->sq_log_stride) - head) / 16u);
-    qp->max_recv_sge = srq ? 0 : std::min<std::uint32_t>(p.max_sge, ((1u << qp->rq_log_stride) - 16u) / 16u);
-    if (srq) qp->max_recv_wr = 0;
+    qp->max_recv_sge = srq || xrc_ini ? 0 : std::min<std::uint32_t>(p.max_sge, ((1u << qp->rq_log_stride) - 16u) / 16u);
+    if (srq || xrc_ini) qp->max_recv_wr = 0;
     qp->sq = static_cast<std::uint8_t*>(alloc_pinned(static_cast<std::size_t>(1) << (qp->sq_log_size + qp->sq_log_stride)));
     qp->rq = static_cast<std::uint8_t*>(alloc_pinned(static_cast<std::size_t>(1) << (qp->rq_log_size + qp->rq_log_stride)));
     qp->rq_db = static_cast<hca::RqDoorbellRecord*>(alloc_pinned(sizeof(hca::RqDoorbellRecord)));
@@ -287,7 +299,7 @@ int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, c
     firmware::QpRings r;
     r.pdn = pdn;
     r.send_cqn = send_cq->cqn;
-    r.recv_cqn = recv_cq->cqn;
+    r.recv_cqn = recv_cq ? recv_cq->cqn : 0;
     r.sq_sig_all = sq_sig_all;
     r.sq_base = bus_of(qp->sq);
     r.sq_log_size = qp->sq_log_size;
@@ -295,7 +307,7 @@ int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, c
     r.rq_base = bus_of(qp->rq);
     r.rq_log_size = qp->rq_log_size;
     r.rq_log_stride = qp->rq_log_stride;
-    r.rq_db_record = srq ? 0 : bus_of(qp->rq_db);
+    r.rq_db_record = srq || xrc_ini ? 0 : bus_of(qp->rq_db);
     r.srqn = srq ? srq->srqn : 0;
     r.max_send_sge = qp->max_send_sge;
     r.max_recv_sge = qp->max_recv_sge;
@@ -303,7 +315,7 @@ int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, c
     r.type = type;
     m_fw.create_qp(qp->qpn, r);
     ++send_cq->qp_refs;
-    ++recv_cq->qp_refs;
+    if (recv_cq) ++recv_cq->qp_refs;
     ++m_pds[pdn];
     if (srq) ++srq->qp_refs;
     out = qp.get();
@@ -354,9 +366,12 @@ void Driver::query_qp_state(DriverQp& qp) {
 int Driver::destroy_qp(DriverQp* qp) {
     control_call();
     m_fw.destroy_qp(qp->qpn);
-    --qp->send_cq->qp_refs;
-    --qp->recv_cq->qp_refs;
-    --m_pds[qp->pdn];
+    if (qp->send_cq) --qp->send_cq->qp_refs;
+    if (qp->recv_cq) --qp->recv_cq->qp_refs;
+    if (qp->type == hca::QpType::XrcTarget)
+        --m_xrcds[qp->xrcd].refs;
+    else
+        --m_pds[qp->pdn];
     if (qp->srq) --qp->srq->qp_refs;
     free_pinned(qp->sq);
     free_pinned(qp->rq);
@@ -392,6 +407,11 @@ int Driver::write_send_wqe(DriverQp& qp, const SendRequest& r) {
     ctrl.imm_data = r.imm;
     ctrl.wqe_index = qp.sq_pi;
     std::uint32_t off = sizeof ctrl;
+    if (qp.type == hca::QpType::XrcInitiator) {
+        const hca::XrcSeg xs{r.xrc_srqn, {}};
+        std::memcpy(wqe + off, &xs, sizeof xs);
+        off += sizeof xs;
+    }
     if (qp.type == hca::QpType::Ud) {
         if (!r.datagram) return EINVAL;
         std::memcpy(wqe + off, r.datagram, sizeof *r.datagram);
@@ -434,7 +454,8 @@ int Driver::write_send_wqe(DriverQp& qp, const SendRequest& r) {
 
 int Driver::write_recv_wqe(DriverQp& qp, std::uint64_t wr_id, const Sge* sges, std::uint32_t n) {
     spend_cpu(m_costs.post_recv);
-    if (qp.srq) return EINVAL;  // its receives go to the SRQ
+    // Its receives go to an SRQ, or it has none (XRC).
+    if (qp.srq || qp.type == hca::QpType::XrcInitiator || qp.type == hca::QpType::XrcTarget) return EINVAL;
     if (static_cast<std::uint16_t>(qp.rq_pi - qp.rq_tail) >= qp.max_recv_wr) return ENOMEM;
     if (n > qp.max_recv_sge) return EINVAL;
     const std::uint32_t stride = 1u << qp.rq_log_stride;
@@ -487,6 +508,7 @@ int Driver::create_srq(std::uint32_t pdn, std::uint32_t& max_wr, std::uint32_t& 
     control_call();
     const hca::HcaParams& p = m_hca.params();
     if (!m_pds.count(pdn) || max_wr == 0 || max_wr > p.max_srq_wr || max_sge > p.max_srq_sge) return EINVAL;
+    if (xrcd && (!m_xrcds.count(xrcd) || !cq)) return EINVAL;
     if (m_srqs.size() >= p.max_srq) return ENOMEM;
     auto srq = std::make_unique<DriverSrq>();
     srq->srqn = m_next_srqn++;
@@ -522,6 +544,7 @@ int Driver::create_srq(std::uint32_t pdn, std::uint32_t& max_wr, std::uint32_t& 
     r.cqn = cq ? cq->cqn : 0;
     m_fw.create_srq(srq->srqn, r);
     ++m_pds[pdn];
+    if (xrcd) ++m_xrcds[xrcd].refs;
     if (cq) ++cq->qp_refs;
     max_wr = srq->max_wr;
     max_sge = srq->max_sge;
@@ -555,6 +578,7 @@ int Driver::destroy_srq(DriverSrq* srq) {
     if (srq->qp_refs) return EBUSY;
     m_fw.destroy_srq(srq->srqn);
     --m_pds[srq->pdn];
+    if (srq->xrcd) --m_xrcds[srq->xrcd].refs;
     if (srq->cq) --srq->cq->qp_refs;
     free_pinned(srq->ring);
     free_pinned(srq->db);
@@ -632,6 +656,62 @@ int Driver::write_srq_wqe(DriverSrq& srq, std::uint64_t wr_id, const Sge* sges, 
 void Driver::ring_srq_doorbell(DriverSrq& srq) {
     // WQEs first, then the count (a store barrier on real hardware).
     srq.db->producer_index = srq.posted;
+}
+
+// ---- XRC domains and target QPs ----
+
+int Driver::open_xrcd(std::uint64_t inode, bool create, std::uint32_t& xrcd) {
+    control_call();
+    if (inode) {
+        for (auto& [n, d] : m_xrcds)
+            if (d.inode == inode) {
+                ++d.opens;
+                xrcd = n;
+                return 0;
+            }
+        if (!create) return ENOENT;
+    }
+    xrcd = m_next_xrcd++;
+    m_xrcds[xrcd] = XrcDomain{inode, 1, 0};
+    return 0;
+}
+
+int Driver::close_xrcd(std::uint32_t xrcd) {
+    control_call();
+    auto it = m_xrcds.find(xrcd);
+    if (it == m_xrcds.end()) return EINVAL;
+    if (it->second.opens == 1 && it->second.refs) return EBUSY;
+    if (--it->second.opens == 0) m_xrcds.erase(it);
+    return 0;
+}
+
+int Driver::create_xrc_target(std::uint32_t xrcd, DriverQp*& out) {
+    control_call();
+    auto d = m_xrcds.find(xrcd);
+    if (d == m_xrcds.end()) return EINVAL;
+    if (m_qps.size() >= m_hca.params().max_qp) return ENOMEM;
+    // A target has no queues of its own: it answers from the SRQs of its
+    // domain, named packet by packet.
+    auto qp = std::make_unique<DriverQp>();
+    qp->qpn = m_next_qpn++;
+    qp->type = hca::QpType::XrcTarget;
+    qp->xrcd = xrcd;
+    qp->sq_log_stride = 6;
+    qp->rq_log_stride = 5;
+    qp->sq = static_cast<std::uint8_t*>(alloc_pinned(64));
+    if (!qp->sq) return ENOMEM;
+    qp->sq_wrid.assign(1, 0);
+    qp->rq_wrid.assign(1, 0);
+    firmware::QpRings r;
+    r.sq_base = bus_of(qp->sq);
+    r.sq_log_size = 0;
+    r.type = hca::QpType::XrcTarget;
+    r.xrcd = xrcd;
+    m_fw.create_qp(qp->qpn, r);
+    ++d->second.refs;
+    out = qp.get();
+    m_qps[qp->qpn] = std::move(qp);
+    return 0;
 }
 
 DriverSrq* Driver::find_srq(std::uint32_t srqn) {

@@ -44,6 +44,7 @@ struct SendRequest {
     const hca::DatagramSeg* datagram = nullptr;  // UD: where it goes
     std::uint64_t swap_add = 0;                  // atomics
     std::uint64_t compare = 0;
+    std::uint32_t xrc_srqn = 0;                  // XRC initiators: the target's SRQ
 };
 
 struct Completion {
@@ -126,6 +127,7 @@ struct DriverQp {
     bool vi = false;                       // a VI: descriptors, no rings
     hca::QpType type = hca::QpType::Rc;
     DriverSrq* srq = nullptr;              // receives come from it (no receive ring)
+    std::uint32_t xrcd = 0;                // XRC targets: their domain
 };
 
 // A completion channel: interrupts of its CQs become events a thread waits on.
@@ -212,6 +214,13 @@ public:
     void ring_srq_doorbell(DriverSrq& srq);
     DriverSrq* find_srq(std::uint32_t srqn);
 
+    // XRC domains: inode != 0 names a domain shared by everything that
+    // opens the same file (create: make it if there is none; else ENOENT).
+    int open_xrcd(std::uint64_t inode, bool create, std::uint32_t& xrcd);
+    // EBUSY while SRQs or target QPs use it and this is its last opener.
+    int close_xrcd(std::uint32_t xrcd);
+    int create_xrc_target(std::uint32_t xrcd, DriverQp*& out);
+
     // VIs (KVIPL): QPs in descriptor mode. Either CQ may be null.
     struct ViConfig {
         std::uint32_t pdn = 0;
@@ -277,6 +286,13 @@ private:
     // A completion gave slot back: it joins the free list; returns its wr_id.
     static std::uint64_t release_srq_slot(DriverSrq& srq, std::uint16_t slot);
     std::uint32_t m_next_srqn = 1;
+    struct XrcDomain {
+        std::uint64_t inode;  // 0: private to its opener
+        int opens;
+        int refs;             // SRQs and target QPs in it
+    };
+    std::map<std::uint32_t, XrcDomain> m_xrcds;
+    std::uint32_t m_next_xrcd = 1;
     std::uint32_t m_next_pdn = 1;
     std::uint32_t m_next_cqn = 1;
     std::uint32_t m_next_qpn = 0x48;

@@ -129,7 +129,8 @@ int post_send_list(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or
         if (err) break;
         if (hca::is_atomic(r.op)) {
             // RC only; one 8-byte buffer for the original value (IBA 9.4.5).
-            if (qp->dqp->type != hca::QpType::Rc || wr->num_sge != 1 || !wr->sg_list ||
+            if ((qp->dqp->type != hca::QpType::Rc && qp->dqp->type != hca::QpType::XrcInitiator) || wr->num_sge != 1 ||
+                !wr->sg_list ||
                 wr->sg_list[0].length != hca::kAtomicBytes || (wr->send_flags & IBV_SEND_INLINE)) {
                 err = EINVAL;
                 break;
@@ -146,6 +147,13 @@ int post_send_list(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or
         if ((type == hca::QpType::Ud && rdma) || (type == hca::QpType::Uc && r.op == hca::WqeOpcode::RdmaRead)) {
             err = EINVAL;
             break;
+        }
+        if (type == hca::QpType::XrcInitiator) {
+            if (wr->qp_type.xrc.remote_srqn > 0xffffff) {
+                err = EINVAL;
+                break;
+            }
+            r.xrc_srqn = wr->qp_type.xrc.remote_srqn;
         }
         if (type == hca::QpType::Ud) {
             if (!wr->wr.ud.ah || wr->wr.ud.remote_qpn > 0xffffff) {
@@ -278,6 +286,21 @@ Transition transition(ibv_qp_state cur, ibv_qp_state next) {
 Transition transition(ibv_qp_state cur, ibv_qp_state next, hca::QpType type) {
     Transition t = transition(cur, next);
     if (!t.valid || type == hca::QpType::Rc || next == IBV_QPS_RESET || next == IBV_QPS_ERR) return t;
+    // XRC: the initiator has no receive attributes, the target no send
+    // queue to retry from (ib_modify_qp_is_ok's XRC_INI and XRC_TGT rows).
+    if (type == hca::QpType::XrcInitiator || type == hca::QpType::XrcTarget) {
+        const int recv_attrs = IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+        const int send_attrs = IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+        if (type == hca::QpType::XrcInitiator && cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
+            t.required &= ~recv_attrs;
+            t.optional |= recv_attrs;
+        }
+        if (type == hca::QpType::XrcTarget && cur == IBV_QPS_RTR && next == IBV_QPS_RTS) {
+            t.required &= ~send_attrs;
+            t.optional |= send_attrs;
+        }
+        return t;
+    }
     const bool uc = type == hca::QpType::Uc;
     const int rnr_and_reads = IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_QP_RD_ATOMIC |
                               IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
@@ -472,7 +495,7 @@ int ibv_query_device(struct ibv_context* context, struct ibv_device_attr* a) {
     a->max_qp = static_cast<int>(p.max_qp);
     a->max_qp_wr = static_cast<int>(p.max_qp_wr);
     a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_CHANGE_PHY_PORT |
-                          IBV_DEVICE_SRQ_RESIZE;
+                          IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_XRC;
     a->max_sge = static_cast<int>(p.max_sge);
     a->max_sge_rd = static_cast<int>(p.max_sge);
     a->max_cq = static_cast<int>(p.max_cq);
@@ -768,9 +791,12 @@ struct ibv_qp* ibv_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* init) {
     case IBV_QPT_RC: type = hca::QpType::Rc; break;
     case IBV_QPT_UC: type = hca::QpType::Uc; break;
     case IBV_QPT_UD: type = hca::QpType::Ud; break;
+    case IBV_QPT_XRC_SEND: type = hca::QpType::XrcInitiator; break;
+    case IBV_QPT_XRC_RECV: return fail<ibv_qp>(EINVAL);  // needs an XRC domain: ibv_create_qp_ex
     default: return fail<ibv_qp>(EOPNOTSUPP);
     }
-    if (!init->send_cq || !init->recv_cq) return fail<ibv_qp>(EINVAL);
+    if (!init->send_cq || (!init->recv_cq && type != hca::QpType::XrcInitiator)) return fail<ibv_qp>(EINVAL);
+    if (type == hca::QpType::XrcInitiator && init->srq) return fail<ibv_qp>(EINVAL);
     // A shared receive queue must be in the QP's protection domain.
     if (init->srq && init->srq->pd != pd) return fail<ibv_qp>(EINVAL);
     auto* qp = new (std::nothrow) SimQp{};
@@ -778,7 +804,8 @@ struct ibv_qp* ibv_create_qp(struct ibv_pd* pd, struct ibv_qp_init_attr* init) {
     Driver* d = drv(pd->context);
     const Driver::QpCaps caps{init->cap.max_send_wr, init->cap.max_recv_wr, init->cap.max_send_sge,
                               init->cap.max_recv_sge, init->cap.max_inline_data};
-    const int err = d->create_qp(reinterpret_cast<SimPd*>(pd)->pdn, sim(init->send_cq)->dcq, sim(init->recv_cq)->dcq,
+    const int err = d->create_qp(reinterpret_cast<SimPd*>(pd)->pdn, sim(init->send_cq)->dcq,
+                                 init->recv_cq ? sim(init->recv_cq)->dcq : nullptr,
                                  caps, init->sq_sig_all != 0, qp->dqp, type,
                                  init->srq ? sim(init->srq)->dsrq : nullptr);
     if (err) {

@@ -342,15 +342,15 @@ void set_send_ops(SimQp* qp, std::uint64_t ops) {
 constexpr std::uint32_t kDefinedQpMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
                                          IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE |
                                          IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-constexpr std::uint32_t kSupportedQpMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+constexpr std::uint32_t kSupportedQpMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 
-// A comp_mask bit the header does not define is EINVAL; XRC domains,
-// creation flags, TSO, RSS, and send operations the QP type cannot post
+// A comp_mask bit the header does not define is EINVAL; creation flags, TSO, RSS, and send operations the QP type cannot post
 // are EOPNOTSUPP. Everything else is ibv_create_qp's to decide.
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* a) {
     if (!context || !a) return fail<ibv_qp>(EINVAL);
     if (a->comp_mask & ~kDefinedQpMask) return fail<ibv_qp>(EINVAL);
     if (a->comp_mask & ~kSupportedQpMask) return fail<ibv_qp>(EOPNOTSUPP);
+    if (a->qp_type == IBV_QPT_XRC_RECV) return create_xrc_target(context, a);
     if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd || a->pd->context != context) return fail<ibv_qp>(EINVAL);
     const bool with_ops = (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
     if (with_ops && (a->send_ops_flags & ~send_ops_of(a->qp_type))) return fail<ibv_qp>(EOPNOTSUPP);
@@ -381,6 +381,7 @@ void init_extended_context(verbs_context& v) {
     v.query_rt_values = query_rt_values;
     v.create_cq_ex = create_cq_ex;
     v.create_qp_ex = create_qp_ex;
+    init_srq_ops(v);
 }
 
 }  // namespace hcasim::verbs

@@ -99,6 +99,11 @@ struct SimSrq {
 };
 inline SimSrq* sim(ibv_srq* s) { return reinterpret_cast<SimSrq*>(s); }
 
+struct SimXrcd {
+    ibv_xrcd xrcd;
+    std::uint32_t xrcdn;
+};
+
 struct SimMr {
     ibv_mr mr;
 };
@@ -137,6 +142,10 @@ int post_send_list(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 // Copies a receive WR's scatter list for the driver; EINVAL if malformed.
 int recv_sges(const ibv_recv_wr& wr, host::Sge* out, int max);
+// Fills the SRQ and XRC ops of an extended context.
+void init_srq_ops(verbs_context& v);
+// ibv_create_qp_ex of an IBV_QPT_XRC_RECV QP in xrcd.
+ibv_qp* create_xrc_target(ibv_context* context, ibv_qp_init_attr_ex* a);
 
 // verbs_srq.cpp
 // ibv_post_srq_recv (the context's ops table).

@@ -1,6 +1,10 @@
-// Shared receive queues in the libibverbs personality: ibv_create_srq,
-// ibv_modify_srq, ibv_query_srq, ibv_destroy_srq and ibv_post_srq_recv.
+// Shared receive queues and XRC in the libibverbs personality:
+// ibv_create_srq, ibv_modify_srq, ibv_query_srq, ibv_destroy_srq,
+// ibv_post_srq_recv, and the extended ibv_open_xrcd, ibv_close_xrcd,
+// ibv_create_srq_ex, ibv_get_srq_num and XRC target QPs.
+#include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
@@ -98,3 +102,139 @@ int ibv_destroy_srq(struct ibv_srq* ibsrq) {
     delete srq;
     return 0;
 }
+
+// ---- XRC: domains, XRC SRQs and target QPs (the XRC annex of IBA) ----
+
+namespace {
+
+ibv_xrcd* open_xrcd(ibv_context* context, ibv_xrcd_init_attr* a) {
+    if (!context || !a) return fail<ibv_xrcd>(EINVAL);
+    if (a->comp_mask & ~static_cast<std::uint32_t>(IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS))
+        return fail<ibv_xrcd>(EOPNOTSUPP);
+    if (!(a->comp_mask & IBV_XRCD_INIT_ATTR_FD) || !(a->comp_mask & IBV_XRCD_INIT_ATTR_OFLAGS))
+        return fail<ibv_xrcd>(EINVAL);
+    if (a->oflags & ~(O_CREAT | O_EXCL)) return fail<ibv_xrcd>(EINVAL);
+    // A file names a domain every process opening it shares (by inode); -1
+    // opens a private one.
+    std::uint64_t inode = 0;
+    if (a->fd != -1) {
+        struct stat st;
+        if (fstat(a->fd, &st) != 0) return fail<ibv_xrcd>(EBADF);
+        inode = (static_cast<std::uint64_t>(st.st_dev) << 40) ^ static_cast<std::uint64_t>(st.st_ino) ^ 1u;
+    }
+    Driver* d = drv(context);
+    auto* x = new (std::nothrow) SimXrcd{};
+    if (!x) return fail<ibv_xrcd>(ENOMEM);
+    if (inode && (a->oflags & O_EXCL)) {
+        std::uint32_t existing = 0;
+        if (d->open_xrcd(inode, false, existing) == 0) {
+            d->close_xrcd(existing);
+            delete x;
+            return fail<ibv_xrcd>(EINVAL);
+        }
+    }
+    const int err = d->open_xrcd(inode, (a->oflags & O_CREAT) != 0, x->xrcdn);
+    if (err) {
+        delete x;
+        return fail<ibv_xrcd>(err == ENOENT ? EINVAL : err);
+    }
+    x->xrcd.context = context;
+    return &x->xrcd;
+}
+
+int close_xrcd(ibv_xrcd* xrcd) {
+    if (!xrcd) return EINVAL;
+    auto* x = reinterpret_cast<SimXrcd*>(xrcd);
+    const int err = drv(xrcd->context)->close_xrcd(x->xrcdn);
+    if (err) return err;
+    delete x;
+    return 0;
+}
+
+ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* a) {
+    if (!context || !a) return fail<ibv_srq>(EINVAL);
+    const std::uint32_t known = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
+                                IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
+    if (a->comp_mask & ~known) return fail<ibv_srq>(EINVAL);
+    if (a->comp_mask & IBV_SRQ_INIT_ATTR_TM) return fail<ibv_srq>(EOPNOTSUPP);
+    const ibv_srq_type type = (a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? a->srq_type : IBV_SRQT_BASIC;
+    if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd || a->pd->context != context) return fail<ibv_srq>(EINVAL);
+    if (type == IBV_SRQT_TM) return fail<ibv_srq>(EOPNOTSUPP);
+    if (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC) return fail<ibv_srq>(EINVAL);
+    if (type == IBV_SRQT_BASIC) {
+        ibv_srq_init_attr init{a->srq_context, a->attr};
+        ibv_srq* s = ibv_create_srq(a->pd, &init);
+        if (s) a->attr = init.attr;
+        return s;
+    }
+    // An XRC SRQ belongs to a domain and completes to its own CQ.
+    if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !(a->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !a->xrcd || !a->cq)
+        return fail<ibv_srq>(EINVAL);
+    if (a->attr.srq_limit > a->attr.max_wr) return fail<ibv_srq>(EINVAL);
+    Driver* d = drv(context);
+    auto* srq = new (std::nothrow) SimSrq{};
+    if (!srq) return fail<ibv_srq>(ENOMEM);
+    std::uint32_t max_wr = a->attr.max_wr, max_sge = a->attr.max_sge;
+    const int err = d->create_srq(reinterpret_cast<SimPd*>(a->pd)->pdn, max_wr, max_sge, srq->dsrq,
+                                  reinterpret_cast<SimXrcd*>(a->xrcd)->xrcdn, sim(a->cq)->dcq);
+    if (err) {
+        delete srq;
+        return fail<ibv_srq>(err);
+    }
+    if (a->attr.srq_limit) d->arm_srq(*srq->dsrq, a->attr.srq_limit);
+    a->attr.max_wr = max_wr;
+    a->attr.max_sge = max_sge;
+    srq->dsrq->user_context = &srq->srq;
+    srq->srq.context = context;
+    srq->srq.srq_context = a->srq_context;
+    srq->srq.pd = a->pd;
+    srq->srq.handle = srq->dsrq->srqn;
+    pthread_mutex_init(&srq->srq.mutex, nullptr);
+    pthread_cond_init(&srq->srq.cond, nullptr);
+    return &srq->srq;
+}
+
+int get_srq_num(ibv_srq* srq, std::uint32_t* num) {
+    if (!srq || !num) return EINVAL;
+    *num = sim(srq)->dsrq->srqn;
+    return 0;
+}
+
+}  // namespace
+
+namespace hcasim::verbs {
+
+ibv_qp* create_xrc_target(ibv_context* context, ibv_qp_init_attr_ex* a) {
+    if (!(a->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !a->xrcd || a->xrcd->context != context ||
+        (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
+        return fail<ibv_qp>(EINVAL);
+    auto* qp = new (std::nothrow) SimQp{};
+    if (!qp) return fail<ibv_qp>(ENOMEM);
+    const int err = drv(context)->create_xrc_target(reinterpret_cast<SimXrcd*>(a->xrcd)->xrcdn, qp->dqp);
+    if (err) {
+        delete qp;
+        return fail<ibv_qp>(err);
+    }
+    qp->dqp->user_context = &qp->qp;
+    a->cap = ibv_qp_cap{};
+    qp->init.qp_context = a->qp_context;
+    qp->init.qp_type = IBV_QPT_XRC_RECV;
+    qp->qp.context = context;
+    qp->qp.qp_context = a->qp_context;
+    qp->qp.handle = qp->dqp->qpn;
+    qp->qp.qp_num = qp->dqp->qpn;
+    qp->qp.state = IBV_QPS_RESET;
+    qp->qp.qp_type = IBV_QPT_XRC_RECV;
+    pthread_mutex_init(&qp->qp.mutex, nullptr);
+    pthread_cond_init(&qp->qp.cond, nullptr);
+    return &qp->qp;
+}
+
+void init_srq_ops(verbs_context& v) {
+    v.open_xrcd = open_xrcd;
+    v.close_xrcd = close_xrcd;
+    v.create_srq_ex = create_srq_ex;
+    v.get_srq_num = get_srq_num;
+}
+
+}  // namespace hcasim::verbs

@@ -115,6 +115,7 @@ struct SendWork {
     std::vector<std::uint8_t> inline_data;
     std::uint32_t length = 0;
     DatagramAddress ud;              // UD: where it goes
+    std::uint32_t xrc_srqn = 0;      // XRC: the target's SRQ
 
     std::uint32_t first_psn = 0;
     std::uint32_t npsn = 0;          // PSNs this WQE uses
@@ -212,6 +213,7 @@ struct QpContext {
     std::uint32_t max_inline = 0;
     std::uint32_t srqn = 0;          // receives come from this SRQ (0: the QP's own ring)
     bool last_wqe_reached = false;   // reported once the QP left an SRQ in error
+    std::uint32_t xrcd = 0;          // XRC targets: the XRC domain whose SRQs it serves
 
     // Attributes set by MODIFY_QP.
     std::uint32_t access = 0;

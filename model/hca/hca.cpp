@@ -31,7 +31,7 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Pcie
       m_tx("tx_pipeline", m_p, {*this, m_scheduler, m_port}),
       m_completer("completer", m_p, {*this, m_tx, *m_dma, *this, *this}),
       m_requester("requester", m_p, {m_tx, m_completer, m_fetch, m_translation, *m_dma}),
-      m_responder("responder", m_p, {m_tx, m_fetch, m_translation, *m_dma, *this, *this}),
+      m_responder("responder", m_p, {m_tx, m_fetch, m_translation, *m_dma, *this, *this, m_srqs}),
       m_rx("rx_pipeline", m_p, {*this, m_responder, m_completer, pcie, m_port}),
       m_doorbell("doorbell_unit", m_p, *this) {
     m_tx.set_producers(m_responder, m_requester);
@@ -113,6 +113,10 @@ void Hca::flush(QpContext& qp, sim::Tick t) {
         c.opcode = static_cast<std::uint8_t>(op);
         c.status = static_cast<std::uint8_t>(CqeStatus::WrFlush);
         c.flags = is_send ? kCqeIsSend : 0;
+        if (!is_send && qp.type == QpType::XrcTarget) {
+            c.src_qp = qp.srqn;
+            c.flags |= kCqeXrcSrq;
+        }
         m_completion.post(t, cqn, c);
     };
     flush_send(qp, t);

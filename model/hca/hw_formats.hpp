@@ -78,6 +78,14 @@ struct DatagramSeg {
 static_assert(sizeof(DatagramSeg) == 48, "datagram segment is 48 bytes");
 inline constexpr std::uint8_t kDatagramGlobal = 1 << 0;  // send with a GRH
 
+// XRC initiator send WQEs carry this after the control segment: the SRQ at
+// the target the request is for (the XRCETH).
+struct XrcSeg {
+    std::uint32_t remote_srqn;
+    std::uint32_t reserved[3];
+};
+static_assert(sizeof(XrcSeg) == 16, "XRC segment is 16 bytes");
+
 struct DataSeg {
     std::uint64_t addr;
     std::uint32_t lkey;
@@ -133,6 +141,7 @@ enum CqeFlags : std::uint8_t {
     kCqeWithImm = 1 << 1,   // imm_data is valid
     kCqeSolicited = 1 << 2,
     kCqeGrh = 1 << 3,       // UD receive: a GRH came (in the buffer's first 40 bytes)
+    kCqeXrcSrq = 1 << 4,    // XRC target receive: src_qp is the SRQ the WQE came from
 };
 
 struct Cqe {

@@ -88,8 +88,11 @@ bool Requester::start(QpContext& qp, SendWork& w, sim::Tick now, sim::Tick& star
 
 std::uint32_t Requester::build_headers(QpContext& qp, const SendWork& w, packet::Headers& h, bool& last) {
     const std::uint32_t mtu = mtu_of(qp);
+    const std::uint8_t base = qp.service().opcode_base;
+    // An XRC request names the SRQ at the target it is for.
+    if (qp.service().opcode_types == packet::kQpXrc) h.xrceth = w.xrc_srqn;
     if (is_atomic(w.op)) {
-        h.bth.opcode = op(w.op == WqeOpcode::AtomicCompareSwap ? Opcode::RcCompareSwap : Opcode::RcFetchAdd);
+        h.bth.opcode = base | op(w.op == WqeOpcode::AtomicCompareSwap ? Opcode::RcCompareSwap : Opcode::RcFetchAdd);
         h.bth.psn = w.first_psn;
         h.atomic_eth = packet::AtomicEth{w.raddr, w.rkey, w.swap_add, w.compare};
         qp.next_psn = psn_add(w.first_psn, 1);
@@ -97,7 +100,7 @@ std::uint32_t Requester::build_headers(QpContext& qp, const SendWork& w, packet:
         return 0;
     }
     if (w.op == WqeOpcode::RdmaRead) {
-        h.bth.opcode = op(Opcode::RcReadRequest);
+        h.bth.opcode = base | op(Opcode::RcReadRequest);
         h.bth.psn = w.first_psn;
         h.reth = packet::Reth{w.raddr, w.rkey, w.length};
         qp.next_psn = psn_add(w.first_psn, w.npsn);
@@ -107,8 +110,8 @@ std::uint32_t Requester::build_headers(QpContext& qp, const SendWork& w, packet:
     const std::uint32_t n = std::min(mtu, w.length - qp.tx_offset);
     const bool first = qp.tx_offset == 0;
     last = qp.tx_offset + n == w.length;
-    // UC and UD opcodes are RC's with their own transport bits (IBA table 38).
-    const Opcode o = static_cast<Opcode>(qp.service().opcode_base | op(request_opcode(w.op, first, last)));
+    // UC, UD and XRC opcodes are RC's with their own transport bits (IBA table 38).
+    const Opcode o = static_cast<Opcode>(base | op(request_opcode(w.op, first, last)));
     if (first && packet::opcode_layout(op(o)).reth) h.reth = packet::Reth{w.raddr, w.rkey, w.length};
     h.bth.opcode = op(o);
     h.bth.psn = psn_add(w.first_psn, qp.tx_offset / mtu);

@@ -27,6 +27,7 @@ void Responder::handle(QpContext& qp, const packet::Parsed& p, const packet::Pac
     if (check_qkey(qp, r) == Step::Done) return;
     if (check_psn(qp, r) == Step::Done) return;
     if (check_op_seq(qp, r) == Step::Done) return;
+    if (check_xrc(qp, r) == Step::Done) return;
     if (info.consumes_rwqe && get_recv_wqe(qp, r) == Step::Done) return;
     if (info.send && execute_send(qp, r) == Step::Done) return;
     if (info.write && execute_write(qp, r) == Step::Done) return;
@@ -124,6 +125,27 @@ Responder::Step Responder::check_op_seq(QpContext& qp, Request& r) {
         fail(qp, r.t, packet::kNakInvalidRequest, CqeStatus::Success, r.psn, AsyncEventType::ViRdmaTransport);
         return Step::Done;
     }
+    return Step::Next;
+}
+
+// An XRC target serves every SRQ of its XRC domain: each request names one
+// in its XRCETH, which gives the receive WQE, the CQ and the protection
+// domain of the memory the request touches (XRC annex). A message keeps
+// the SRQ its first packet named.
+Responder::Step Responder::check_xrc(QpContext& qp, Request& r) {
+    if (qp.type != QpType::XrcTarget || !(r.info.starts_message() || r.info.read || r.info.atomic)) return Step::Next;
+    SrqContext* srq = r.p.h.xrceth ? m_w.srqs.srq(*r.p.h.xrceth) : nullptr;
+    if (!srq || srq->xrcd != qp.xrcd) {
+        counter("xrc_bad_srq")++;
+        HCASIM_LOG(sim::LogLevel::Info, path(), "XRC target " << qp.qpn << ": PSN " << r.psn << " names SRQ "
+                                                           << r.p.h.xrceth.value_or(0) << ", not one of XRC domain "
+                                                           << qp.xrcd);
+        fail(qp, r.t, packet::kNakInvalidRequest, CqeStatus::Success, r.psn, std::nullopt);
+        return Step::Done;
+    }
+    qp.srqn = srq->srqn;
+    qp.recv_cqn = srq->cqn;
+    qp.pdn = srq->pdn;
     return Step::Next;
 }
 
@@ -317,7 +339,8 @@ Responder::Step Responder::execute_atomic(QpContext& qp, Request& r) {
     if (busy != m_atomic_busy.end()) start = std::max(start, busy->second);
     std::uint64_t orig = 0;
     const sim::Tick have = m_w.dma.read(start, m_spans.data(), m_spans.size(), reinterpret_cast<std::uint8_t*>(&orig));
-    const bool cas = r.p.h.bth.opcode == static_cast<std::uint8_t>(Opcode::RcCompareSwap);
+    // The transport bits aside, XRC's opcodes are RC's.
+    const bool cas = (r.p.h.bth.opcode & 0x1f) == static_cast<std::uint8_t>(Opcode::RcCompareSwap);
     const std::uint64_t next = cas ? (orig == a.compare ? a.swap_add : orig) : orig + a.swap_add;
     const sim::Tick visible =
         m_w.dma.write(have, m_spans.data(), m_spans.size(), reinterpret_cast<const std::uint8_t*>(&next));
@@ -377,7 +400,7 @@ bool Responder::produce(QpContext& qp, sim::Tick now) {
     ReadResponseJob& job = qp.read_jobs.front();
     if (job.atomic) {
         packet::Headers h;
-        h.bth.opcode = op(Opcode::RcAtomicAcknowledge);
+        h.bth.opcode = qp.service().opcode_base | op(Opcode::RcAtomicAcknowledge);
         h.bth.psn = job.first_psn;
         h.aeth = packet::Aeth{packet::kAethAck | packet::kAethCreditsInvalid, job.msn};
         h.atomic_ack = job.orig;
@@ -398,7 +421,7 @@ bool Responder::produce(QpContext& qp, sim::Tick now) {
     const bool first = job.offset == 0;
     const bool last = job.offset + n == job.length;
     packet::Headers h;
-    h.bth.opcode = op(first && last ? Opcode::RcReadResponseOnly
+    h.bth.opcode = qp.service().opcode_base | op(first && last ? Opcode::RcReadResponseOnly
                       : first       ? Opcode::RcReadResponseFirst
                       : last        ? Opcode::RcReadResponseLast
                                     : Opcode::RcReadResponseMiddle);
@@ -444,6 +467,10 @@ void Responder::complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed& 
     c.slid = p.h.lrh.slid;
     c.sl = p.h.lrh.sl;
     if (p.h.grh && !qp.service().connected) c.flags |= kCqeGrh;
+    if (qp.type == QpType::XrcTarget) {
+        c.src_qp = qp.srqn;
+        c.flags |= kCqeXrcSrq;
+    }
     c.opcode = static_cast<std::uint8_t>(rdma_imm ? CqeOpcode::RecvRdmaWithImm : CqeOpcode::Recv);
     c.status = static_cast<std::uint8_t>(status);
     if (p.h.immdt) {

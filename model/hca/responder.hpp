@@ -28,6 +28,7 @@ public:
         DmaEngine& dma;
         CompletionWriter& completions;
         QpErrorHandler& errors;
+        SrqTable& srqs;
     };
     Responder(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w);
 
@@ -52,6 +53,7 @@ private:
 
     Step check_state(QpContext& qp, Request& r);
     Step check_qkey(QpContext& qp, Request& r);
+    Step check_xrc(QpContext& qp, Request& r);
     Step check_psn(QpContext& qp, Request& r);
     Step check_op_seq(QpContext& qp, Request& r);
     Step get_recv_wqe(QpContext& qp, Request& r);

@@ -20,7 +20,7 @@ namespace hcasim::hca {
 // segments); QP rings and SRQs share the format.
 void parse_recv_wqe(const std::uint8_t* wqe, std::uint32_t max_sge, RecvWork& out);
 
-class SrqEngine final : public sim::Block {
+class SrqEngine final : public sim::Block, public SrqTable {
 public:
     SrqEngine(const sc_core::sc_module_name& name, const HcaParams& p, DmaEngine& dma, QpErrorHandler& events);
 
@@ -30,6 +30,7 @@ public:
     SrqContext* find(std::uint32_t srqn) {
         return srqn < m_srqs.size() && m_srqs[srqn] && m_srqs[srqn]->valid ? m_srqs[srqn].get() : nullptr;
     }
+    SrqContext* srq(std::uint32_t srqn) override { return find(srqn); }
     std::size_t live() const { return m_live; }
 
     // Gives qp the next WQE of srq if it holds none. demand: a message is

@@ -32,6 +32,13 @@ public:
     virtual QpContext* qp(std::uint32_t qpn) = 0;
 };
 
+// The shared receive queues by number (the SRQ engine), null when none.
+class SrqTable {
+public:
+    virtual ~SrqTable() = default;
+    virtual SrqContext* srq(std::uint32_t srqn) = 0;
+};
+
 // Address translation and protection checks (the translation unit). Appends
 // the physical spans of [va, va + len) to out.
 class AddressTranslator {

@@ -10,7 +10,9 @@
 
 namespace hcasim::hca {
 
-enum class QpType : std::uint8_t { Rc, Uc, Ud, ViUnreliable, ViReliableDelivery, ViReliableReception };
+// XRC QPs come in two roles: the initiator sends (to an SRQ named in each
+// request) and the target receives into the SRQs of its XRC domain.
+enum class QpType : std::uint8_t { Rc, Uc, Ud, XrcInitiator, XrcTarget, ViUnreliable, ViReliableDelivery, ViReliableReception };
 
 struct TransportService {
     const char* name;
@@ -34,6 +36,8 @@ inline constexpr TransportService kTransportServices[] = {
     {"RC",            0x00, packet::kQpRc,   true,  true,  true,  true,  true,  true,  false, true,  false,  false},
     {"UC",            0x20, packet::kQpUc,   true,  false, false, true,  false, false, true,  true,  false,  false},
     {"UD",            0x60, packet::kQpUd,   false, false, false, false, false, false, false, false, false,  false},
+    {"XRC initiator", 0xa0, packet::kQpXrc,  true,  true,  true,  true,  true,  true,  false, true,  false,  false},
+    {"XRC target",    0xa0, packet::kQpXrc,  true,  true,  true,  true,  true,  true,  false, true,  false,  false},
     // VI levels ride on RC packets; only the unreliable one goes without
     // ACKs. The VI Architecture has no atomics.
     {"VI unreliable", 0x00, packet::kQpRc,   true,  false, true,  true,  false, false, true,  true,  false,  true},

@@ -110,7 +110,7 @@ void TxPipeline::launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_rea
 
 void TxPipeline::send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::uint32_t psn) {
     packet::Headers h;
-    h.bth.opcode = static_cast<std::uint8_t>(packet::Opcode::RcAcknowledge);
+    h.bth.opcode = qp.service().opcode_base | static_cast<std::uint8_t>(packet::Opcode::RcAcknowledge);
     h.bth.psn = psn;
     h.aeth = packet::Aeth{syndrome, qp.msn};
     std::uint8_t* payload = nullptr;

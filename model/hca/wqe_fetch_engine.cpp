@@ -26,6 +26,13 @@ bool WqeFetchEngine::parse_send(QpContext& qp, const std::uint8_t* wqe, std::uin
     const bool write = w.op == WqeOpcode::RdmaWrite || w.op == WqeOpcode::RdmaWriteImm;
     const bool atomic = is_atomic(w.op);
     if ((read && !svc.reads) || (write && !svc.writes) || (atomic && !svc.atomics)) return false;
+    if (qp.type == QpType::XrcInitiator) {
+        XrcSeg xs;
+        if (off + sizeof xs > bytes) return false;
+        std::memcpy(&xs, wqe + off, sizeof xs);
+        w.xrc_srqn = xs.remote_srqn & kPsnMask;
+        off += sizeof xs;
+    }
     if (read || write || atomic) {
         RemoteAddrSeg ra;
         std::memcpy(&ra, wqe + off, sizeof ra);

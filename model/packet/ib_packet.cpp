@@ -16,7 +16,7 @@ constexpr std::uint8_t kLnhGlobal = 3;
 constexpr std::uint8_t kGrhNextHdrIba = 0x1b;  // IBA transport follows the GRH
 constexpr std::size_t kBthResv8aOffset = 4;
 
-// Extension headers per opcode, in wire order DETH, RETH, AETH, ImmDt (IBA
+// Extension headers per opcode, in wire order DETH, XRCETH, RETH, AETH, ImmDt (IBA
 // 9.2, table 38). Only opcodes listed here are valid.
 struct LayoutEntry {
     Opcode op;
@@ -59,13 +59,21 @@ constexpr std::array<OpcodeLayout, 256> make_layout_table() {
     // transport bits, with the same headers.
     for (std::uint8_t o = 0; o <= static_cast<std::uint8_t>(Opcode::RcWriteOnlyImm); ++o)
         t[kUcOpcodeBase | o] = t[o];
+    // XRC has all of RC's opcodes; its requests add the XRCETH.
+    for (std::uint8_t o = 0; o <= static_cast<std::uint8_t>(Opcode::RcFetchAdd); ++o) {
+        if (!t[o].valid) continue;
+        t[kXrcOpcodeBase | o] = t[o];
+        const bool response = o >= static_cast<std::uint8_t>(Opcode::RcReadResponseFirst) &&
+                              o <= static_cast<std::uint8_t>(Opcode::RcAtomicAcknowledge);
+        t[kXrcOpcodeBase | o].xrceth = !response;
+    }
     return t;
 }
 
 constexpr std::array<OpcodeLayout, 256> kLayoutTable = make_layout_table();
 
 constexpr std::size_t sum_ext_bytes(const OpcodeLayout& l) {
-    return (l.deth ? kDethBytes : 0) + (l.reth ? kRethBytes : 0) + (l.atomic_eth ? kAtomicEthBytes : 0) +
+    return (l.deth ? kDethBytes : 0) + (l.xrceth ? kXrcethBytes : 0) + (l.reth ? kRethBytes : 0) + (l.atomic_eth ? kAtomicEthBytes : 0) +
            (l.aeth ? kAethBytes : 0) + (l.atomic_ack_eth ? kAtomicAckEthBytes : 0) + (l.immdt ? kImmDtBytes : 0);
 }
 
@@ -267,6 +275,10 @@ std::size_t write_headers(const Headers& h, std::size_t payload_len, std::uint8_
         put24(p + 5, d.src_qp);
         p += kDethBytes;
     }
+    if (layout.xrceth) {  // Reserved, XRCSRQ
+        put32(p, h.xrceth.value_or(0) & 0xffffff);
+        p += kXrcethBytes;
+    }
     if (layout.reth) {  // VA, R_Key, DMALen
         const Reth r = h.reth.value_or(Reth{});
         put64(p, r.va);
@@ -436,6 +448,10 @@ ParseError parse(const std::uint8_t* buf, std::size_t n, Parsed& out) {
     if (layout.deth) {
         h.deth = Deth{get32(p), get24(p + 5)};
         p += kDethBytes;
+    }
+    if (layout.xrceth) {
+        h.xrceth = get24(p + 1);
+        p += kXrcethBytes;
     }
     if (layout.reth) {
         h.reth = Reth{get64(p), get32(p + 8), get32(p + 12)};

@@ -15,6 +15,7 @@ inline constexpr std::size_t kLrhBytes = 8;
 inline constexpr std::size_t kGrhBytes = 40;
 inline constexpr std::size_t kBthBytes = 12;
 inline constexpr std::size_t kDethBytes = 8;
+inline constexpr std::size_t kXrcethBytes = 4;
 inline constexpr std::size_t kRethBytes = 16;
 inline constexpr std::size_t kAethBytes = 4;
 inline constexpr std::size_t kImmDtBytes = 4;
@@ -58,6 +59,9 @@ enum class Opcode : std::uint8_t {
 // Transport bits of UC opcodes: UC's are RC's SEND and RDMA WRITE opcodes
 // with these top three bits.
 inline constexpr std::uint8_t kUcOpcodeBase = 0x20;
+// XRC's are RC's opcodes with these top three bits; its requests carry the
+// XRCETH after the BTH (and DETH), its responses do not.
+inline constexpr std::uint8_t kXrcOpcodeBase = 0xa0;
 
 // Which extension headers follow the BTH for an opcode, and whether it carries
 // payload. Unknown opcodes return valid == false.
@@ -70,6 +74,7 @@ struct OpcodeLayout {
     bool payload = false;  // may carry payload bytes
     bool atomic_eth = false;
     bool atomic_ack_eth = false;
+    bool xrceth = false;   // XRC requests: the XRC SRQ they are for
 };
 OpcodeLayout opcode_layout(std::uint8_t opcode);
 
@@ -156,6 +161,7 @@ struct Headers {
     std::optional<std::uint32_t> immdt;
     std::optional<AtomicEth> atomic_eth;
     std::optional<std::uint64_t> atomic_ack;  // AtomicAckETH: the original remote data
+    std::optional<std::uint32_t> xrceth;      // XRCETH: the XRC SRQ number (24 bits)
 };
 
 // Which extension headers go on the wire is decided by opcode_layout() of

@@ -1,9 +1,9 @@
 // Attributes of every IBA BTH opcode (IBA vol. 1, 9.2 and table 38; XRC
 // annex), one entry per opcode in the style of the Linux rxe driver's
 // rxe_opcode[] table. The table is data only: it lists opcodes hcasim does not
-// implement yet (UC, RD, XRC, atomics, SEND with invalidate) with their
-// correct attributes, and which opcodes the packet layer accepts is still
-// decided by opcode_layout() in ib_packet.hpp alone.
+// implement (RD, SEND with invalidate) with their correct attributes, and
+// which opcodes the packet layer accepts is decided by opcode_layout() in
+// ib_packet.hpp alone.
 #pragma once
 
 #include <cstddef>
@@ -84,7 +84,6 @@ std::size_t extension_header_bytes(const OpcodeInfo& info);
 
 // Wire sizes of the extension headers ib_packet.hpp does not define.
 inline constexpr std::size_t kRdethBytes = 4;
-inline constexpr std::size_t kXrcethBytes = 4;
 inline constexpr std::size_t kIethBytes = 4;
 
 }  // namespace hcasim::packet

@@ -1167,7 +1167,7 @@ TEST_CASE("extended verbs refuse what they do not support with rdma-core's error
                                     q.comp_mask |= IBV_QP_INIT_ATTR_CREATE_FLAGS;
                                     qp_errno("qp.create_flags", q);
                                     q = qp_attr_ex(s);
-                                    q.comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+                                    q.qp_type = IBV_QPT_XRC_RECV;  // a target needs its XRC domain
                                     qp_errno("qp.xrcd", q);
                                     q = qp_attr_ex(s, kRcOps | IBV_QP_EX_WITH_LOCAL_INV);
                                     qp_errno("qp.local_inv", q);
@@ -1241,7 +1241,7 @@ TEST_CASE("extended verbs refuse what they do not support with rdma-core's error
     CHECK(r.num("poll.bad_attr") == EINVAL);
     CHECK(r.num("qp.unknown_mask") == EINVAL);
     CHECK(r.num("qp.create_flags") == EOPNOTSUPP);
-    CHECK(r.num("qp.xrcd") == EOPNOTSUPP);
+    CHECK(r.num("qp.xrcd") == EINVAL);
     CHECK(r.num("qp.local_inv") == EOPNOTSUPP);
     CHECK(r.num("qp.bind_mw") == EOPNOTSUPP);
     CHECK(r.num("qp.no_pd") == EINVAL);

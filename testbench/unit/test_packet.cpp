@@ -14,6 +14,7 @@
 
 #include "testbench/system/split_mix.hpp"
 #include "model/packet/ib_packet.hpp"
+#include "model/packet/opcode_table.hpp"
 
 using namespace hcasim::packet;
 
@@ -437,7 +438,18 @@ TEST_CASE("opcode_layout gives the IBA extension headers for every hcasim opcode
         CHECK(uc.payload == rc.payload);
         CHECK_FALSE(uc.aeth);
     }
-    CHECK(valid == static_cast<int>(std::size(table)) + 12);
+    // Every XRC opcode is the RC one with its transport bits; requests add
+    // the XRCETH.
+    for (std::uint8_t o = 0xa0; o <= 0xb4; ++o) {
+        INFO("opcode 0x" << std::hex << int(o));
+        const OpcodeLayout xrc = opcode_layout(o), rc = opcode_layout(o & 0x1f);
+        CHECK(xrc.valid == rc.valid);
+        CHECK(xrc.reth == rc.reth);
+        CHECK(xrc.aeth == rc.aeth);
+        CHECK(xrc.payload == rc.payload);
+        CHECK(xrc.xrceth == (rc.valid && opcode_info(o).request));
+    }
+    CHECK(valid == static_cast<int>(std::size(table)) + 12 + 21);
     CHECK(opcode_layout(0x12).atomic_ack_eth);
     CHECK(opcode_layout(0x13).atomic_eth);
     CHECK(opcode_layout(0x14).atomic_eth);

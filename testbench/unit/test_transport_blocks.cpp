@@ -103,6 +103,10 @@ struct StubCompleter : SendCompleter {
     void arm_ack_timer(QpContext&, sim::Tick) override { ++timers; }
 };
 
+struct StubSrqs : SrqTable {
+    SrqContext* srq(std::uint32_t) override { return nullptr; }
+};
+
 struct StubFetch : WorkQueueFetcher {
     int consumed = 0;
     void fetch_send(QpContext&, sim::Tick) override {}
@@ -285,7 +289,8 @@ TEST_CASE("responder on its own: sends, sequence errors, duplicates, RNR and a f
         StubDma dma;
         StubCompletions cq;
         StubErrors err;
-        Responder resp("responder", p, {tx, fetch, tr, dma, cq, err});
+        StubSrqs srqs;
+        Responder resp("responder", p, {tx, fetch, tr, dma, cq, err, srqs});
         packet::PacketPool pool;
         auto deliver = [&](QpContext& qp, std::uint8_t opcode, std::uint32_t psn, std::vector<std::uint8_t> data,
                            std::optional<packet::AtomicEth> atomic = std::nullopt) {
