@@ -266,7 +266,9 @@ int Driver::create_qp(std::uint32_t pdn, DriverCq* send_cq, DriverCq* recv_cq, c
                                (type == hca::QpType::Ud ? sizeof(hca::DatagramSeg) : sizeof(hca::RemoteAddrSeg)) +
                                (type == hca::QpType::XrcInitiator ? sizeof(hca::XrcSeg) : 0);
     const std::uint32_t body = std::max(qp->max_send_sge * 16u, (qp->max_inline + 15u) & ~15u);
-    qp->sq_log_stride = std::max<std::uint32_t>(6, log2_ceil(head + body));
+    // An atomic WQE has its own segment and one data segment.
+    const std::uint32_t atomic_wqe = head + sizeof(hca::AtomicSeg) + sizeof(DataSeg);
+    qp->sq_log_stride = std::max<std::uint32_t>(6, log2_ceil(std::max(head + body, atomic_wqe)));
     qp->sq_log_size = log2_ceil(std::max<std::uint32_t>(1, caps.max_send_wr));
     qp->rq_log_stride = std::max<std::uint32_t>(5, log2_ceil(16u + qp->max_recv_sge * 16u));
     qp->rq_log_size = log2_ceil(std::max<std::uint32_t>(1, caps.max_recv_wr));
@@ -427,6 +429,8 @@ int Driver::write_send_wqe(DriverQp& qp, const SendRequest& r) {
             off += sizeof as;
         }
     }
+    // The WQE must fit its slot.
+    if (off + (r.inline_data ? total : std::uint64_t{r.num_sge} * sizeof(DataSeg)) > stride) return EINVAL;
     if (r.inline_data) {
         // The CPU copies the payload into the WQE now; the buffer is free at once.
         ctrl.inline_bytes = static_cast<std::uint32_t>(total);

@@ -546,7 +546,8 @@ int sc_main(int argc, char** argv) {
          "lat/bw/msgrate: send, write, read, atomic_cas or atomic_fadd (default write, with --qp-type ud send); "
          "atomics: 8-byte messages, --qp-type rc only")
         ("qp-type", po::value(&c.qp_type),
-         "lat/bw/msgrate: rc, uc or ud (default rc); uc: send and write, ud: send only, messages up to the path MTU")
+         "lat/bw/msgrate: rc, uc, ud or xrc (default rc); uc: send and write, ud: send only, messages up to the "
+         "path MTU; xrc: every operation, each side's receives on one XRC SRQ")
         ("srq", po::bool_switch(&c.srq), "lat/bw/msgrate: every QP receives from one shared receive queue")
         ("post-list,l", po::value(&c.post_list),
          "bw/msgrate: work requests per ibv_post_send, linked, 1 to --tx-depth (bw default 1, msgrate 16); lat: 1 only")

@@ -40,7 +40,8 @@ QpType parse_qp_type(const std::string& s) {
     if (s == "rc") return QpType::Rc;
     if (s == "uc") return QpType::Uc;
     if (s == "ud") return QpType::Ud;
-    throw std::invalid_argument("unknown --qp-type '" + sim::printable(s) + "': expected rc, uc or ud");
+    if (s == "xrc") return QpType::Xrc;
+    throw std::invalid_argument("unknown --qp-type '" + sim::printable(s) + "': expected rc, uc, ud or xrc");
 }
 
 const char* qp_type_name(QpType t) {
@@ -48,6 +49,7 @@ const char* qp_type_name(QpType t) {
     case QpType::Rc: return "RC";
     case QpType::Uc: return "UC";
     case QpType::Ud: return "UD";
+    case QpType::Xrc: return "XRC";
     }
     return "?";
 }
@@ -130,7 +132,7 @@ void reap(ibv_cq* cq, int& outstanding) {
 }
 
 ibv_qp_type verbs_qp_type(QpType t) {
-    return t == QpType::Uc ? IBV_QPT_UC : t == QpType::Ud ? IBV_QPT_UD : IBV_QPT_RC;
+    return t == QpType::Uc ? IBV_QPT_UC : t == QpType::Ud ? IBV_QPT_UD : t == QpType::Xrc ? IBV_QPT_XRC_SEND : IBV_QPT_RC;
 }
 
 ibv_wr_opcode wr_opcode(Op op) {
@@ -152,6 +154,7 @@ struct Target {
     std::uint32_t rkey = 0;
     ibv_ah* ah = nullptr;  // UD
     std::uint32_t remote_qpn = 0;
+    std::uint32_t remote_srqn = 0;  // XRC
 };
 
 Target target_of(const RcEndpoint& ep, std::size_t q, ibv_wr_opcode opcode, std::uint64_t remote_addr) {
@@ -161,6 +164,7 @@ Target target_of(const RcEndpoint& ep, std::size_t q, ibv_wr_opcode opcode, std:
     t.rkey = ep.remote_rkey;
     t.ah = ep.ah;
     t.remote_qpn = ep.remote_qpn.empty() ? 0 : ep.remote_qpn[q];
+    t.remote_srqn = ep.remote_srqn;
     return t;
 }
 
@@ -174,6 +178,7 @@ void prepare(ibv_send_wr& wr, ibv_sge& sge, const Target& t, std::uint8_t* local
     wr.num_sge = 1;
     wr.opcode = t.opcode;
     wr.send_flags = flags;
+    wr.qp_type.xrc.remote_srqn = t.remote_srqn;
     if (t.ah) {
         wr.wr.ud.ah = t.ah;
         wr.wr.ud.remote_qpn = t.remote_qpn;
@@ -220,7 +225,7 @@ std::unique_ptr<RcEndpoint> open_endpoint(Host& h, const EndpointOptions& eo, Op
         ep = std::make_unique<RcEndpoint>(h, eo);
     } catch (const EndpointUnsupported& e) {
         using F = EndpointUnsupported::Feature;
-        const char* qp_type = eo.qp_type == IBV_QPT_UC ? "uc" : "ud";
+        const char* qp_type = eo.qp_type == IBV_QPT_UC ? "uc" : eo.qp_type == IBV_QPT_XRC_SEND ? "xrc" : "ud";
         why = e.feature == F::Srq       ? std::string("--srq is not available: ") + e.what()
               : e.feature == F::Atomics ? std::string("--op ") + op_name(op) + " is not available: " + e.what()
                                         : std::string("--qp-type ") + qp_type + " is not available: " + e.what();
@@ -400,8 +405,8 @@ EndpointOptions bandwidth_endpoint(const BandwidthOptions& opt, const sim::Confi
     // device's queues hold.
     const std::uint64_t max_qp_wr = hca::HcaParams::from(cfg).max_qp_wr;
     eo.max_recv_wr = static_cast<std::uint32_t>(std::min<std::uint64_t>(2 * static_cast<std::uint64_t>(opt.tx_depth), max_qp_wr));
-    // One shared receive queue holds the receives of every QP.
-    if (opt.srq)
+    // One shared receive queue holds the receives of every QP (XRC: always).
+    if (opt.srq || opt.qp_type == QpType::Xrc)
         eo.max_recv_wr = static_cast<std::uint32_t>(std::min<std::uint64_t>(
             2 * static_cast<std::uint64_t>(opt.tx_depth) * static_cast<std::uint64_t>(std::max(opt.qps, 1)),
             hca::HcaParams::from(cfg).max_srq_wr));

@@ -20,9 +20,9 @@ inline bool is_atomic(Op op) { return op == Op::AtomicCas || op == Op::AtomicFad
 inline constexpr std::uint32_t kAtomicBytes = 8;
 
 // The transport service of the workload's QPs (perftest's -c).
-enum class QpType { Rc, Uc, Ud };
+enum class QpType { Rc, Uc, Ud, Xrc };
 QpType parse_qp_type(const std::string& s);
-const char* qp_type_name(QpType t);  // "RC", "UC", "UD"
+const char* qp_type_name(QpType t);  // "RC", "UC", "UD", "XRC"
 // What a QP type cannot do, as a sentence naming the options, or "" when
 // it can: "--op write is not available with --qp-type ud (UD has SEND only)".
 std::string qp_type_refusal(QpType t, Op op);

@@ -1,5 +1,7 @@
 #include "testbench/workloads/rc_endpoint.hpp"
 
+#include <fcntl.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -9,7 +11,9 @@ namespace hcasim::testbench {
 
 namespace {
 
-const char* qp_type_text(ibv_qp_type t) { return t == IBV_QPT_RC ? "RC" : t == IBV_QPT_UC ? "UC" : t == IBV_QPT_UD ? "UD" : "?"; }
+const char* qp_type_text(ibv_qp_type t) {
+    return t == IBV_QPT_RC ? "RC" : t == IBV_QPT_UC ? "UC" : t == IBV_QPT_UD ? "UD" : t == IBV_QPT_XRC_SEND ? "XRC_SEND" : "?";
+}
 
 }  // namespace
 
@@ -70,6 +74,10 @@ void RcEndpoint::open() {
                                       "atomic operations");
     }
     mr = need(ibv_reg_mr(pd, buf, opt.buffer_bytes, opt.access), "ibv_reg_mr");
+    if (opt.qp_type == IBV_QPT_XRC_SEND) {
+        open_xrc();
+        return;
+    }
     if (opt.srq) {
         ibv_srq_init_attr sa{};
         sa.attr.max_wr = opt.max_recv_wr;
@@ -99,6 +107,45 @@ void RcEndpoint::open() {
     }
 }
 
+// XRC: a private domain, one XRC SRQ on the receive CQ, and per
+// connection an initiator and a target QP.
+void RcEndpoint::open_xrc() {
+    const EndpointOptions& opt = m_opt;
+    ibv_xrcd_init_attr xa{};
+    xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+    xa.fd = -1;
+    xa.oflags = O_CREAT;
+    xrcd = ibv_open_xrcd(ctx, &xa);
+    if (!xrcd && (errno == EOPNOTSUPP || errno == ENOSYS))
+        throw EndpointUnsupported(EndpointUnsupported::Feature::QpType, "ibv_open_xrcd failed: Operation not supported");
+    need(xrcd, "ibv_open_xrcd");
+    ibv_srq_init_attr_ex sa{};
+    sa.attr.max_wr = opt.max_recv_wr;
+    sa.attr.max_sge = opt.max_sge;
+    sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_PD;
+    sa.srq_type = IBV_SRQT_XRC;
+    sa.xrcd = xrcd;
+    sa.cq = recv_cq;
+    sa.pd = pd;
+    srq = need(ibv_create_srq_ex(ctx, &sa), "ibv_create_srq_ex");
+    for (int i = 0; i < opt.qps; ++i) {
+        ibv_qp_init_attr_ex init{};
+        init.qp_type = IBV_QPT_XRC_SEND;
+        init.send_cq = send_cq;
+        init.cap.max_send_wr = opt.max_send_wr;
+        init.cap.max_send_sge = opt.max_sge;
+        init.cap.max_inline_data = opt.max_inline;
+        init.comp_mask = IBV_QP_INIT_ATTR_PD;
+        init.pd = pd;
+        qps.push_back(need(ibv_create_qp_ex(ctx, &init), "ibv_create_qp_ex(XRC_SEND)"));
+        init = ibv_qp_init_attr_ex{};
+        init.qp_type = IBV_QPT_XRC_RECV;
+        init.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+        init.xrcd = xrcd;
+        xrc_targets.push_back(need(ibv_create_qp_ex(ctx, &init), "ibv_create_qp_ex(XRC_RECV)"));
+    }
+}
+
 void RcEndpoint::post_recv(std::size_t q, ibv_recv_wr* wr) {
     ibv_recv_wr* bad = nullptr;
     if (srq) check(ibv_post_srq_recv(srq, wr, &bad), "ibv_post_srq_recv");
@@ -110,8 +157,11 @@ RcEndpoint::~RcEndpoint() { release(); }
 void RcEndpoint::release() {
     for (ibv_qp* q : qps) ibv_destroy_qp(q);
     qps.clear();
+    for (ibv_qp* q : xrc_targets) ibv_destroy_qp(q);
+    xrc_targets.clear();
     if (ah) ibv_destroy_ah(ah);
     if (srq) ibv_destroy_srq(srq);
+    if (xrcd) ibv_close_xrcd(xrcd);
     if (mr) ibv_dereg_mr(mr);
     if (send_cq) ibv_destroy_cq(send_cq);
     if (recv_cq) ibv_destroy_cq(recv_cq);
@@ -124,7 +174,8 @@ void RcEndpoint::release() {
 void RcEndpoint::connect(const std::string& tag, int peer_index) {
     ibv_port_attr port{};
     check(ibv_query_port(ctx, 1, &port), "ibv_query_port");
-    std::vector<std::uint8_t> mine(sizeof(PeerInfo) + sizeof(std::uint32_t) * qps.size());
+    const bool xrc = m_opt.qp_type == IBV_QPT_XRC_SEND;
+    std::vector<std::uint8_t> mine(sizeof(PeerInfo) + sizeof(std::uint32_t) * 2 * qps.size());
     auto* info = reinterpret_cast<PeerInfo*>(mine.data());
     info->lid = port.lid;
     info->psn = 0x1000u * static_cast<std::uint32_t>(m_host.index() + 1);
@@ -132,6 +183,10 @@ void RcEndpoint::connect(const std::string& tag, int peer_index) {
     info->rkey = mr->rkey;
     info->nqps = static_cast<std::uint32_t>(qps.size());
     for (std::size_t i = 0; i < qps.size(); ++i) info->qpn[i] = qps[i]->qp_num;
+    if (xrc) {
+        check(ibv_get_srq_num(srq, &info->srqn), "ibv_get_srq_num");
+        for (std::size_t i = 0; i < qps.size(); ++i) info->qpn[qps.size() + i] = xrc_targets[i]->qp_num;
+    }
     m_host.put(tag + "/" + std::to_string(m_host.index()), mine);
     const std::vector<std::uint8_t> theirs_bytes = m_host.get(tag + "/" + std::to_string(peer_index));
     const auto* theirs = reinterpret_cast<const PeerInfo*>(theirs_bytes.data());
@@ -145,6 +200,16 @@ void RcEndpoint::connect(const std::string& tag, int peer_index) {
         aa.dlid = theirs->lid;
         aa.port_num = 1;
         ah = need(ibv_create_ah(pd, &aa), "ibv_create_ah");
+    }
+    if (xrc) {
+        // Our initiator i sends to the peer's target i; our target i takes the
+        // requests of the peer's initiator i.
+        remote_srqn = theirs->srqn;
+        for (std::size_t i = 0; i < qps.size(); ++i) {
+            connect_connected(qps[i], theirs->lid, theirs->qpn[theirs->nqps + i], theirs->psn, info->psn);
+            connect_connected(xrc_targets[i], theirs->lid, theirs->qpn[i], theirs->psn, info->psn);
+        }
+        return;
     }
     for (std::size_t i = 0; i < qps.size(); ++i) {
         if (m_opt.qp_type == IBV_QPT_UD) connect_ud(qps[i], info->psn);
@@ -173,7 +238,9 @@ void RcEndpoint::connect_ud(ibv_qp* qp, std::uint32_t sq_psn) {
 // acknowledgements and so no timers, retries or read/atomic depths.
 void RcEndpoint::connect_connected(ibv_qp* qp, std::uint16_t dlid, std::uint32_t dest_qpn, std::uint32_t rq_psn,
                                    std::uint32_t sq_psn) {
-    const bool rc = m_opt.qp_type == IBV_QPT_RC;
+    // XRC initiators have RC's send attributes, targets its receive ones.
+    const bool xrc_ini = qp->qp_type == IBV_QPT_XRC_SEND, xrc_tgt = qp->qp_type == IBV_QPT_XRC_RECV;
+    const bool rc = m_opt.qp_type == IBV_QPT_RC || xrc_ini || xrc_tgt;
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
@@ -191,7 +258,7 @@ void RcEndpoint::connect_connected(ibv_qp* qp, std::uint16_t dlid, std::uint32_t
     a.ah_attr.dlid = dlid;
     a.ah_attr.port_num = 1;
     int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-    if (rc) {
+    if (rc && !xrc_ini) {
         a.max_dest_rd_atomic = m_opt.max_rd_atomic;
         a.min_rnr_timer = m_opt.min_rnr_timer;
         rtr |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -203,10 +270,13 @@ void RcEndpoint::connect_connected(ibv_qp* qp, std::uint16_t dlid, std::uint32_t
     int rts = IBV_QP_STATE | IBV_QP_SQ_PSN;
     if (rc) {
         a.timeout = 14;
+        rts |= IBV_QP_TIMEOUT;
+    }
+    if (rc && !xrc_tgt) {
         a.retry_cnt = 7;
         a.rnr_retry = m_opt.rnr_retry;
         a.max_rd_atomic = m_opt.max_rd_atomic;
-        rts |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+        rts |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
     }
     check(ibv_modify_qp(qp, &a, rts), "ibv_modify_qp(RTS)");
 }

@@ -1,6 +1,6 @@
 // Verbs set-up shared by workloads and tests: open the device, allocate a PD,
-// CQs, QPs (RC unless asked for UC or UD), optionally one shared receive
-// queue, and a registered buffer; exchange connection data with the peer
+// CQs, QPs (RC unless asked for UC, UD or XRC), optionally one shared
+// receive queue, and a registered buffer; exchange connection data with the peer
 // program out of band and bring the QPs to RTS, as perftest does.
 #pragma once
 
@@ -29,6 +29,9 @@ struct EndpointOptions {
     std::uint8_t max_rd_atomic = 16;
     std::uint8_t min_rnr_timer = 1;   // 0.01 ms
     std::uint8_t rnr_retry = 7;       // retry forever
+    // IBV_QPT_XRC_SEND: XRC, as perftest's -c XRC: each side has an XRC
+    // domain with one XRC SRQ, an initiator QP per connection (qps) and a
+    // target QP the peer's initiator connects to (xrc_targets).
     ibv_qp_type qp_type = IBV_QPT_RC;
     std::uint32_t qkey = 0x11111111;  // UD: the Q_Key both sides use
     bool srq = false;                 // every QP receives from one SRQ of max_recv_wr entries
@@ -48,8 +51,9 @@ struct PeerInfo {
     std::uint32_t psn;
     std::uint64_t addr;
     std::uint32_t rkey;
+    std::uint32_t srqn;    // XRC: the SRQ requests name
     std::uint32_t nqps;
-    std::uint32_t qpn[1];  // followed by nqps - 1 more
+    std::uint32_t qpn[1];  // followed by nqps - 1 more, then (XRC) the nqps target QPs
 };
 
 class RcEndpoint {
@@ -77,6 +81,9 @@ public:
     ibv_cq* recv_cq = nullptr;
     std::vector<ibv_qp*> qps;
     ibv_srq* srq = nullptr;
+    ibv_xrcd* xrcd = nullptr;             // XRC
+    std::vector<ibv_qp*> xrc_targets;     // XRC: the peer's initiators connect to these
+    std::uint32_t remote_srqn = 0;        // XRC: the peer's SRQ
     ibv_ah* ah = nullptr;                 // UD: to the peer's port
     std::vector<std::uint32_t> remote_qpn;  // the peer's QP of each of ours
     std::uint8_t* buf = nullptr;
@@ -91,6 +98,7 @@ private:
     void connect_ud(ibv_qp* qp, std::uint32_t sq_psn);
     void connect_connected(ibv_qp* qp, std::uint16_t dlid, std::uint32_t dest_qpn, std::uint32_t rq_psn,
                            std::uint32_t sq_psn);
+    void open_xrc();
 
     Host& m_host;
     EndpointOptions m_opt;
