@@ -41,6 +41,20 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     return err;
 }
 
+// The libibverbs object of an SRQ the driver created; a limit given at
+// creation is armed at once.
+ibv_srq* finish_srq(SimSrq* srq, ibv_pd* pd, void* srq_context, std::uint32_t limit) {
+    if (limit) drv(pd->context)->arm_srq(*srq->dsrq, limit);
+    srq->dsrq->user_context = &srq->srq;
+    srq->srq.context = pd->context;
+    srq->srq.srq_context = srq_context;
+    srq->srq.pd = pd;
+    srq->srq.handle = srq->dsrq->srqn;
+    pthread_mutex_init(&srq->srq.mutex, nullptr);
+    pthread_cond_init(&srq->srq.cond, nullptr);
+    return &srq->srq;
+}
+
 }  // namespace hcasim::verbs
 
 struct ibv_srq* ibv_create_srq(struct ibv_pd* pd, struct ibv_srq_init_attr* init) {
@@ -56,17 +70,9 @@ struct ibv_srq* ibv_create_srq(struct ibv_pd* pd, struct ibv_srq_init_attr* init
         delete srq;
         return fail<ibv_srq>(err);
     }
-    if (init->attr.srq_limit) d->arm_srq(*srq->dsrq, init->attr.srq_limit);
     init->attr.max_wr = max_wr;
     init->attr.max_sge = max_sge;
-    srq->dsrq->user_context = &srq->srq;
-    srq->srq.context = pd->context;
-    srq->srq.srq_context = init->srq_context;
-    srq->srq.pd = pd;
-    srq->srq.handle = srq->dsrq->srqn;
-    pthread_mutex_init(&srq->srq.mutex, nullptr);
-    pthread_cond_init(&srq->srq.cond, nullptr);
-    return &srq->srq;
+    return finish_srq(srq, pd, init->srq_context, init->attr.srq_limit);
 }
 
 int ibv_modify_srq(struct ibv_srq* ibsrq, struct ibv_srq_attr* attr, int mask) {
@@ -181,17 +187,9 @@ ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* a) {
         delete srq;
         return fail<ibv_srq>(err);
     }
-    if (a->attr.srq_limit) d->arm_srq(*srq->dsrq, a->attr.srq_limit);
     a->attr.max_wr = max_wr;
     a->attr.max_sge = max_sge;
-    srq->dsrq->user_context = &srq->srq;
-    srq->srq.context = context;
-    srq->srq.srq_context = a->srq_context;
-    srq->srq.pd = a->pd;
-    srq->srq.handle = srq->dsrq->srqn;
-    pthread_mutex_init(&srq->srq.mutex, nullptr);
-    pthread_cond_init(&srq->srq.cond, nullptr);
-    return &srq->srq;
+    return finish_srq(srq, a->pd, a->srq_context, a->attr.srq_limit);
 }
 
 int get_srq_num(ibv_srq* srq, std::uint32_t* num) {
