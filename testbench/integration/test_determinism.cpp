@@ -115,6 +115,19 @@ TEST_CASE("hcasim bw run twice prints byte-identical csv with the bandwidth head
     CHECK(l[2].rfind("65536,200,", 0) == 0);
 }
 
+TEST_CASE("hcasim runs on a shared receive queue and over XRC print byte-identical csv twice", "[determinism][cli]") {
+    for (const char* args : {"bw --op send --srq --qps 8 --sizes 64,8192 --iters 100 --format csv",
+                             "bw --qp-type xrc --op send --qps 4 --sizes 64,8192 --iters 100 --format csv",
+                             "lat --qp-type xrc --op read --sizes 8,4096 --iters 50 --format csv"}) {
+        INFO("hcasim " << args);
+        const CommandResult a = run_hcasim(args);
+        const CommandResult b = run_hcasim(args);
+        CHECK(a.exit_code == 0);
+        CHECK(a.out == b.out);
+        CHECK(lines(a.out).size() == 3);
+    }
+}
+
 TEST_CASE("every csv row has one value per header column and the values are numbers", "[determinism][cli]") {
     for (const char* args : {"lat --sizes 2,1024 --iters 20 --format csv", "bw --sizes 2,1024 --iters 100 --format csv"}) {
         INFO(args);
