@@ -36,9 +36,16 @@ CmAgent::CmAgent(const sc_core::sc_module_name& name, const sim::Config& cfg, hc
       m_processing(static_cast<sim::Tick>(cfg.get_real("fw.cm_processing_us") * sim::kPsPerUs)),
       m_response_timeout(static_cast<sim::Tick>(cfg.get_real("fw.cm_response_timeout_us") * sim::kPsPerUs)),
       m_max_retries(static_cast<std::uint32_t>(cfg.get_int("fw.cm_max_retries"))),
-      m_cpu(&m_clock) {
-    m_hca.set_mad_handler([this](const packet::Parsed& p, const std::uint8_t* payload, sim::Tick t) {
-        receive(p, payload, t);
+      m_cpu(&m_clock),
+      m_qp1(hca, *this) {}
+
+void CmAgent::cqe_written(std::uint32_t, sim::Tick visible) {
+    // The firmware looks at its CQ on the clock edge after the CQE landed.
+    const sim::Tick t = m_clock.edge_at_or_after(visible + m_clock.cycles(1));
+    at(t, [this, t]() {
+        m_qp1.drain([this](std::uint16_t slid, const std::uint8_t* mad, std::uint32_t len,
+                           sim::Tick at_t) { receive(slid, mad, len, at_t); },
+                    t);
     });
 }
 
@@ -60,30 +67,24 @@ CmMessage CmAgent::describe(const ViEndpoint& v) const {
 }
 
 void CmAgent::send(const CmMessage& m, std::uint16_t dlid, sim::Tick t) {
-    packet::Headers h;
-    h.lrh.dlid = dlid;
-    h.lrh.slid = m_hca.port().lid();
-    h.bth.opcode = static_cast<std::uint8_t>(packet::Opcode::UdSendOnly);
-    h.bth.dest_qp = 1;
-    h.bth.psn = m_tx_psn = (m_tx_psn + 1) & hca::kPsnMask;
-    h.deth = packet::Deth{packet::kGsiQkey, 1};
     std::uint8_t mad[packet::kMadBytes];
     packet::encode(m, mad);
-    auto pkt = m_pool.make(packet::wire_bytes(h, packet::kMadBytes));
-    packet::build(h, mad, packet::kMadBytes, pkt->bytes.data());
+    // Through QP1 like any UD send, on the firmware's own clock edge. A full
+    // send queue loses the datagram; the CM's resends cover it.
+    if (!m_qp1.send(mad, dlid, m_clock.edge_at_or_after(t))) {
+        counter("dropped_send_queue_full")++;
+        return;
+    }
     counter("sent")++;
-    // The firmware sends on its own clock edge.
-    m_hca.port().transmit(std::move(pkt), m_clock.edge_at_or_after(t));
 }
 
-void CmAgent::receive(const packet::Parsed& p, const std::uint8_t* payload, sim::Tick t) {
+void CmAgent::receive(std::uint16_t slid, const std::uint8_t* mad, std::uint32_t len, sim::Tick t) {
     CmMessage m;
-    if (!p.h.deth || p.h.deth->qkey != packet::kGsiQkey || !packet::decode(payload, p.payload_len, m)) {
+    if (!packet::decode(mad, len, m)) {
         counter("dropped_malformed")++;
         return;
     }
     counter("received")++;
-    const std::uint16_t slid = p.h.lrh.slid;
     // Datagrams enter the agent one per cycle; each is then handled after
     // fw.cm_processing_us (handling of different datagrams may overlap).
     const sim::Tick done = m_cpu.reserve(t, 1).end + m_processing;

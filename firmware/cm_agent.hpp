@@ -15,6 +15,7 @@
 #include <map>
 
 #include "firmware/command_interface.hpp"
+#include "firmware/management_qp.hpp"
 #include "model/packet/cm_mad.hpp"
 #include "model/packet/ib_packet.hpp"
 #include "model/packet/packet.hpp"
@@ -50,7 +51,7 @@ struct ViEndpoint {
 // The attributes that must match for two VIs to connect.
 CmResult match(const ViEndpoint& local, const ViEndpoint& remote);
 
-class CmAgent : public sim::Block {
+class CmAgent : public sim::Block, public hca::CqeListener {
 public:
     using Notify = std::function<void()>;
 
@@ -114,7 +115,8 @@ private:
         std::uint32_t remote_qpn;
     };
 
-    void receive(const packet::Parsed& p, const std::uint8_t* payload, sim::Tick t);
+    void cqe_written(std::uint32_t cqn, sim::Tick visible) override;
+    void receive(std::uint16_t slid, const std::uint8_t* mad, std::uint32_t len, sim::Tick t);
     void handle(const packet::CmMessage& m, std::uint16_t slid, sim::Tick t);
     void send(const packet::CmMessage& m, std::uint16_t dlid, sim::Tick t);
     void send_request(Connect& c, sim::Tick t);
@@ -136,10 +138,9 @@ private:
     std::map<std::uint32_t, Link> m_links;        // connected VIs: where their peer is
     std::uint32_t m_next_id = 1;
     std::uint32_t m_psn_seed = 0x1234;
-    std::uint32_t m_tx_psn = 0;
     std::function<void(std::uint32_t)> m_lost;
     sim::Timeline m_cpu;
-    packet::PacketPool m_pool;
+    ManagementQp m_qp1;
 };
 
 }  // namespace hcasim::firmware

@@ -294,7 +294,7 @@ private:
     std::map<std::uint32_t, XrcDomain> m_xrcds;
     std::uint32_t m_next_xrcd = 1;
     std::uint32_t m_next_pdn = 1;
-    std::uint32_t m_next_cqn = 1;
+    std::uint32_t m_next_cqn = 2;  // CQ 1 is the firmware's (its QP1)
     std::uint32_t m_next_qpn = 0x48;
     std::deque<AsyncEventRecord> m_async;
     sc_core::sc_event m_async_arrived;

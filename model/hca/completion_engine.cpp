@@ -42,6 +42,7 @@ bool CompletionEngine::post(sim::Tick t, std::uint32_t cqn, Cqe cqe) {
     const sim::Tick visible = m_hca.dma().write(ready, cq->ring + static_cast<std::uint64_t>(slot) * sizeof(Cqe), &cqe,
                                                 sizeof(Cqe));
     counter("cqes")++;
+    if (cq->listener) cq->listener->cqe_written(cqn, visible);
     if (cq->armed && (!cq->armed_solicited || (cqe.flags & kCqeSolicited) || cqe.status != 0)) {
         cq->armed = false;
         m_hca.raise_completion(visible, cqn);

@@ -45,6 +45,19 @@ struct DmaSpan {
     std::uint32_t len;
 };
 
+// Who is told of each CQE written to a CQ the firmware itself owns (its
+// QP1's), instead of a completion interrupt to the host.
+class CqeListener {
+public:
+    virtual ~CqeListener() = default;
+    // The CQE is in the ring from visible on.
+    virtual void cqe_written(std::uint32_t cqn, sim::Tick visible) = 0;
+};
+
+// The firmware's protection domain: the only one that may use the reserved
+// L_Key. The driver numbers its PDs from 1.
+inline constexpr std::uint32_t kFirmwarePd = 0;
+
 struct CqContext {
     bool valid = false;
     std::uint32_t cqn = 0;
@@ -56,6 +69,7 @@ struct CqContext {
     bool armed = false;
     bool armed_solicited = false;
     bool overrun = false;
+    CqeListener* listener = nullptr;  // a firmware-owned CQ
     std::uint32_t entries() const { return 1u << log_size; }
 };
 

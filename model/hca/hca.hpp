@@ -72,10 +72,6 @@ public:
     // error state and a catastrophic error is reported.
     void fail_catastrophically(sim::Tick t);
 
-    // The subnet management agent side of QP1: management datagrams
-    // (connection management) arriving at the port go to this handler.
-    using MadHandler = RxPipeline::MadHandler;
-    void set_mad_handler(MadHandler h) { m_rx.set_mad_handler(std::move(h)); }
 
     // Moves a QP to the error state: every posted WQE of both queues
     // completes with a flush error, in order, after those already done.

@@ -86,6 +86,12 @@ struct XrcSeg {
 };
 static_assert(sizeof(XrcSeg) == 16, "XRC segment is 16 bytes");
 
+// The reserved L_Key: a data segment under it holds a bus address, not a
+// registered virtual one. Only the firmware's QPs may use it (IBA 10.6.3.4's
+// privileged reserved L_Key); any other protection domain gets a protection
+// error. Its index (0) is one no region ever has.
+inline constexpr std::uint32_t kReservedLkey = 0x000000ff;
+
 struct DataSeg {
     std::uint64_t addr;
     std::uint32_t lkey;

@@ -41,12 +41,6 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t) {
         counter("dropped_wrong_dgid")++;
         return;
     }
-    if (p.h.bth.dest_qp == 1 && p.h.bth.opcode == static_cast<std::uint8_t>(packet::Opcode::UdSendOnly)) {
-        // QP1: a management datagram for the firmware's agents.
-        counter("mads")++;
-        if (m_mad_handler) m_mad_handler(p, pkt->bytes.data() + p.payload_offset, done);
-        return;
-    }
     QpContext* qp = m_w.qps.qp(p.h.bth.dest_qp);
     if (!qp) {
         counter("dropped_unknown_qp")++;

@@ -25,21 +25,17 @@ public:
         pcie::PcieHostInterface& pcie;
         Port& port;
     };
-    using MadHandler = std::function<void(const packet::Parsed&, const std::uint8_t* payload, sim::Tick t)>;
 
     RxPipeline(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w);
 
     // The port delivers a whole packet at t.
     void receive(packet::PacketPtr pkt, sim::Tick t);
-    // Management datagrams (connection management) for QP1 go here.
-    void set_mad_handler(MadHandler h) { m_mad_handler = std::move(h); }
 
 private:
     Wiring m_w;
     HcaParams m_p;
     sim::Timeline m_pipe;
     sim::Tick m_backlog_slack = 0;
-    MadHandler m_mad_handler;
     // Hot counters, looked up once.
     std::uint64_t* m_n_packets = nullptr;
 };

@@ -127,6 +127,16 @@ Translation TranslationUnit::translate(sim::Tick t, std::uint32_t key, std::uint
                                        std::uint64_t len, std::uint32_t access, std::vector<DmaSpan>& out) {
     Translation r;
     r.ready = m_pipe.reserve(t, m_cycles).end;
+    if (key == kReservedLkey) {
+        // Physical addressing: no MPT entry or page translation to look up.
+        if (pdn != kFirmwarePd) {
+            counter("protection_errors")++;
+            r.status = Protection::BadKey;
+            return r;
+        }
+        if (len) out.push_back({va, static_cast<std::uint32_t>(len)});
+        return r;
+    }
     // The MPT entry is needed even to reject the key.
     if (!m_mpt.access(key >> 8)) {
         counter("mpt_misses")++;

@@ -703,3 +703,89 @@ TEST_CASE("ibv_create_ah with dlid 0, port 2 or an sgid_index past the gid table
 }
 
 }  // namespace hcasim::test
+
+namespace hcasim::test {
+
+// ---------------------------------------------------------------------------
+// QP1 is a UD QP like the others: the firmware's CM agent owns it.
+
+TEST_CASE("a datagram to qp1 goes through the ud path: a wrong q_key is dropped, a malformed mad reaches the cm agent "
+          "and is refused there",
+          "[ud][qp1]") {
+    const auto res = run_pair(
+        {},
+        [](Host& h, Record& rec) {
+            Side s(h, ud_side());
+            // A Q_Key with bit 31 set is a controlled one: a send gets it only
+            // as its QP's own (IBA 10.2.5), which this QP is given.
+            ConnOptions c;
+            c.qkey = 0x80010000;
+            s.connect("qp1", 1, c);
+            std::memset(s.buf, 0xee, 256);  // no CM MAD: the wrong class
+            ibv_send_wr wr{};
+            ibv_sge sg = s.sge(0, 256);
+            wr.sg_list = &sg;
+            wr.num_sge = 1;
+            wr.opcode = IBV_WR_SEND;
+            wr.send_flags = IBV_SEND_SIGNALED;
+            wr.wr.ud.ah = s.ah;
+            wr.wr.ud.remote_qpn = 1;
+            ibv_send_wr* bad = nullptr;
+            wr.wr.ud.remote_qkey = 0x1234;  // not the GSI Q_Key
+            need_rc(ibv_post_send(s.qps[0], &wr, &bad), "ibv_post_send");
+            s.poll_ok(s.send_cq, 1, "send with the wrong q_key");
+            wr.wr.ud.remote_qkey = 0x80010000;
+            need_rc(ibv_post_send(s.qps[0], &wr, &bad), "ibv_post_send");
+            s.poll_ok(s.send_cq, 1, "send with the gsi q_key");
+            h.sleep(50 * sim::kPsPerUs);
+            rec.num("bad_qkey", static_cast<long long>(counter(h, "node1.hca.responder.dropped_bad_qkey")));
+            rec.num("malformed", static_cast<long long>(counter(h, "node1.cm_agent.dropped_malformed")));
+            h.barrier("end");
+            s.close();
+        },
+        [](Host& h, Record& rec) {
+            Side s(h, ud_side());
+            s.connect("qp1", 0);
+            h.barrier("end");
+            rec.num("done", 1);
+            s.close();
+        });
+    INFO(res.error);
+    REQUIRE(res.ok);
+    CHECK(res.num("bad_qkey") == 1);
+    CHECK(res.num("malformed") == 1);
+}
+
+TEST_CASE("a consumer's work request under the reserved l_key fails with a local protection error", "[ud][qp1]") {
+    const auto res = run_pair(
+        {},
+        [](Host& h, Record& rec) {
+            SideOptions o;
+            Side s(h, o);
+            s.connect("rsvd", 1);
+            ibv_send_wr wr{};
+            ibv_sge sg{reinterpret_cast<std::uintptr_t>(s.buf), 64, 0xff};
+            wr.sg_list = &sg;
+            wr.num_sge = 1;
+            wr.opcode = IBV_WR_RDMA_WRITE;
+            wr.send_flags = IBV_SEND_SIGNALED;
+            wr.wr.rdma.remote_addr = s.remote_addr;
+            wr.wr.rdma.rkey = s.remote_rkey;
+            ibv_send_wr* bad = nullptr;
+            need_rc(ibv_post_send(s.qps[0], &wr, &bad), "ibv_post_send");
+            const auto w = s.poll(s.send_cq, 1);
+            rec.num("status", w.empty() ? -1 : static_cast<int>(w[0].status));
+            h.barrier("end");
+        },
+        [](Host& h, Record&) {
+            SideOptions o;
+            Side s(h, o);
+            s.connect("rsvd", 0);
+            h.barrier("end");
+        });
+    INFO(res.error);
+    REQUIRE(res.ok);
+    CHECK(res.num("status") == IBV_WC_LOC_PROT_ERR);
+}
+
+}  // namespace hcasim::test

@@ -135,6 +135,7 @@ std::string System::counters() const {
     for (const auto& n : m_nodes) {
         std::vector<sim::Block*> blocks = n->hca().blocks();
         blocks.push_back(&n->pcie());
+        blocks.push_back(&n->cm());
         for (const sim::Block* b : blocks)
             for (const auto& [k, v] : b->counters()) os << b->path() << "." << k << " = " << v << "\n";
     }
@@ -147,6 +148,7 @@ std::uint64_t System::counter(const std::string& path) const {
     for (const auto& n : m_nodes) {
         std::vector<sim::Block*> blocks = n->hca().blocks();
         blocks.push_back(&n->pcie());
+        blocks.push_back(&n->cm());
         for (const sim::Block* b : blocks) {
             if (path.rfind(b->path() + ".", 0) != 0) continue;
             auto it = b->counters().find(path.substr(b->path().size() + 1));
