@@ -49,10 +49,11 @@ TEST_CASE("opcode table: every opcode the packet layer accepts has a matching en
         CHECK(i.payload == l.payload);
         CHECK(i.has(kHdrAtomicEth) == l.atomic_eth);
         CHECK(i.has(kHdrAtomicAckEth) == l.atomic_ack_eth);
+        CHECK(i.has(kHdrIeth) == l.ieth);
         // Headers the packet layer cannot express are on no supported opcode.
-        CHECK((i.headers & (kHdrRdeth | kHdrXrceth | kHdrIeth)) == 0);
+        CHECK((i.headers & (kHdrRdeth | kHdrXrceth)) == 0);
     }
-    CHECK(supported == 35);  // RC 21, UC 12, UD 2
+    CHECK(supported == 37);  // RC 23, UC 12, UD 2
 }
 
 TEST_CASE("opcode table: built and parsed packets carry exactly the headers the table lists", "[packet][unit]") {
@@ -74,6 +75,7 @@ TEST_CASE("opcode table: built and parsed packets carry exactly the headers the 
         h.reth = Reth{0x1000, 0x33, 64};
         h.aeth = Aeth{kAethAck, 9};
         h.immdt = 0xabcdef01u;
+        h.ieth = 0x12345678u;
         const std::size_t payload_len = info.payload ? 12 : 0;
         std::vector<std::uint8_t> payload(payload_len, 0x5a);
         std::vector<std::uint8_t> buf(wire_bytes(h, payload_len));
@@ -86,6 +88,8 @@ TEST_CASE("opcode table: built and parsed packets carry exactly the headers the 
         CHECK(p.h.reth.has_value() == info.has(kHdrReth));
         CHECK(p.h.aeth.has_value() == info.has(kHdrAeth));
         CHECK(p.h.immdt.has_value() == info.has(kHdrImmDt));
+        CHECK(p.h.ieth.has_value() == info.has(kHdrIeth));
+        if (p.h.ieth) CHECK(*p.h.ieth == 0x12345678u);
         CHECK(p.payload_len == payload_len);
         CHECK(header_bytes(h) == kLrhBytes + kBthBytes + extension_header_bytes(info));
         CHECK(p.payload_offset == kLrhBytes + kBthBytes + extension_header_bytes(info));
