@@ -228,6 +228,17 @@ bool CommandInterface::deregister_mr(std::uint32_t key) {
     return m_hca.mpt().remove(key);
 }
 
+std::uint32_t CommandInterface::alloc_window(std::uint32_t pdn, hca::MptKind kind) {
+    execute();
+    return m_hca.mpt().add_window(pdn, kind);
+}
+
+bool CommandInterface::free_window(std::uint32_t key) {
+    execute();
+    m_hca.translation().invalidate(key);
+    return m_hca.mpt().remove_window(key);
+}
+
 bool CommandInterface::create_srq(std::uint32_t srqn, const SrqRing& r) {
     execute();
     hca::SrqContext& srq = m_hca.srqs().install(srqn);

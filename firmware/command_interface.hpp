@@ -120,7 +120,13 @@ public:
     // Changes a VI's reliability level, transfer size, tag and RDMA rights (Idle VIs).
     bool modify_vi(std::uint32_t qpn, hca::ViReliability rel, std::uint32_t max_transfer, std::uint32_t pdn,
                    std::uint32_t access, std::uint8_t sl);
+    // Refused (false) while memory windows are bound to the region.
     bool deregister_mr(std::uint32_t key);
+    // Memory windows: a new one (hca::MptKind::Window1 or Window2) in pdn,
+    // unbound; returns its key, or 0 when the protection table is full.
+    std::uint32_t alloc_window(std::uint32_t pdn, hca::MptKind kind);
+    // Frees a window, bound or not: its key is invalid from then on.
+    bool free_window(std::uint32_t key);
 
     // Shared receive queues.
     bool create_srq(std::uint32_t srqn, const SrqRing& ring);

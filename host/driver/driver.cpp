@@ -93,10 +93,30 @@ int Driver::dereg_mr(std::uint32_t key) {
     control_call();
     auto it = m_regions.find(key);
     if (it == m_regions.end()) return EINVAL;
-    m_fw.deregister_mr(key);
+    if (!m_fw.deregister_mr(key)) return EBUSY;  // memory windows are bound to it
     for (const std::uint64_t bus : it->second.mappings) m_hca.pcie().memory().unmap(bus);
     --m_pds[it->second.pdn];
     m_regions.erase(it);
+    return 0;
+}
+
+int Driver::alloc_mw(std::uint32_t pdn, hca::MptKind kind, std::uint32_t& key) {
+    control_call();
+    if (!m_pds.count(pdn) || kind == hca::MptKind::Region) return EINVAL;
+    key = m_fw.alloc_window(pdn, kind);
+    if (key == 0) return ENOMEM;
+    m_windows[key >> 8] = pdn;
+    ++m_pds[pdn];
+    return 0;
+}
+
+int Driver::dealloc_mw(std::uint32_t key) {
+    control_call();
+    auto it = m_windows.find(key >> 8);
+    if (it == m_windows.end()) return EINVAL;
+    m_fw.free_window(key);
+    --m_pds[it->second];
+    m_windows.erase(it);
     return 0;
 }
 
@@ -199,6 +219,7 @@ int Driver::read_cqes(DriverCq& cq, int max, Completion* out) {
         o.slid = c.slid;
         o.sl = c.sl;
         o.grh = (c.flags & hca::kCqeGrh) != 0;
+        o.with_invalidate = (c.flags & hca::kCqeWithInvalidate) != 0;
         o.vendor_err = c.status;
         o.timestamp = hca::cqe_timestamp(c);
         if (DriverQp* qp = find_qp(c.qpn); qp && !qp->vi) {
@@ -413,6 +434,16 @@ int Driver::write_send_wqe(DriverQp& qp, const SendRequest& r) {
         const hca::XrcSeg xs{r.xrc_srqn, {}};
         std::memcpy(wqe + off, &xs, sizeof xs);
         off += sizeof xs;
+    }
+    // Memory management operations carry no data; invalidations name their
+    // rkey in the control segment, a bind has its own segment.
+    if (hca::is_local_operation(r.op) && (r.num_sge || r.inline_data)) return EINVAL;
+    if (r.op == hca::WqeOpcode::LocalInvalidate || r.op == hca::WqeOpcode::SendInvalidate)
+        ctrl.imm_data = r.invalidate_rkey;
+    if (r.op == hca::WqeOpcode::BindWindow) {
+        if (!r.bind || qp.type == hca::QpType::Ud) return EINVAL;
+        std::memcpy(wqe + off, r.bind, sizeof *r.bind);
+        off += sizeof *r.bind;
     }
     if (qp.type == hca::QpType::Ud) {
         if (!r.datagram) return EINVAL;

@@ -45,6 +45,8 @@ struct SendRequest {
     std::uint64_t swap_add = 0;                  // atomics
     std::uint64_t compare = 0;
     std::uint32_t xrc_srqn = 0;                  // XRC initiators: the target's SRQ
+    std::uint32_t invalidate_rkey = 0;           // LocalInvalidate, SendInvalidate
+    const hca::BindSeg* bind = nullptr;          // BindWindow
 };
 
 struct Completion {
@@ -61,6 +63,7 @@ struct Completion {
     std::uint16_t slid = 0;
     std::uint8_t sl = 0;
     bool grh = false;             // UD receive: a GRH is in the buffer's first 40 bytes
+    bool with_invalidate = false; // SEND with invalidate received: imm is the rkey invalidated
     std::uint8_t vendor_err = 0;
     std::uint64_t timestamp = 0;  // adapter core clock cycles when the CQE was written (48 bits)
 };
@@ -167,7 +170,13 @@ public:
     int alloc_pd(std::uint32_t& pdn);
     int dealloc_pd(std::uint32_t pdn);
     int reg_mr(std::uint32_t pdn, std::uint64_t addr, std::uint64_t length, std::uint32_t access, std::uint32_t& key);
+    // EBUSY while memory windows are bound to the region.
     int dereg_mr(std::uint32_t key);
+    // Memory windows (hca::MptKind::Window1 or Window2); key is the
+    // window's first key. Binding is a send WQE (write_send_wqe).
+    int alloc_mw(std::uint32_t pdn, hca::MptKind kind, std::uint32_t& key);
+    // Frees the window key's index names, bound or not.
+    int dealloc_mw(std::uint32_t key);
 
     // Completion queues.
     int create_cq(int entries, EventChannel* channel, DriverCq*& out);
@@ -312,6 +321,7 @@ private:
         std::vector<std::uint64_t> mappings;  // bus addresses to unmap at deregistration
     };
     std::map<std::uint32_t, Registration> m_regions;  // by key
+    std::map<std::uint32_t, std::uint32_t> m_windows;  // window index (key >> 8) -> pdn
 };
 
 

@@ -30,6 +30,7 @@ ibv_wc_status wc_status(hca::CqeStatus s) {
     case hca::CqeStatus::LocalQpOperation: return IBV_WC_LOC_QP_OP_ERR;
     case hca::CqeStatus::LocalProtection: return IBV_WC_LOC_PROT_ERR;
     case hca::CqeStatus::WrFlush: return IBV_WC_WR_FLUSH_ERR;
+    case hca::CqeStatus::MemoryManagement: return IBV_WC_MW_BIND_ERR;
     case hca::CqeStatus::BadResponse: return IBV_WC_BAD_RESP_ERR;
     case hca::CqeStatus::LocalAccess: return IBV_WC_LOC_ACCESS_ERR;
     case hca::CqeStatus::RemoteInvalidRequest: return IBV_WC_REM_INV_REQ_ERR;
@@ -52,6 +53,8 @@ ibv_wc_opcode wc_opcode(hca::CqeOpcode o) {
     case hca::CqeOpcode::RecvRdmaWithImm: return IBV_WC_RECV_RDMA_WITH_IMM;
     case hca::CqeOpcode::CompareSwap: return IBV_WC_COMP_SWAP;
     case hca::CqeOpcode::FetchAdd: return IBV_WC_FETCH_ADD;
+    case hca::CqeOpcode::BindWindow: return IBV_WC_BIND_MW;
+    case hca::CqeOpcode::LocalInvalidate: return IBV_WC_LOCAL_INV;
     }
     return IBV_WC_SEND;
 }
@@ -101,6 +104,10 @@ void to_ibv_wc(const host::Completion& c, ibv_wc& w) {
         w.imm_data = c.imm;
         w.wc_flags |= IBV_WC_WITH_IMM;
     }
+    if (c.with_invalidate) {
+        w.invalidated_rkey = c.imm;
+        w.wc_flags |= IBV_WC_WITH_INV;
+    }
 }
 
 int post_send_list(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or_nothing) {
@@ -115,6 +122,7 @@ int post_send_list(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or
     for (; wr; wr = wr->next) {
         hcasim::host::SendRequest r;
         hca::DatagramSeg datagram{};
+        hca::BindSeg bind{};
         r.wr_id = wr->wr_id;
         switch (wr->opcode) {
         case IBV_WR_SEND: r.op = hca::WqeOpcode::Send; break;
@@ -124,6 +132,14 @@ int post_send_list(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or
         case IBV_WR_RDMA_READ: r.op = hca::WqeOpcode::RdmaRead; break;
         case IBV_WR_ATOMIC_CMP_AND_SWP: r.op = hca::WqeOpcode::AtomicCompareSwap; break;
         case IBV_WR_ATOMIC_FETCH_AND_ADD: r.op = hca::WqeOpcode::AtomicFetchAdd; break;
+        case IBV_WR_SEND_WITH_INV: r.op = hca::WqeOpcode::SendInvalidate; break;
+        case IBV_WR_BIND_MW:
+        case IBV_WR_LOCAL_INV:
+            // Memory management operations: no data (verbs_mw.cpp).
+            err = memory_window_request(qp, *wr, r, bind);
+            if (!err) err = d->write_send_wqe(*qp->dqp, r);
+            if (!err) continue;
+            break;
         default: err = EINVAL; break;
         }
         if (err) break;
@@ -155,6 +171,11 @@ int post_send_list(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or
             }
             r.xrc_srqn = wr->qp_type.xrc.remote_srqn;
         }
+        // SEND with invalidate needs an acknowledged service (RC).
+        if (r.op == hca::WqeOpcode::SendInvalidate && !hca::transport_service(type).acknowledged) {
+            err = EINVAL;
+            break;
+        }
         if (type == hca::QpType::Ud) {
             if (!wr->wr.ud.ah || wr->wr.ud.remote_qpn > 0xffffff) {
                 err = EINVAL;
@@ -183,6 +204,7 @@ int post_send_list(SimQp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr, bool all_or
         r.inline_data = (wr->send_flags & IBV_SEND_INLINE) != 0;
         r.fence = (wr->send_flags & IBV_SEND_FENCE) != 0;
         r.imm = wr->imm_data;
+        r.invalidate_rkey = wr->invalidate_rkey;
         if (!hca::is_atomic(r.op)) {
             r.raddr = wr->wr.rdma.remote_addr;
             r.rkey = wr->wr.rdma.rkey;
@@ -459,6 +481,7 @@ struct ibv_context* ibv_open_device(struct ibv_device* device) {
     ctx.ops.post_send = sim_post_send;
     ctx.ops.post_recv = sim_post_recv;
     ctx.ops.post_srq_recv = hcasim::verbs::post_srq_recv;
+    init_memory_window_ops(ctx);
     // An extended context: the header's inline verbs find the extended ops
     // in the verbs_context in front of it (those left null report EOPNOTSUPP).
     ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -496,6 +519,10 @@ int ibv_query_device(struct ibv_context* context, struct ibv_device_attr* a) {
     a->max_qp_wr = static_cast<int>(p.max_qp_wr);
     a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_CHANGE_PHY_PORT |
                           IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_XRC;
+    // Memory windows of type 1 and 2B; they share the protection table with
+    // the regions.
+    a->device_cap_flags |= IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+    a->max_mw = static_cast<int>(p.max_mr);
     a->max_sge = static_cast<int>(p.max_sge);
     a->max_sge_rd = static_cast<int>(p.max_sge);
     a->max_cq = static_cast<int>(p.max_cq);
@@ -589,14 +616,14 @@ int ibv_dealloc_pd(struct ibv_pd* pd) {
 struct ibv_mr*(ibv_reg_mr)(struct ibv_pd* pd, void* addr, size_t length, int access) {
     if (!pd) return fail<ibv_mr>(EINVAL);
     const int known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                      IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING;
+                      IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_RELAXED_ORDERING;
     if (access & ~known) return fail<ibv_mr>(EINVAL);
     if (!addr && length) return fail<ibv_mr>(EINVAL);
     auto* mr = new (std::nothrow) SimMr{};
     if (!mr) return fail<ibv_mr>(ENOMEM);
     std::uint32_t key = 0;
     const int err = drv(pd->context)->reg_mr(reinterpret_cast<SimPd*>(pd)->pdn, reinterpret_cast<std::uintptr_t>(addr),
-                                             length, static_cast<std::uint32_t>(access & 0xf), key);
+                                             length, static_cast<std::uint32_t>(access & 0x1f), key);
     if (err) {
         delete mr;
         return fail<ibv_mr>(err);

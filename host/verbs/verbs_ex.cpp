@@ -231,6 +231,24 @@ void wr_atomic_fetch_add(ibv_qp_ex* q, uint32_t rkey, uint64_t raddr, uint64_t a
     w.wr.atomic.rkey = rkey;
 }
 
+void wr_send_inv(ibv_qp_ex* q, uint32_t invalidate_rkey) {
+    build(q, IBV_WR_SEND_WITH_INV).invalidate_rkey = invalidate_rkey;
+}
+
+void wr_local_inv(ibv_qp_ex* q, uint32_t invalidate_rkey) {
+    build(q, IBV_WR_LOCAL_INV).invalidate_rkey = invalidate_rkey;
+}
+
+// A type 2 window (the WR ibv_wr_complete posts refuses type 1, as
+// IBV_WR_BIND_MW does); bind_info is copied.
+void wr_bind_mw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* bind_info) {
+    ibv_send_wr& w = build(q, IBV_WR_BIND_MW);
+    w.bind_mw.mw = mw;
+    w.bind_mw.rkey = rkey;
+    if (bind_info) w.bind_mw.bind_info = *bind_info;
+    else w.bind_mw.mw = nullptr;  // refused at ibv_wr_complete
+}
+
 void wr_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
     if (PendingWr* p = last(q)) {
         p->wr.wr.ud.ah = ah;
@@ -310,11 +328,12 @@ int wr_complete(ibv_qp_ex* q) {
 std::uint64_t send_ops_of(ibv_qp_type t) {
     const std::uint64_t sends = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
     const std::uint64_t writes = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+    const std::uint64_t windows = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
     switch (t) {
     case IBV_QPT_RC:
-        return sends | writes | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-               IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
-    case IBV_QPT_UC: return sends | writes;
+        return sends | writes | windows | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+               IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV;
+    case IBV_QPT_UC: return sends | writes | windows;
     case IBV_QPT_UD: return sends;
     default: return 0;
     }
@@ -329,6 +348,9 @@ void set_send_ops(SimQp* qp, std::uint64_t ops) {
     if (ops & IBV_QP_EX_WITH_RDMA_READ) x.wr_rdma_read = wr_rdma_read;
     if (ops & IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP) x.wr_atomic_cmp_swp = wr_atomic_cmp_swp;
     if (ops & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) x.wr_atomic_fetch_add = wr_atomic_fetch_add;
+    if (ops & IBV_QP_EX_WITH_SEND_WITH_INV) x.wr_send_inv = wr_send_inv;
+    if (ops & IBV_QP_EX_WITH_LOCAL_INV) x.wr_local_inv = wr_local_inv;
+    if (ops & IBV_QP_EX_WITH_BIND_MW) x.wr_bind_mw = wr_bind_mw;
     x.wr_set_ud_addr = wr_set_ud_addr;
     x.wr_set_sge = wr_set_sge;
     x.wr_set_sge_list = wr_set_sge_list;

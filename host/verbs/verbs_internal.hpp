@@ -153,6 +153,14 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 // Copies a receive WR's scatter list for the driver; EINVAL if malformed.
 int recv_sges(const ibv_recv_wr& wr, host::Sge* out, int max);
 
+// verbs_mw.cpp
+// Fills the memory window ops of a context (ibv_alloc_mw, ibv_bind_mw,
+// ibv_dealloc_mw).
+void init_memory_window_ops(ibv_context& ctx);
+// An IBV_WR_BIND_MW or IBV_WR_LOCAL_INV as the driver's request (r.bind
+// points to bind); EINVAL if the QP or the WR cannot have it.
+int memory_window_request(SimQp* qp, const ibv_send_wr& wr, host::SendRequest& r, hca::BindSeg& bind);
+
 // verbs_ex.cpp
 // Fills the extended ops of a context ibv_open_device is opening.
 void init_extended_context(verbs_context& v);

@@ -20,12 +20,15 @@ constexpr double kRnrTimerUs[32] = {655360, 10,    20,    30,    40,    60,    8
 CqeOpcode cqe_opcode(WqeOpcode op) {
     switch (op) {
     case WqeOpcode::Send:
-    case WqeOpcode::SendImm: return CqeOpcode::Send;
+    case WqeOpcode::SendImm:
+    case WqeOpcode::SendInvalidate: return CqeOpcode::Send;
     case WqeOpcode::RdmaWrite:
     case WqeOpcode::RdmaWriteImm: return CqeOpcode::RdmaWrite;
     case WqeOpcode::RdmaRead: return CqeOpcode::RdmaRead;
     case WqeOpcode::AtomicCompareSwap: return CqeOpcode::CompareSwap;
     case WqeOpcode::AtomicFetchAdd: return CqeOpcode::FetchAdd;
+    case WqeOpcode::BindWindow: return CqeOpcode::BindWindow;
+    case WqeOpcode::LocalInvalidate: return CqeOpcode::LocalInvalidate;
     }
     return CqeOpcode::Send;
 }
@@ -163,7 +166,9 @@ void Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
     bool progress = false;
     for (auto& w : qp.send_q) {
         if (!w.started || !w.fully_sent) break;
-        if (w.op == WqeOpcode::RdmaRead || is_atomic(w.op)) {
+        // READs, atomics and memory management operations are done by
+        // their own events, not by ACKs.
+        if (w.op == WqeOpcode::RdmaRead || is_atomic(w.op) || is_local_operation(w.op)) {
             if (!w.acked) break;
             continue;
         }

@@ -22,7 +22,13 @@ enum Access : std::uint32_t {
     kRemoteWrite = 2,
     kRemoteRead = 4,
     kRemoteAtomic = 8,
+    kMwBind = 16,  // memory windows may be bound to the region
 };
+inline constexpr std::uint32_t kRemoteAccess = kRemoteWrite | kRemoteRead | kRemoteAtomic;
+
+// What an entry of the memory protection table is: a registered region or
+// a memory window of type 1 or type 2 (IBA 10.6.7; type 2 as type 2B).
+enum class MptKind : std::uint8_t { Region, Window1, Window2 };
 
 struct MemoryRegion {
     bool valid = false;
@@ -37,6 +43,15 @@ struct MemoryRegion {
     // va = 0 and page i lives at bus address pages[i]; empty for ordinary
     // regions.
     std::vector<std::uint64_t> pages;
+    // A memory window is an entry of the same table: key, pdn, va, length
+    // and access are those of its current binding, and it translates
+    // through the region it is bound to.
+    MptKind kind = MptKind::Region;
+    bool bound = false;           // window: bound (else free: its key is invalid)
+    std::uint32_t region = 0;     // window: key of the region it is bound to
+    std::uint32_t bound_qpn = 0;  // type 2 window: the only QP that may use it
+    std::uint32_t windows = 0;    // region: windows bound to it
+    bool is_window() const { return kind != MptKind::Region; }
 };
 
 // A physical span the DMA engine moves, after translation.
@@ -125,6 +140,7 @@ struct SendWork {
     std::uint32_t rkey = 0;
     std::uint64_t swap_add = 0;      // atomics
     std::uint64_t compare = 0;
+    BindSeg bind{};                  // BindWindow
     std::vector<DataSeg> sges;
     std::vector<std::uint8_t> inline_data;
     std::uint32_t length = 0;
@@ -273,6 +289,7 @@ struct QpContext {
     sim::Tick tx_hold_until = 0;    // RNR back-off
     sim::Tick last_tx_ready = 0;    // keeps one QP's packets in order through the pipeline
     sim::Tick last_wire_end = 0;    // ... and on the wire
+    sim::Tick local_op_done = 0;    // the last bind or local invalidate is done: later WQEs start after it
     bool scheduled = false;         // in the scheduler's ring
 
     // Responder.

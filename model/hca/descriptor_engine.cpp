@@ -18,6 +18,7 @@ std::uint32_t vi_error_bits(CqeStatus s) {
     case CqeStatus::LocalProtection:
     case CqeStatus::LocalAccess: return kViStatusProtectionError;
     case CqeStatus::WrFlush: return kViStatusFlushed;
+    case CqeStatus::MemoryManagement: return kViStatusFormatError;  // no VI operation gives it
     case CqeStatus::RemoteAccess: return kViStatusRdmaProtError;
     case CqeStatus::RemoteInvalidRequest:
     case CqeStatus::RemoteOperation: return kViStatusRemoteDescError;
@@ -38,7 +39,10 @@ std::uint32_t vi_op_bits(WqeOpcode op) {
     case WqeOpcode::RdmaWriteImm: return kViStatusOpRdmaWrite | kViStatusImmediate;
     case WqeOpcode::RdmaRead: return kViStatusOpRdmaRead;
     case WqeOpcode::AtomicCompareSwap:
-    case WqeOpcode::AtomicFetchAdd: break;  // not a VI operation
+    case WqeOpcode::AtomicFetchAdd:
+    case WqeOpcode::BindWindow:
+    case WqeOpcode::LocalInvalidate:
+    case WqeOpcode::SendInvalidate: break;  // not VI operations
     }
     return kViStatusOpSend;
 }

@@ -21,7 +21,9 @@ void declare_hca_params(sim::ParamRegistry& r) {
            "receive WQEs prefetched on chip per QP", "estimate"});
     r.add({"hca.srq_prefetch_depth", K::Int, "WQEs", "16", 1, 256, {},
            "receive WQEs the SRQ engine keeps on chip per shared receive queue", "estimate: as hca.rq_prefetch_depth"});
-    cyc("hca.translation_cycles", "4", "MPT/MTT cache hit: key check and address translation", "estimate");
+    cyc("hca.translation_cycles", "4",
+        "MPT/MTT cache hit: key check and address translation; also each MPT entry a memory window bind or "
+        "invalidate reads or writes", "estimate");
     r.add({"hca.mpt_cache_entries", K::Int, "entries", "256", 1, 1 << 20, {},
            "on-chip cache of memory protection table entries (a miss DMA-reads the 64 B entry)", "estimate"});
     r.add({"hca.mtt_cache_entries", K::Int, "entries", "2048", 1, 1 << 24, {},

@@ -20,6 +20,13 @@ enum class WqeOpcode : std::uint8_t {
     RdmaRead = 4,
     AtomicCompareSwap = 5,
     AtomicFetchAdd = 6,
+    // Memory windows (IBA 10.6.7). BindWindow: control then a BindSeg.
+    // LocalInvalidate and SendInvalidate carry the rkey to invalidate in
+    // the control segment's imm_data (host byte order); SendInvalidate is a
+    // SEND otherwise.
+    BindWindow = 7,
+    LocalInvalidate = 8,
+    SendInvalidate = 9,
 };
 
 // An atomic WQE: control, remote address, this, then one 8-byte data
@@ -32,6 +39,25 @@ static_assert(sizeof(AtomicSeg) == 16, "atomic segment is 16 bytes");
 inline constexpr std::uint32_t kAtomicBytes = 8;
 
 inline bool is_atomic(WqeOpcode op) { return op == WqeOpcode::AtomicCompareSwap || op == WqeOpcode::AtomicFetchAdd; }
+
+// A bind WQE: control, then this. The window gets [addr, addr+length) of
+// the region, the rights and the new key; a type 1 bind of length 0 with
+// no region unbinds it.
+struct BindSeg {
+    std::uint32_t window_key;  // its index (key >> 8) names the window's MPT entry
+    std::uint32_t new_key;     // the window's key once bound
+    std::uint32_t region_key;  // lkey of the region it binds to (0: unbind, type 1)
+    std::uint32_t access;      // remote rights it grants (Access bits)
+    std::uint64_t addr;
+    std::uint64_t length;
+    std::uint8_t type;         // kBindType1 (the Bind MW verb) or kBindType2 (a bind WR)
+    std::uint8_t reserved[15];
+};
+static_assert(sizeof(BindSeg) == 48, "bind segment is 48 bytes");
+inline constexpr std::uint8_t kBindType1 = 1;
+inline constexpr std::uint8_t kBindType2 = 2;
+// Memory management operations: executed by the adapter, nothing on the wire.
+inline bool is_local_operation(WqeOpcode op) { return op == WqeOpcode::BindWindow || op == WqeOpcode::LocalInvalidate; }
 
 enum WqeFlags : std::uint8_t {
     kWqeSignaled = 1 << 0,   // write a CQE when this WQE completes
@@ -122,6 +148,8 @@ enum class CqeOpcode : std::uint8_t {
     RecvRdmaWithImm = 4,
     CompareSwap = 5,
     FetchAdd = 6,
+    BindWindow = 7,
+    LocalInvalidate = 8,
 };
 
 // Syndromes the adapter reports; the driver maps them to ibv_wc_status.
@@ -131,6 +159,7 @@ enum class CqeStatus : std::uint8_t {
     LocalQpOperation = 2,
     LocalProtection = 4,
     WrFlush = 5,
+    MemoryManagement = 6,  // a bind or local invalidate failed (IBV_WC_MW_BIND_ERR)
     BadResponse = 7,
     LocalAccess = 8,
     RemoteInvalidRequest = 9,
@@ -148,6 +177,7 @@ enum CqeFlags : std::uint8_t {
     kCqeSolicited = 1 << 2,
     kCqeGrh = 1 << 3,       // UD receive: a GRH came (in the buffer's first 40 bytes)
     kCqeXrcSrq = 1 << 4,    // XRC target receive: src_qp is the SRQ the WQE came from
+    kCqeWithInvalidate = 1 << 5,  // SEND with invalidate: imm_data is the rkey invalidated (host order)
 };
 
 struct Cqe {

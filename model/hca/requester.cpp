@@ -18,7 +18,9 @@ std::uint32_t packets_for(std::uint32_t len, std::uint32_t mtu) { return len == 
 // The RC opcode of a packet of a SEND or RDMA WRITE by its place in the message.
 Opcode request_opcode(WqeOpcode wop, bool first, bool last) {
     const bool imm = wop == WqeOpcode::SendImm || wop == WqeOpcode::RdmaWriteImm;
-    if (wop == WqeOpcode::Send || wop == WqeOpcode::SendImm) {
+    // SEND with invalidate differs only in its last packet, which carries the IETH.
+    if (wop == WqeOpcode::SendInvalidate && last) return first ? Opcode::RcSendOnlyInv : Opcode::RcSendLastInv;
+    if (wop == WqeOpcode::Send || wop == WqeOpcode::SendImm || wop == WqeOpcode::SendInvalidate) {
         return first && last ? (imm ? Opcode::RcSendOnlyImm : Opcode::RcSendOnly)
                : first       ? Opcode::RcSendFirst
                : last        ? (imm ? Opcode::RcSendLastImm : Opcode::RcSendLast)
@@ -116,6 +118,7 @@ std::uint32_t Requester::build_headers(QpContext& qp, const SendWork& w, packet:
     h.bth.opcode = op(o);
     h.bth.psn = psn_add(w.first_psn, qp.tx_offset / mtu);
     if (last && packet::opcode_layout(op(o)).immdt) h.immdt = w.imm;
+    if (last && packet::opcode_layout(op(o)).ieth) h.ieth = w.imm;
     if (!qp.service().connected) h.deth = packet::Deth{w.ud.qkey, qp.qpn};
     qp.next_psn = psn_add(h.bth.psn, 1);
     return n;
@@ -137,7 +140,11 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
     const bool is_read = w.op == WqeOpcode::RdmaRead || is_atomic(w.op);
     if ((w.flags & kWqeFence) && qp.outstanding_reads > 0 && !w.started) return false;
     if (is_read && !w.started && qp.outstanding_reads >= std::max<std::uint32_t>(1, qp.max_rd_atomic)) return false;
-    sim::Tick start_at = now;
+    if (is_local_operation(w.op)) {
+        execute_local(qp, w, now);
+        return true;
+    }
+    sim::Tick start_at = std::max(now, qp.local_op_done);
     if (!w.started && !start(qp, w, now, start_at)) return false;
 
     packet::Headers h;
@@ -180,6 +187,36 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
     }
     m_w.completer.arm_ack_timer(qp, qp.last_wire_end);
     return true;
+}
+
+// Binds and local invalidates go to the translation unit in send-queue
+// order; they send nothing, delay the WQEs behind them until the MPT entry
+// is written, and complete in order like any WQE (IBV_WC_MW_BIND_ERR when
+// they fail). Resending after a NAK or time-out passes over them: they are
+// executed once.
+void Requester::execute_local(QpContext& qp, SendWork& w, sim::Tick now) {
+    if (!w.acked) {
+        const sim::Tick start = std::max(now, qp.local_op_done);
+        const bool bind = w.op == WqeOpcode::BindWindow;
+        const WindowResult r = bind ? m_w.translation.bind_window(start, w.bind, qp.qpn, qp.pdn)
+                                    : m_w.translation.invalidate_window(start, w.imm, qp.qpn, qp.pdn);
+        if (r.status != WindowStatus::Ok) {
+            HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " WQE " << w.wqe_index << ": "
+                                                          << (bind ? "bind of window " : "local invalidate of key ")
+                                                          << (bind ? w.bind.window_key : w.imm) << ": "
+                                                          << to_string(r.status));
+            w.error = CqeStatus::MemoryManagement;
+        }
+        counter(bind ? "window_binds" : "local_invalidates")++;
+        qp.local_op_done = r.ready;
+        w.done_at = r.ready;
+        w.first_psn = qp.next_psn;
+        w.acked = true;
+    }
+    w.started = true;
+    w.fully_sent = true;
+    ++qp.tx_index;
+    m_w.completer.retire(qp, now);
 }
 
 void Requester::rewind(QpContext& qp, std::uint32_t psn, sim::Tick resume_at) {

@@ -1,8 +1,10 @@
 // Requester: turns a QP's fetched send WQEs into request packets (SEND,
-// SEND with immediate, RDMA WRITE [with immediate], RDMA READ requests),
-// segmented by path MTU and numbered with PSNs, gathers their payload by DMA
-// and hands them to the transmit pipeline. It goes back and resends when the
-// completer asks (NAK, RNR NAK, ACK time-out).
+// SEND with immediate or invalidate, RDMA WRITE [with immediate], RDMA READ
+// requests, atomics), segmented by path MTU and numbered with PSNs, gathers
+// their payload by DMA and hands them to the transmit pipeline; memory
+// window binds and local invalidates among them it has the translation unit
+// execute. It goes back and resends when the completer asks (NAK, RNR NAK,
+// ACK time-out).
 #pragma once
 
 #include <cstdint>
@@ -44,6 +46,9 @@ private:
     void finish_unsent(QpContext& qp, SendWork& w, sim::Tick t);
     // The headers of the next packet of w.
     std::uint32_t build_headers(QpContext& qp, const SendWork& w, packet::Headers& h, bool& last);
+    // Executes a bind or local invalidate WQE (or passes over one already
+    // executed when resending).
+    void execute_local(QpContext& qp, SendWork& w, sim::Tick now);
 
     Wiring m_w;
     HcaParams m_p;

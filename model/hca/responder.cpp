@@ -239,6 +239,7 @@ Responder::Step Responder::execute_send(QpContext& qp, Request& r) {
     qp.recv_offset += r.len;
     if (r.info.ends_message()) {
         qp.recv_in_progress = false;
+        if (r.p.h.ieth && invalidate_rkey(qp, r) == Step::Done) return Step::Done;
         qp.msn = psn_add(qp.msn, 1);
         complete_recv(qp, r.t, r.p, CqeStatus::Success, false, qp.recv_offset);
     }
@@ -250,8 +251,8 @@ Responder::Step Responder::execute_write(QpContext& qp, Request& r) {
         const packet::Reth& reth = *r.p.h.reth;
         qp.write_spans.clear();
         const Translation tr = (qp.access & kRemoteWrite)
-                                   ? m_w.translation.translate(r.t, reth.rkey, qp.pdn, reth.va, reth.dma_len,
-                                                               kRemoteWrite, qp.write_spans)
+                                   ? m_w.translation.translate_remote(r.t, reth.rkey, qp.qpn, qp.pdn, reth.va,
+                                                                      reth.dma_len, kRemoteWrite, qp.write_spans)
                                    : Translation{Protection::AccessDenied, r.t};
         r.t = std::max(r.t, tr.ready);
         if (tr.status != Protection::Ok) {
@@ -291,9 +292,10 @@ Responder::Step Responder::execute_write(QpContext& qp, Request& r) {
 Responder::Step Responder::execute_read(QpContext& qp, Request& r) {
     const packet::Reth& reth = *r.p.h.reth;
     ReadResponseJob job;
-    const Translation tr = (qp.access & kRemoteRead) ? m_w.translation.translate(r.t, reth.rkey, qp.pdn, reth.va,
-                                                                                  reth.dma_len, kRemoteRead, job.spans)
-                                                     : Translation{Protection::AccessDenied, r.t};
+    const Translation tr = (qp.access & kRemoteRead)
+                               ? m_w.translation.translate_remote(r.t, reth.rkey, qp.qpn, qp.pdn, reth.va, reth.dma_len,
+                                                                  kRemoteRead, job.spans)
+                               : Translation{Protection::AccessDenied, r.t};
     if (tr.status != Protection::Ok) {
         HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " RDMA READ rkey " << reth.rkey << ": "
                                                       << to_string(tr.status));
@@ -326,7 +328,8 @@ Responder::Step Responder::execute_atomic(QpContext& qp, Request& r) {
     }
     m_spans.clear();
     const Translation tr = (qp.access & kRemoteAtomic)
-                               ? m_w.translation.translate(r.t, a.rkey, qp.pdn, a.va, kAtomicBytes, kRemoteAtomic, m_spans)
+                               ? m_w.translation.translate_remote(r.t, a.rkey, qp.qpn, qp.pdn, a.va, kAtomicBytes,
+                                                                  kRemoteAtomic, m_spans)
                                : Translation{Protection::AccessDenied, r.t};
     if (tr.status != Protection::Ok) {
         HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " atomic rkey " << a.rkey << ": " << to_string(tr.status));
@@ -356,6 +359,24 @@ Responder::Step Responder::execute_atomic(QpContext& qp, Request& r) {
     qp.atomic_results.push_back({r.psn, orig, qp.msn});
     while (qp.atomic_results.size() > std::max<std::uint32_t>(1, qp.max_dest_rd_atomic)) qp.atomic_results.pop_front();
     queue_atomic_ack(qp, have, r.psn, orig, qp.msn);
+    return Step::Done;
+}
+
+// SEND with invalidate: once the message is placed, the type 2 memory
+// window its IETH names is invalidated (it must be bound to this QP). One
+// that cannot be fails the message as an invalid request: NAK, and the
+// receive WQE completes with IBV_WC_REM_INV_REQ_ERR (as rxe does).
+Responder::Step Responder::invalidate_rkey(QpContext& qp, Request& r) {
+    const std::uint32_t rkey = *r.p.h.ieth;
+    const WindowResult res = m_w.translation.invalidate_window(r.t, rkey, qp.qpn, qp.pdn);
+    r.t = std::max(r.t, res.ready);
+    if (res.status == WindowStatus::Ok) {
+        counter("remote_invalidates")++;
+        return Step::Next;
+    }
+    HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " SEND with invalidate of rkey " << rkey << ": "
+                                                  << to_string(res.status));
+    fail(qp, r.t, packet::kNakInvalidRequest, CqeStatus::RemoteInvalidRequest, r.psn, std::nullopt);
     return Step::Done;
 }
 
@@ -476,6 +497,10 @@ void Responder::complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed& 
     if (p.h.immdt) {
         c.imm_data = *p.h.immdt;
         c.flags |= kCqeWithImm;
+    }
+    if (p.h.ieth) {
+        c.imm_data = *p.h.ieth;
+        c.flags |= kCqeWithInvalidate;
     }
     if (p.h.bth.se) c.flags |= kCqeSolicited;
     if (!m_w.completions.post_cqe(t, qp.recv_cqn, c) && status == CqeStatus::Success) {

@@ -1,6 +1,7 @@
 // Responder: takes the request packets the receive pipeline classifies for
 // it, checks them in small steps (QP state, PSN, opcode sequence, receive
-// WQE, rkey), places SEND and RDMA WRITE payload by DMA, answers RDMA READs
+// WQE, rkey), places SEND and RDMA WRITE payload by DMA, invalidates the
+// memory window a SEND with invalidate names, answers RDMA READs
 // (it produces their response packets when the transmit pipeline asks) and
 // generates coalesced ACKs and NAKs.
 #pragma once
@@ -61,6 +62,7 @@ private:
     Step execute_write(QpContext& qp, Request& r);
     Step execute_read(QpContext& qp, Request& r);
     Step execute_atomic(QpContext& qp, Request& r);
+    Step invalidate_rkey(QpContext& qp, Request& r);
     // The ATOMIC ACKNOWLEDGE goes out in order behind earlier responses.
     void queue_atomic_ack(QpContext& qp, sim::Tick ready, std::uint32_t psn, std::uint64_t orig, std::uint32_t msn);
     void acknowledge(QpContext& qp, Request& r);

@@ -1,8 +1,10 @@
 // Translation and protection: a memory key (lkey or rkey) names a registered
-// region; the unit checks the key, the protection domain, the bounds and the
-// access rights, then maps the virtual range to bus addresses. MPT entries
-// and page translations are cached on chip; a miss costs a DMA read of the
-// entry from adapter context memory in the host.
+// region, or (rkeys only) a memory window bound to part of one; the unit
+// checks the key, the protection domain, the bounds and the access rights,
+// then maps the virtual range to bus addresses. MPT entries and page
+// translations are cached on chip; a miss costs a DMA read of the entry from
+// adapter context memory in the host. Binding and invalidating windows
+// rewrite their MPT entries.
 #pragma once
 
 #include <cstdint>
@@ -34,13 +36,42 @@ public:
     // Physical page registration: the region maps [0, length) onto pages.
     void set_pages(std::uint32_t key, const std::vector<std::uint64_t>& pages);
     bool modify(std::uint32_t key, std::uint32_t pdn, std::uint32_t access);
+    // The entry key names (a region or a window), null if none.
     const MemoryRegion* find(std::uint32_t key) const;
     std::size_t size() const { return m_live; }
 
+    // A local access: key must name a region.
     Protection check(std::uint32_t key, std::uint32_t pdn, std::uint64_t va, std::uint64_t len,
                      std::uint32_t access) const;
 
+    // ---- Memory windows (IBA 10.6.7), entries of the same table.
+    // A new window of kind (Window1 or Window2) in pdn, not bound. Returns
+    // its key, or 0 when the table is full.
+    std::uint32_t add_window(std::uint32_t pdn, MptKind kind);
+    // Frees the window whose entry key's index names, bound or not.
+    bool remove_window(std::uint32_t key);
+    // The window the index of key names, whatever its current key; null if none.
+    const MemoryRegion* window(std::uint32_t key) const;
+    // A bind WQE of QP qpn (protection domain pdn): checked, then applied.
+    WindowStatus bind(const BindSeg& b, std::uint32_t qpn, std::uint32_t pdn);
+    // Invalidation of the type 2 window key names by QP qpn.
+    WindowStatus invalidate(std::uint32_t key, std::uint32_t qpn, std::uint32_t pdn);
+    // A remote access under rkey by a request on QP qpn: a region's or a
+    // bound window's.
+    Protection check_remote(std::uint32_t key, std::uint32_t qpn, std::uint32_t pdn, std::uint64_t va,
+                            std::uint64_t len, std::uint32_t access) const;
+    // The region an access under key translates through: key's own, or the
+    // one the window key names is bound to.
+    const MemoryRegion* translation_of(std::uint32_t key) const;
+
 private:
+    MemoryRegion* entry(std::uint32_t key);
+    // Takes an index for a new entry; 0 when the table is full.
+    std::uint32_t take_index();
+    void release(std::uint32_t index);
+    // A bound window lets go of its region.
+    void unbind(MemoryRegion& w);
+
     std::uint32_t m_max;
     std::vector<MemoryRegion> m_regions;   // index = key >> 8
     std::vector<std::uint32_t> m_free;
@@ -77,11 +108,27 @@ public:
     // Checks [va, va+len) under key and appends its bus spans to out.
     Translation translate(sim::Tick t, std::uint32_t key, std::uint32_t pdn, std::uint64_t va, std::uint64_t len,
                           std::uint32_t access, std::vector<DmaSpan>& out) override;
+    Translation translate_remote(sim::Tick t, std::uint32_t rkey, std::uint32_t qpn, std::uint32_t pdn,
+                                 std::uint64_t va, std::uint64_t len, std::uint32_t access,
+                                 std::vector<DmaSpan>& out) override;
+    // A bind reads the window's and the region's entries and writes the
+    // window's back; an invalidation reads and writes the window's.
+    WindowResult bind_window(sim::Tick t, const BindSeg& bind, std::uint32_t qpn, std::uint32_t pdn) override;
+    WindowResult invalidate_window(sim::Tick t, std::uint32_t key, std::uint32_t qpn, std::uint32_t pdn) override;
+    // Drops the cached MPT entry of key (firmware changed it).
     void invalidate(std::uint32_t key);
 
     ProtectionTable& table() { return m_table; }
 
 private:
+    Translation translate_key(sim::Tick t, std::uint32_t key, std::uint32_t qpn, std::uint32_t pdn, std::uint64_t va,
+                              std::uint64_t len, std::uint32_t access, bool remote, std::vector<DmaSpan>& out);
+    // One pipeline pass to look up an MPT entry, fetched on a miss.
+    sim::Tick read_entry(sim::Tick t, std::uint32_t index);
+    // One pipeline pass to rewrite an entry: the cached copy is updated and
+    // written through to context memory (a posted write).
+    sim::Tick write_entry(sim::Tick t, std::uint32_t index);
+
     ProtectionTable& m_table;
     pcie::PcieHostInterface& m_pcie;
     ContextCache m_mpt;

@@ -17,12 +17,36 @@
 
 namespace hcasim::hca {
 
-enum class Protection { Ok, BadKey, PdMismatch, OutOfBounds, AccessDenied };
+// QpMismatch: a type 2 memory window used from a QP it is not bound to.
+enum class Protection { Ok, BadKey, PdMismatch, OutOfBounds, AccessDenied, QpMismatch };
 const char* to_string(Protection p);
 
 struct Translation {
     Protection status = Protection::Ok;
     sim::Tick ready = 0;
+};
+
+// The outcome of a memory management operation (bind, invalidate) on the
+// protection table; anything but Ok fails the operation.
+enum class WindowStatus {
+    Ok,
+    NoWindow,          // the key names no window (of the kind the operation needs)
+    WrongType,         // a type 1 bind of a type 2 window or the reverse; invalidation of a type 1 window
+    AlreadyBound,      // a type 2 window must be invalidated before it is bound again
+    BadNewKey,         // the new key does not name the window's entry
+    NoRegion,          // the region key names no region
+    NoBindRight,       // the region was registered without IBV_ACCESS_MW_BIND
+    PdMismatch,        // window, region and QP are not in one protection domain
+    OutOfBounds,       // the range is not inside the region
+    RightsExceedRegion,  // remote write or atomic on a region without local write
+    NotBound,          // invalidation of a window that is not bound, or under a stale key
+    QpMismatch,        // invalidation of a type 2 window from a QP it is not bound to
+};
+const char* to_string(WindowStatus s);
+
+struct WindowResult {
+    WindowStatus status = WindowStatus::Ok;
+    sim::Tick ready = 0;  // when the operation is done (or has failed)
 };
 
 // The context tables: a QP by number, null when there is none.
@@ -46,6 +70,18 @@ public:
     virtual ~AddressTranslator() = default;
     virtual Translation translate(sim::Tick t, std::uint32_t key, std::uint32_t pdn, std::uint64_t va,
                                   std::uint64_t len, std::uint32_t access, std::vector<DmaSpan>& out) = 0;
+    // The same for a remote access under rkey by a request that came in on
+    // QP qpn: rkey names a region or a bound memory window, whose range and
+    // rights then govern (a type 2 window serves only the QP it is bound to).
+    virtual Translation translate_remote(sim::Tick t, std::uint32_t rkey, std::uint32_t qpn, std::uint32_t pdn,
+                                         std::uint64_t va, std::uint64_t len, std::uint32_t access,
+                                         std::vector<DmaSpan>& out) = 0;
+    // Memory management operations of QP qpn (in protection domain pdn):
+    // binds a window as the bind WQE says, and invalidates the type 2
+    // window key names (a local invalidate, or the peer's SEND with
+    // invalidate that came in on qpn).
+    virtual WindowResult bind_window(sim::Tick t, const BindSeg& bind, std::uint32_t qpn, std::uint32_t pdn) = 0;
+    virtual WindowResult invalidate_window(sim::Tick t, std::uint32_t key, std::uint32_t qpn, std::uint32_t pdn) = 0;
 };
 
 // Work-queue entries brought on chip (the WQE fetch engine).
@@ -117,7 +153,8 @@ class PacketProducer {
 public:
     virtual ~PacketProducer() = default;
     virtual bool has_work(const QpContext& qp) const = 0;
-    // Produces (launches) at most one packet of qp; true if it did.
+    // Produces (launches) at most one packet of qp, or executes one memory
+    // management operation of it; true if it did.
     virtual bool produce(QpContext& qp, sim::Tick now) = 0;
 };
 

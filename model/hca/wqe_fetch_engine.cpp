@@ -19,7 +19,7 @@ bool WqeFetchEngine::parse_send(QpContext& qp, const std::uint8_t* wqe, std::uin
     w.flags = ctrl.flags;
     w.imm = ctrl.imm_data;
     std::uint32_t off = sizeof(SendWqeCtrl);
-    if (ctrl.opcode > static_cast<std::uint8_t>(WqeOpcode::AtomicFetchAdd)) return false;
+    if (ctrl.opcode > static_cast<std::uint8_t>(WqeOpcode::SendInvalidate)) return false;
     // An operation the QP's transport does not have is a local QP operation error.
     const TransportService& svc = qp.service();
     const bool read = w.op == WqeOpcode::RdmaRead;
@@ -33,6 +33,16 @@ bool WqeFetchEngine::parse_send(QpContext& qp, const std::uint8_t* wqe, std::uin
         w.xrc_srqn = xs.remote_srqn & kPsnMask;
         off += sizeof xs;
     }
+    // Memory windows are bound and invalidated on connected IB services;
+    // only an acknowledged one (RC) asks its peer to invalidate.
+    if (is_local_operation(w.op) && (!svc.connected || svc.vi)) return false;
+    if (w.op == WqeOpcode::SendInvalidate && (!svc.acknowledged || svc.vi)) return false;
+    if (w.op == WqeOpcode::BindWindow) {
+        if (off + sizeof w.bind > bytes) return false;
+        std::memcpy(&w.bind, wqe + off, sizeof w.bind);
+        return true;
+    }
+    if (w.op == WqeOpcode::LocalInvalidate) return true;
     if (read || write || atomic) {
         RemoteAddrSeg ra;
         std::memcpy(&ra, wqe + off, sizeof ra);

@@ -59,8 +59,14 @@ constexpr std::array<OpcodeLayout, 256> make_layout_table() {
     // transport bits, with the same headers.
     for (std::uint8_t o = 0; o <= static_cast<std::uint8_t>(Opcode::RcWriteOnlyImm); ++o)
         t[kUcOpcodeBase | o] = t[o];
-    // XRC has all of RC's opcodes; its requests add the XRCETH.
-    for (std::uint8_t o = 0; o <= static_cast<std::uint8_t>(Opcode::RcFetchAdd); ++o) {
+    // SEND with invalidate (RC only): a SEND LAST or ONLY whose IETH takes
+    // the place of immediate data.
+    t[static_cast<std::uint8_t>(Opcode::RcSendLastInv)] = t[static_cast<std::uint8_t>(Opcode::RcSendLast)];
+    t[static_cast<std::uint8_t>(Opcode::RcSendOnlyInv)] = t[static_cast<std::uint8_t>(Opcode::RcSendOnly)];
+    t[static_cast<std::uint8_t>(Opcode::RcSendLastInv)].ieth = true;
+    t[static_cast<std::uint8_t>(Opcode::RcSendOnlyInv)].ieth = true;
+    // XRC has all of RC's opcodes (with invalidate too); its requests add the XRCETH.
+    for (std::uint8_t o = 0; o <= static_cast<std::uint8_t>(Opcode::RcSendOnlyInv); ++o) {
         if (!t[o].valid) continue;
         t[kXrcOpcodeBase | o] = t[o];
         const bool response = o >= static_cast<std::uint8_t>(Opcode::RcReadResponseFirst) &&
@@ -74,7 +80,8 @@ constexpr std::array<OpcodeLayout, 256> kLayoutTable = make_layout_table();
 
 constexpr std::size_t sum_ext_bytes(const OpcodeLayout& l) {
     return (l.deth ? kDethBytes : 0) + (l.xrceth ? kXrcethBytes : 0) + (l.reth ? kRethBytes : 0) + (l.atomic_eth ? kAtomicEthBytes : 0) +
-           (l.aeth ? kAethBytes : 0) + (l.atomic_ack_eth ? kAtomicAckEthBytes : 0) + (l.immdt ? kImmDtBytes : 0);
+           (l.aeth ? kAethBytes : 0) + (l.atomic_ack_eth ? kAtomicAckEthBytes : 0) + (l.immdt ? kImmDtBytes : 0) +
+           (l.ieth ? kIethBytes : 0);
 }
 
 // Extension header bytes per opcode, summed once: every packet needs them.
@@ -308,6 +315,10 @@ std::size_t write_headers(const Headers& h, std::size_t payload_len, std::uint8_
         put32(p, h.immdt.value_or(0));
         p += kImmDtBytes;
     }
+    if (layout.ieth) {  // R_Key
+        put32(p, h.ieth.value_or(0));
+        p += kIethBytes;
+    }
     return static_cast<std::size_t>(p - buf);
 }
 
@@ -470,6 +481,7 @@ ParseError parse(const std::uint8_t* buf, std::size_t n, Parsed& out) {
         p += kAtomicAckEthBytes;
     }
     if (layout.immdt) h.immdt = get32(p);
+    if (layout.ieth) h.ieth = get32(p);  // never with ImmDt: each is the last header
 
     out.payload_offset = hdr;
     out.payload_len = body - b.pad_cnt;

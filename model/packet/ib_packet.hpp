@@ -21,6 +21,7 @@ inline constexpr std::size_t kAethBytes = 4;
 inline constexpr std::size_t kImmDtBytes = 4;
 inline constexpr std::size_t kAtomicEthBytes = 28;
 inline constexpr std::size_t kAtomicAckEthBytes = 8;
+inline constexpr std::size_t kIethBytes = 4;
 inline constexpr std::size_t kIcrcBytes = 4;
 inline constexpr std::size_t kVcrcBytes = 2;
 
@@ -49,6 +50,8 @@ enum class Opcode : std::uint8_t {
     RcAtomicAcknowledge = 0x12,
     RcCompareSwap = 0x13,
     RcFetchAdd = 0x14,
+    RcSendLastInv = 0x16,  // SEND with invalidate: the IETH names the rkey
+    RcSendOnlyInv = 0x17,
     UcSendFirst = 0x20,
     UcSendOnly = 0x24,
     UcWriteOnly = 0x2a,
@@ -75,6 +78,7 @@ struct OpcodeLayout {
     bool atomic_eth = false;
     bool atomic_ack_eth = false;
     bool xrceth = false;   // XRC requests: the XRC SRQ they are for
+    bool ieth = false;     // SEND with invalidate: the R_Key the responder invalidates
 };
 OpcodeLayout opcode_layout(std::uint8_t opcode);
 
@@ -162,6 +166,7 @@ struct Headers {
     std::optional<AtomicEth> atomic_eth;
     std::optional<std::uint64_t> atomic_ack;  // AtomicAckETH: the original remote data
     std::optional<std::uint32_t> xrceth;      // XRCETH: the XRC SRQ number (24 bits)
+    std::optional<std::uint32_t> ieth;        // IETH: the R_Key to invalidate
 };
 
 // Which extension headers go on the wire is decided by opcode_layout() of

@@ -84,6 +84,5 @@ std::size_t extension_header_bytes(const OpcodeInfo& info);
 
 // Wire sizes of the extension headers ib_packet.hpp does not define.
 inline constexpr std::size_t kRdethBytes = 4;
-inline constexpr std::size_t kIethBytes = 4;
 
 }  // namespace hcasim::packet

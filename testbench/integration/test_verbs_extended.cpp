@@ -1169,10 +1169,15 @@ TEST_CASE("extended verbs refuse what they do not support with rdma-core's error
                                     q = qp_attr_ex(s);
                                     q.qp_type = IBV_QPT_XRC_RECV;  // a target needs its XRC domain
                                     qp_errno("qp.xrcd", q);
-                                    q = qp_attr_ex(s, kRcOps | IBV_QP_EX_WITH_LOCAL_INV);
-                                    qp_errno("qp.local_inv", q);
+                                    q = qp_attr_ex(s, kRcOps | IBV_QP_EX_WITH_TSO);
+                                    qp_errno("qp.tso", q);
+                                    // Memory windows are for connected QPs.
+                                    q = qp_attr_ex(s, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_LOCAL_INV);
+                                    q.qp_type = IBV_QPT_UD;
+                                    qp_errno("qp.ud_local_inv", q);
                                     q = qp_attr_ex(s, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW);
-                                    qp_errno("qp.bind_mw", q);
+                                    q.qp_type = IBV_QPT_UD;
+                                    qp_errno("qp.ud_bind_mw", q);
                                     q = qp_attr_ex(s);
                                     q.comp_mask = IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
                                     qp_errno("qp.no_pd", q);
@@ -1242,8 +1247,9 @@ TEST_CASE("extended verbs refuse what they do not support with rdma-core's error
     CHECK(r.num("qp.unknown_mask") == EINVAL);
     CHECK(r.num("qp.create_flags") == EOPNOTSUPP);
     CHECK(r.num("qp.xrcd") == EINVAL);
-    CHECK(r.num("qp.local_inv") == EOPNOTSUPP);
-    CHECK(r.num("qp.bind_mw") == EOPNOTSUPP);
+    CHECK(r.num("qp.tso") == EOPNOTSUPP);
+    CHECK(r.num("qp.ud_local_inv") == EOPNOTSUPP);
+    CHECK(r.num("qp.ud_bind_mw") == EOPNOTSUPP);
     CHECK(r.num("qp.no_pd") == EINVAL);
     CHECK(r.num("qp.ud_write") == EOPNOTSUPP);
     CHECK(r.num("qp.ud_send") == r.num("qp.ud_classic"));

@@ -50,10 +50,11 @@ TEST_CASE("opcode table: every opcode the packet layer accepts has a matching en
         CHECK(i.has(kHdrAtomicEth) == l.atomic_eth);
         CHECK(i.has(kHdrAtomicAckEth) == l.atomic_ack_eth);
         CHECK(i.has(kHdrXrceth) == l.xrceth);
+        CHECK(i.has(kHdrIeth) == l.ieth);
         // Headers the packet layer cannot express are on no supported opcode.
-        CHECK((i.headers & (kHdrRdeth | kHdrIeth)) == 0);
+        CHECK((i.headers & kHdrRdeth) == 0);
     }
-    CHECK(supported == 56);  // RC 21, UC 12, UD 2, XRC 21
+    CHECK(supported == 60);  // RC 23, UC 12, UD 2, XRC 23
 }
 
 TEST_CASE("opcode table: built and parsed packets carry exactly the headers the table lists", "[packet][unit]") {
@@ -76,6 +77,7 @@ TEST_CASE("opcode table: built and parsed packets carry exactly the headers the 
         h.aeth = Aeth{kAethAck, 9};
         h.immdt = 0xabcdef01u;
         h.xrceth = 0x123456u;
+        h.ieth = 0x12345678u;
         const std::size_t payload_len = info.payload ? 12 : 0;
         std::vector<std::uint8_t> payload(payload_len, 0x5a);
         std::vector<std::uint8_t> buf(wire_bytes(h, payload_len));
@@ -90,6 +92,8 @@ TEST_CASE("opcode table: built and parsed packets carry exactly the headers the 
         CHECK(p.h.immdt.has_value() == info.has(kHdrImmDt));
         CHECK(p.h.xrceth.has_value() == info.has(kHdrXrceth));
         if (p.h.xrceth) CHECK(*p.h.xrceth == 0x123456u);
+        CHECK(p.h.ieth.has_value() == info.has(kHdrIeth));
+        if (p.h.ieth) CHECK(*p.h.ieth == 0x12345678u);
         CHECK(p.payload_len == payload_len);
         CHECK(header_bytes(h) == kLrhBytes + kBthBytes + extension_header_bytes(info));
         CHECK(p.payload_offset == kLrhBytes + kBthBytes + extension_header_bytes(info));

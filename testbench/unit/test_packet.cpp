@@ -120,6 +120,7 @@ Headers sample_headers(Opcode opcode, bool with_grh) {
     if (l.reth) h.reth = Reth{0x0123456789abcdefull, 0xdeadbeef, 0x00001000};
     if (l.aeth) h.aeth = Aeth{static_cast<std::uint8_t>(kAethNak | kNakRemoteAccessError), 0x654321};
     if (l.immdt) h.immdt = 0xcafef00du;
+    if (l.ieth) h.ieth = 0x00a1b2c3u;
     return h;
 }
 
@@ -222,6 +223,8 @@ void check_same_headers(const Headers& want, const Headers& got) {
     }
     REQUIRE(got.immdt.has_value() == want.immdt.has_value());
     if (want.immdt) CHECK(*got.immdt == *want.immdt);
+    REQUIRE(got.ieth.has_value() == want.ieth.has_value());
+    if (want.ieth) CHECK(*got.ieth == *want.ieth);
 }
 
 }  // namespace
@@ -413,6 +416,8 @@ TEST_CASE("opcode_layout gives the IBA extension headers for every hcasim opcode
         {Opcode::RcAtomicAcknowledge, false, false, true, false, false},
         {Opcode::RcCompareSwap, false, false, false, false, false},
         {Opcode::RcFetchAdd, false, false, false, false, false},
+        {Opcode::RcSendLastInv, false, false, false, false, true},
+        {Opcode::RcSendOnlyInv, false, false, false, false, true},
         {Opcode::UdSendOnly, true, false, false, false, true},
         {Opcode::UdSendOnlyImm, true, false, false, true, true},
     };
@@ -440,7 +445,7 @@ TEST_CASE("opcode_layout gives the IBA extension headers for every hcasim opcode
     }
     // Every XRC opcode is the RC one with its transport bits; requests add
     // the XRCETH.
-    for (std::uint8_t o = 0xa0; o <= 0xb4; ++o) {
+    for (std::uint8_t o = 0xa0; o <= 0xb7; ++o) {
         INFO("opcode 0x" << std::hex << int(o));
         const OpcodeLayout xrc = opcode_layout(o), rc = opcode_layout(o & 0x1f);
         CHECK(xrc.valid == rc.valid);
@@ -449,10 +454,13 @@ TEST_CASE("opcode_layout gives the IBA extension headers for every hcasim opcode
         CHECK(xrc.payload == rc.payload);
         CHECK(xrc.xrceth == (rc.valid && opcode_info(o).request));
     }
-    CHECK(valid == static_cast<int>(std::size(table)) + 12 + 21);
+    CHECK(valid == static_cast<int>(std::size(table)) + 12 + 23);  // UC 12, XRC 23
     CHECK(opcode_layout(0x12).atomic_ack_eth);
     CHECK(opcode_layout(0x13).atomic_eth);
     CHECK(opcode_layout(0x14).atomic_eth);
+    CHECK(opcode_layout(0x16).ieth);  // SEND with invalidate
+    CHECK(opcode_layout(0x17).ieth);
+    CHECK_FALSE(opcode_layout(0x36).valid);  // UC has no SEND with invalidate
     CHECK_FALSE(opcode_layout(0x15).valid);  // reserved
     CHECK_FALSE(opcode_layout(0x2c).valid);  // past UC's last opcode
     CHECK_FALSE(opcode_layout(0xff).valid);
@@ -535,6 +543,12 @@ TEST_CASE("Headers are laid out big-endian at the IBA offsets", "[packet][layout
         const std::vector<std::uint8_t> deth_imm = {0x80, 0x01, 0x00, 0x02, 0x00, 0x12, 0x34, 0x56,
                                                     0xca, 0xfe, 0xf0, 0x0d};
         CHECK(std::vector<std::uint8_t>(pkt.begin() + 60, pkt.begin() + 72) == deth_imm);
+    }
+    SECTION("IETH of a SEND ONLY with invalidate, after the BTH and before the payload") {
+        const auto pkt = make_packet(sample_headers(Opcode::RcSendOnlyInv, false), {9, 8, 7, 6});
+        REQUIRE(pkt.size() == 8 + 12 + 4 + 4 + 6);
+        const std::vector<std::uint8_t> ieth_payload = {0x00, 0xa1, 0xb2, 0xc3, 9, 8, 7, 6};
+        CHECK(std::vector<std::uint8_t>(pkt.begin() + 20, pkt.begin() + 28) == ieth_payload);
     }
     SECTION("AETH of an acknowledge") {
         const auto pkt = make_packet(sample_headers(Opcode::RcAcknowledge, false), {});

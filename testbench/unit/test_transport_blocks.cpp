@@ -63,6 +63,16 @@ struct StubTranslator : AddressTranslator {
         out.push_back({va, static_cast<std::uint32_t>(len)});
         return {Protection::Ok, t};
     }
+    Translation translate_remote(sim::Tick t, std::uint32_t key, std::uint32_t, std::uint32_t pdn, std::uint64_t va,
+                                 std::uint64_t len, std::uint32_t access, std::vector<DmaSpan>& out) override {
+        return translate(t, key, pdn, va, len, access, out);
+    }
+    WindowResult bind_window(sim::Tick t, const BindSeg&, std::uint32_t, std::uint32_t) override {
+        return {WindowStatus::NoWindow, t};
+    }
+    WindowResult invalidate_window(sim::Tick t, std::uint32_t, std::uint32_t, std::uint32_t) override {
+        return {WindowStatus::NoWindow, t};
+    }
 };
 
 struct StubTx : TransmitPath {
