@@ -9,6 +9,7 @@
 #include <set>
 
 #include "testbench/integration/harness.hpp"
+#include "testbench/integration/stress_workload.hpp"
 
 namespace hcasim::test {
 namespace {
@@ -660,7 +661,8 @@ TEST_CASE("fabric.nodes outside 2 to 36 is refused naming the value, and more th
 
 namespace {
 
-// The seeded random multicast plan: 3 to 6 nodes behind a switch, 1 to 3 UD
+// The seeded random multicast plan (HCASIM_STRESS_SEEDS=N runs N seeds,
+// HCASIM_STRESS_SEED=S replays seed S): 3 to 6 nodes behind a switch, 1 to 3 UD
 // QPs each, 2 to 4 groups with random members (a QP may be in several, a
 // node's QPs in the same one), and messages from random QPs (members or not)
 // to random groups, 0 bytes to the port's MTU, with or without immediate
@@ -877,9 +879,9 @@ RunResult run_stress_plan(const StressPlan& plan) {
 
 TEST_CASE("random multicast traffic to random groups on 3 to 6 nodes delivers every byte and completion exactly once",
           "[multicast][stress]") {
-    for (std::uint64_t seed = 31001; seed < 31009; ++seed) {
+    for (const std::uint64_t seed : stress::seeds(31001, 8)) {
         const StressPlan plan = make_stress_plan(seed);
-        INFO(plan.describe());
+        INFO(plan.describe() << ", replay with HCASIM_STRESS_SEED=" << seed);
         const RunResult r = run_stress_plan(plan);
         HCASIM_REQUIRE_RUN(r);
         long long copies = 0;
