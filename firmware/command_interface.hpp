@@ -139,6 +139,12 @@ public:
     // at the same index, so WQEs on chip and in flight keep their names.
     bool resize_srq(std::uint32_t srqn, std::uint64_t base, std::uint32_t log_size);
 
+    // The adapter's multicast group table (firmware/mcg_commands.cpp).
+    enum class McastStatus { Ok, NoUdQp, TableFull, GroupFull, NotAttached };
+    // Attaches qpn, a UD QP, to the group mgid (once: attaching again is Ok).
+    McastStatus attach_mcast(const hca::MulticastTable::Gid& mgid, std::uint32_t qpn);
+    McastStatus detach_mcast(const hca::MulticastTable::Gid& mgid, std::uint32_t qpn);
+
     std::uint64_t commands() const { return m_commands; }
 
 private:

@@ -388,6 +388,8 @@ void Driver::query_qp_state(DriverQp& qp) {
 
 int Driver::destroy_qp(DriverQp* qp) {
     control_call();
+    // As the kernel's ib_destroy_qp: not while attached to a multicast group.
+    if (mcast_attachments(qp->qpn)) return EBUSY;
     m_fw.destroy_qp(qp->qpn);
     if (qp->send_cq) --qp->send_cq->qp_refs;
     if (qp->recv_cq) --qp->recv_cq->qp_refs;

@@ -5,12 +5,14 @@
 // translations onto it.
 #pragma once
 
+#include <array>
 #include <cerrno>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,10 @@
 #include "firmware/command_interface.hpp"
 #include "host/driver/host_cpu.hpp"
 #include "model/hca/hca.hpp"
+
+namespace hcasim::fabric {
+class SubnetManager;
+}
 
 namespace hcasim::host {
 
@@ -268,6 +274,19 @@ public:
     // Runs fn in the interrupt handler, host.interrupt_ns after now.
     void after_interrupt(std::function<void()> fn);
 
+    // Multicast (host/driver/driver_mcast.cpp). The subnet manager whose SA
+    // the port's joins and leaves go to.
+    void set_subnet_manager(fabric::SubnetManager* sm) { m_sm = sm; }
+    using Gid = std::array<std::uint8_t, 16>;
+    // Attaches a UD QP to the multicast group mgid whose MLID is mlid; when
+    // no QP of this port is attached to the group yet, the port first joins
+    // it at the SA (a management round trip). 0 or an errno.
+    int attach_mcast(DriverQp& qp, const Gid& mgid, std::uint16_t mlid);
+    // Detaches it; the port leaves the group when its last QP has gone.
+    int detach_mcast(DriverQp& qp, const Gid& mgid, std::uint16_t mlid);
+    // Groups qpn is attached to (a QP attached to any cannot be destroyed).
+    std::size_t mcast_attachments(std::uint32_t qpn) const;
+
     // Events.
     int get_cq_event(EventChannel& ch, DriverCq*& cq);
     bool get_async_event(hca::AsyncEvent& e);
@@ -284,6 +303,16 @@ private:
     hca::Hca& m_hca;
     firmware::CommandInterface& m_fw;
     firmware::CmAgent* m_cm = nullptr;
+    fabric::SubnetManager* m_sm = nullptr;
+    // The multicast groups this port is a member of and the QPs attached.
+    struct McastMembership {
+        std::uint16_t mlid = 0;
+        std::set<std::uint32_t> qps;
+    };
+    std::map<Gid, McastMembership> m_mcast;
+    // The SA round trips of a join and a leave; 0 or an errno.
+    int sa_join(const Gid& mgid, std::uint16_t mlid);
+    void sa_leave(const Gid& mgid);
     HostCosts m_costs;
     const sc_core::sc_event& m_memory_written;
     std::map<std::uint32_t, int> m_pds;  // pdn -> objects using it

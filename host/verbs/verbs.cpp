@@ -536,6 +536,13 @@ int ibv_query_device(struct ibv_context* context, struct ibv_device_attr* a) {
     a->max_qp_init_rd_atom = static_cast<int>(p.max_qp_rd_atom);
     a->max_res_rd_atom = static_cast<int>(p.max_qp_rd_atom * p.max_qp);
     a->atomic_cap = IBV_ATOMIC_HCA;  // atomic with respect to this adapter's own atomics
+    // The adapter's multicast group table: max_mcast_grp entries of
+    // max_mcast_qp_attach QPs each.
+    const hca::MulticastTable& mcg = d->hca().multicast();
+    a->max_mcast_grp = static_cast<int>(mcg.max_groups());
+    a->max_mcast_qp_attach = static_cast<int>(mcg.max_qps_per_group());
+    a->max_total_mcast_qp_attach = static_cast<int>(std::min<std::uint64_t>(
+        static_cast<std::uint64_t>(mcg.max_groups()) * mcg.max_qps_per_group(), std::numeric_limits<int>::max()));
     a->max_pkeys = 1;
     a->max_ah = std::numeric_limits<int>::max();  // address handles live in host memory only
     a->local_ca_ack_delay = 15;

@@ -2,12 +2,17 @@
 
 #include <algorithm>
 
+#include "model/packet/multicast.hpp"
+
 namespace hcasim::fabric {
 
 void declare_switch_params(sim::ParamRegistry& r) {
     using K = sim::ParamSpec::Kind;
     r.add({"fabric.topology", K::Choice, "", "back_to_back", 0, 0, {"back_to_back", "switch"},
-           "two nodes cabled directly, or both behind one switch", "default: back to back, as the perftest figures"});
+           "two nodes cabled directly, or all of them behind one switch", "default: back to back, as the perftest figures"});
+    r.add({"fabric.nodes", K::Int, "nodes", "2", 2, 36, {},
+           "simulated hosts, each with one adapter; more than 2 need fabric.topology=switch",
+           "default: the two hosts of a perftest run; at most the 36 ports of one SwitchX-class switch"});
     r.add({"switch.clock_mhz", K::Real, "MHz", "500", 50, 5000, {}, "switch core clock",
            "estimate for a SwitchX-class ASIC"});
     r.add({"switch.cut_through_cycles", K::Int, "cycles", "85", 0, 100000, {},
@@ -31,26 +36,59 @@ IbSwitch::IbSwitch(const sc_core::sc_module_name& name, const sim::Config& cfg, 
     }
 }
 
+void IbSwitch::set_multicast_ports(std::uint16_t mlid, const std::set<int>& ports) {
+    if (ports.empty()) m_mft.erase(mlid);
+    else m_mft[mlid] = ports;
+}
+
+const std::set<int>* IbSwitch::multicast_ports(std::uint16_t mlid) const {
+    auto it = m_mft.find(mlid);
+    return it == m_mft.end() ? nullptr : &it->second;
+}
+
 void IbSwitch::forward(int in, packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit) {
-    // DLID is bytes 2-3 of the LRH.
-    const std::uint16_t dlid =
-        static_cast<std::uint16_t>((pkt->bytes.size() >= 4) ? (pkt->bytes[2] << 8 | pkt->bytes[3]) : 0);
+    const std::uint16_t dlid = packet::wire_dlid(pkt->bytes.data(), pkt->bytes.size());
+    if (packet::is_multicast_lid(dlid)) {
+        forward_multicast(in, dlid, pkt, first_bit, last_bit);
+        return;
+    }
     auto it = m_lft.find(dlid);
     if (it == m_lft.end()) {
         counter("dropped_unknown_dlid")++;
         HCASIM_LOG(sim::LogLevel::Warn, path(), "no route for DLID " << dlid << ", packet dropped");
         return;
     }
-    SwitchPort& out = *m_ports[static_cast<std::size_t>(it->second)];
+    counter("packets_forwarded")++;
+    send_out(in, it->second, std::move(pkt), first_bit, last_bit);
+}
+
+void IbSwitch::forward_multicast(int in, std::uint16_t mlid, const packet::PacketPtr& pkt, sim::Tick first_bit,
+                                 sim::Tick last_bit) {
+    auto it = m_mft.find(mlid);
+    if (it == m_mft.end()) {
+        // No member has joined: IBA switches discard such packets.
+        counter("dropped_unknown_mlid")++;
+        return;
+    }
+    counter("multicast_packets")++;
+    // Every copy shares the packet's bytes: nothing downstream writes them.
+    for (const int out : it->second) {
+        if (out == in) continue;
+        counter("multicast_copies")++;
+        send_out(in, out, pkt, first_bit, last_bit);
+    }
+}
+
+void IbSwitch::send_out(int in, int out_port, packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit) {
+    SwitchPort& out = *m_ports[static_cast<std::size_t>(out_port)];
     const std::uint64_t cycles = (pkt->bytes.size() + static_cast<std::size_t>(m_width) - 1) / static_cast<std::size_t>(m_width);
     // Cut-through: the header is routed while the rest still arrives; the
     // output cannot finish before the input has.
-    sim::Tick& flow_end = m_flow_end[{in, it->second}];
+    sim::Tick& flow_end = m_flow_end[{in, out_port}];
     auto slot = out.out.reserve(std::max(first_bit + m_latency, flow_end), cycles);
     flow_end = slot.end;
     sim::Tick end = slot.end;
     if (end < last_bit) end = last_bit;
-    counter("packets_forwarded")++;
     out.link->send(&out, std::move(pkt), slot.start, end);
 }
 

@@ -1,11 +1,15 @@
 // An InfiniBand switch: cut-through forwarding by destination LID with a fixed
 // port-to-port latency, and one serialiser per output port, so packets from
-// several inputs to one output queue behind each other.
+// several inputs to one output queue behind each other. A packet to a
+// multicast LID is replicated to every port of its multicast forwarding
+// table entry but the one it came in on, each copy serialised on its own
+// output port. The subnet manager programs both tables.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "model/fabric/endpoint.hpp"
@@ -24,6 +28,11 @@ public:
     Endpoint* port(int i) { return m_ports[static_cast<std::size_t>(i)].get(); }
     void attach(int port, Link* link) { m_ports[static_cast<std::size_t>(port)]->link = link; }
     void route(std::uint16_t lid, int port) { m_lft[lid] = port; }
+    // The multicast forwarding table entry of mlid: the ports that lead to
+    // the group's members (an empty set removes the entry).
+    void set_multicast_ports(std::uint16_t mlid, const std::set<int>& ports);
+    const std::set<int>* multicast_ports(std::uint16_t mlid) const;
+    int ports() const { return static_cast<int>(m_ports.size()); }
 
 private:
     struct SwitchPort : Endpoint {
@@ -36,12 +45,17 @@ private:
         }
     };
     void forward(int in, packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit);
+    void forward_multicast(int in, std::uint16_t mlid, const packet::PacketPtr& pkt, sim::Tick first_bit,
+                           sim::Tick last_bit);
+    // Books pkt on output port out behind the packets of the same flow.
+    void send_out(int in, int out, packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit);
 
     sim::Clock m_symbol_clock;  // one cycle moves one byte on each lane
     int m_width;
     sim::Tick m_latency;
     std::vector<std::unique_ptr<SwitchPort>> m_ports;
     std::map<std::uint16_t, int> m_lft;  // linear forwarding table
+    std::map<std::uint16_t, std::set<int>> m_mft;  // multicast forwarding table
     // Packets from one input to one output keep their order.
     std::map<std::pair<int, int>, sim::Tick> m_flow_end;
 };

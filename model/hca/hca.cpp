@@ -32,12 +32,15 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Pcie
       m_completer("completer", m_p, {*this, m_tx, *m_dma, *this, *this}),
       m_requester("requester", m_p, {m_tx, m_completer, m_fetch, m_translation, *m_dma}),
       m_responder("responder", m_p, {m_tx, m_fetch, m_translation, *m_dma, *this, *this, m_srqs}),
+      m_mcast("multicast", cfg, m_p.core_clock_mhz, {*this, m_responder}),
       m_rx("rx_pipeline", m_p, {*this, m_responder, m_completer, pcie, m_port}),
       m_doorbell("doorbell_unit", m_p, *this) {
     m_tx.set_producers(m_responder, m_requester);
     m_completer.set_requester(m_requester);
     m_requester.set_max_datagram(m_port.max_mtu());
     m_port.on_receive([this](packet::PacketPtr pkt, sim::Tick t) { m_rx.receive(std::move(pkt), t); });
+    m_rx.set_multicast(&m_mcast);
+    m_port.set_multicast_loopback([this](const std::uint8_t* mgid) { return m_mcast.members(mgid) != nullptr; });
     // The transmit buffer must hold the largest packet the port can send.
     const std::uint32_t largest = m_port.max_mtu() + kPacketOverheadBytes;
     if (m_p.tx_buffer_bytes < largest)
@@ -178,7 +181,7 @@ void Hca::state_changed(QpContext& qp, sim::Tick t) {
 }
 
 std::vector<sim::Block*> Hca::blocks() {
-    return {&m_doorbell, &m_scheduler, &m_fetch, &m_srqs, &m_descriptors, &m_translation, &m_dma->block(), &m_tx, &m_requester, &m_responder, &m_completer, &m_rx, &m_completion, &m_port};
+    return {&m_doorbell, &m_scheduler, &m_fetch, &m_srqs, &m_descriptors, &m_translation, &m_dma->block(), &m_tx, &m_requester, &m_responder, &m_completer, &m_rx, &m_completion, &m_port, &m_mcast};
 }
 
 }  // namespace hcasim::hca

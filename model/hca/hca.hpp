@@ -16,6 +16,7 @@
 #include "model/hca/dma_engine.hpp"
 #include "model/hca/doorbell_unit.hpp"
 #include "model/hca/hca_params.hpp"
+#include "model/hca/multicast_table.hpp"
 #include "model/hca/port.hpp"
 #include "model/hca/qp_scheduler.hpp"
 #include "model/hca/requester.hpp"
@@ -99,6 +100,7 @@ public:
     Responder& responder() { return m_responder; }
     Completer& completer() { return m_completer; }
     CompletionEngine& completion() { return m_completion; }
+    MulticastTable& multicast() { return m_mcast; }
 
     // CompletionWriter: CQEs through the completion engine, VI descriptor
     // write-backs through the descriptor engine.
@@ -140,6 +142,7 @@ private:
     Completer m_completer;
     Requester m_requester;
     Responder m_responder;
+    MulticastTable m_mcast;
     RxPipeline m_rx;
     DoorbellUnit m_doorbell;
     sim::Tick m_irq_latency = 0;

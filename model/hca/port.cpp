@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "model/packet/multicast.hpp"
+
 namespace hcasim::hca {
 
 void declare_port_params(sim::ParamRegistry& r) {
@@ -52,6 +54,15 @@ sim::Timeline::Slot Port::transmit(packet::PacketPtr pkt, sim::Tick t, sim::Tick
     const auto slot = m_tx.reserve(std::max(t, floor), cycles);
     (*m_n_tx_packets)++;
     (*m_n_tx_bytes) += pkt->bytes.size();
+    if (m_local_members && packet::is_multicast_lid(packet::wire_dlid(pkt->bytes.data(), pkt->bytes.size()))) {
+        // The looped-back copy leaves the transmit buffer with the last byte
+        // serialised and enters the receive side without the PHY and cable.
+        const std::uint8_t* mgid = packet::wire_dgid(pkt->bytes.data(), pkt->bytes.size());
+        if (mgid && m_local_members(mgid)) {
+            counter("multicast_loopback_packets")++;
+            at(slot.end, [this, copy = pkt, t = slot.end]() mutable { m_rx(std::move(copy), t); });
+        }
+    }
     if (!m_link_up) {
         counter("tx_dropped_link_down")++;
         return slot;

@@ -32,6 +32,13 @@ public:
 
     void attach(fabric::Link* link) { m_link = link; }
     void on_receive(std::function<void(packet::PacketPtr, sim::Tick)> fn) { m_rx = std::move(fn); }
+    // Multicast loopback, as ConnectX-class adapters do it: a multicast packet
+    // this port sends is also received here when local_members says a QP of
+    // this adapter is attached to its group (the switch sends no copy back
+    // out of the port a packet came in on).
+    void set_multicast_loopback(std::function<bool(const std::uint8_t* mgid)> local_members) {
+        m_local_members = std::move(local_members);
+    }
 
     // Serialises pkt starting no earlier than t (nor before floor, which keeps
     // one QP's packets in order); returns its slot on the wire. May be
@@ -66,6 +73,7 @@ private:
     fabric::Link* m_link = nullptr;
     bool m_link_up = true;
     std::function<void(packet::PacketPtr, sim::Tick)> m_rx;
+    std::function<bool(const std::uint8_t* mgid)> m_local_members;
     // Hot counters, looked up once.
     std::uint64_t* m_n_tx_packets = nullptr;
     std::uint64_t* m_n_tx_bytes = nullptr;

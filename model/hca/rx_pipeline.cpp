@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "model/packet/multicast.hpp"
 #include "model/packet/opcode_table.hpp"
 
 namespace hcasim::hca {
@@ -31,6 +32,11 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t) {
         // IBA: a malformed packet is silently dropped and counted.
         counter(std::string("dropped_") + packet::to_string(err))++;
         HCASIM_LOG(sim::LogLevel::Info, path(), "dropped packet: " << packet::to_string(err));
+        return;
+    }
+    if (packet::is_multicast_lid(p.h.lrh.dlid)) {
+        if (m_multicast) m_multicast->deliver(p, pkt, pkt->bytes.data() + p.payload_offset, done);
+        else counter("dropped_multicast")++;
         return;
     }
     if (p.h.lrh.dlid != m_w.port.lid()) {

@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "model/hca/hca_params.hpp"
+#include "model/hca/multicast_table.hpp"
 #include "model/hca/port.hpp"
 #include "model/hca/transport_interfaces.hpp"
 #include "model/pcie/pcie_host_interface.hpp"
@@ -30,12 +31,15 @@ public:
 
     // The port delivers a whole packet at t.
     void receive(packet::PacketPtr pkt, sim::Tick t);
+    // Packets to a multicast LID go to the adapter's group table.
+    void set_multicast(MulticastReceiver* m) { m_multicast = m; }
 
 private:
     Wiring m_w;
     HcaParams m_p;
     sim::Timeline m_pipe;
     sim::Tick m_backlog_slack = 0;
+    MulticastReceiver* m_multicast = nullptr;
     // Hot counters, looked up once.
     std::uint64_t* m_n_packets = nullptr;
 };

@@ -18,6 +18,7 @@
 #include "testbench/system/isolated.hpp"
 #include "testbench/system/system.hpp"
 #include "testbench/workloads/kvipl_perftest.hpp"
+#include "testbench/workloads/multicast.hpp"
 #include "testbench/workloads/perftest.hpp"
 
 namespace po = boost::program_options;
@@ -35,6 +36,9 @@ Commands:
   bw            bandwidth and message rate per size (perftest ib_*_bw columns)
   msgrate       message rate of small messages over many QPs with post lists:
                 per QP and in all (simulated Mpps), and the simulator's speed
+  mcast         UD multicast: node 0 sends to a group every other node joined
+                (fabric.nodes nodes; more than 2 need fabric.topology=switch);
+                latency and bandwidth of each receiver
   bench         simulator speed: simulated packets per wall second, 1 and 1024 QPs;
                 with --dma rtl: co-simulation speed of the RTL DMA engine (RTL
                 cycles per wall second) and the wall-time ratio of the same
@@ -85,6 +89,7 @@ const std::map<std::string, std::set<std::string>>& options_of() {
         {"bw", with(workload, {"op", "tx-depth", "qps", "qp-type", "srq", "post-list"})},
         {"msgrate", with(config, {"op", "sizes", "iters", "tx-depth", "qps", "qp-type", "srq", "post-list", "mtu", "inline",
                                   "format", "counters", "vcd"})},
+        {"mcast", with(config, {"sizes", "iters", "tx-depth", "inline", "format", "counters"})},
         {"bench", with(config, {"dma", "sizes", "iters"})},
         {"params", {"format"}},
         {"presets", {}},
@@ -357,6 +362,51 @@ int cmd_run(Cli c) {
     return in_child([&](std::ostream& os) { run_workload(bw, os); });
 }
 
+// mcast: node 0 multicasts to every other node of fabric.nodes; lat/bw
+// between two nodes run on node 0 and node 1 and leave the others idle.
+int cmd_mcast(const Cli& c) {
+    const sim::Config cfg = make_config(c);
+    const hca::HcaParams device = hca::HcaParams::from(cfg);
+    const Format format = output_format(c);
+    const int nodes = static_cast<int>(cfg.get_int("fabric.nodes"));
+    const int port_mtu = static_cast<int>(cfg.get_int("port.max_mtu"));
+    MulticastOptions o;
+    // A UD message is one packet: the default sweep stops at the port's MTU.
+    o.sizes = parse_sizes(c.has("sizes") ? c.sizes : "2:" + std::to_string(port_mtu));
+    o.iterations = c.has("iters") ? cli::parse_int("-n/--iters", c.iters, 1, kMaxIterations) : 1000;
+    o.tx_depth = c.has("tx-depth") ? cli::parse_int("--tx-depth", c.tx_depth, 1,
+                                                    static_cast<int>(std::min<std::uint32_t>(device.max_qp_wr, 65536)),
+                                                    "work requests, the device's hca.max_qp_wr")
+                                   : 128;
+    o.inline_max = c.has("inline") ? static_cast<std::uint32_t>(cli::parse_unsigned(
+                                         "--inline", c.inline_max, 0, device.max_inline, "bytes, the device's hca.max_inline"))
+                                   : std::min(o.inline_max, device.max_inline);
+    o.mtu = port_mtu;
+    check_multicast_options(o, cfg);
+    RunInfo info;
+    info.api = "verbs";
+    info.op = "send";
+    info.title = "Multicast Send";
+    info.settings.emplace_back("preset", c.preset);
+    info.settings.emplace_back("link", cfg.raw("link.speed") + " " + cfg.raw("link.width") + "x");
+    info.settings.emplace_back("pcie", "gen" + cfg.raw("pcie.gen") + " x" + cfg.raw("pcie.lanes"));
+    info.settings.emplace_back("topology", cfg.raw("fabric.topology"));
+    info.settings.emplace_back("nodes", std::to_string(nodes) + ": node0 sends, " +
+                                            (nodes > 2 ? "node1 to node" + std::to_string(nodes - 1) + " receive"
+                                                       : std::string("node1 receives")));
+    char mlid[16];
+    std::snprintf(mlid, sizeof mlid, "0x%04x", kWorkloadMlid);
+    info.settings.emplace_back("multicast group", workload_mgid_text() + ", MLID " + mlid);
+    info.settings.emplace_back("port MTU", std::to_string(port_mtu));
+    info.settings.emplace_back("TX depth", std::to_string(o.tx_depth));
+    for (const auto& [k, v] : cfg.overrides()) info.settings.emplace_back(k, v);
+    System sys(cfg);
+    const std::vector<MulticastRow> rows = run_multicast(sys, o);
+    print_multicast(std::cout, format, info, rows);
+    if (c.counters) std::cout << sys.counters();
+    return 0;
+}
+
 // bench: one message size, the number of messages of each run.
 struct BenchPlan {
     std::uint32_t size = 0;
@@ -556,12 +606,12 @@ int sc_main(int argc, char** argv) {
         ("sizes", po::value(&c.sizes),
          "message sizes in bytes, decimal: LO:HI (every power of two from LO to HI, both powers of two), N, "
          "or N,M,... (default 2:8388608, with --api kvipl up to hca.vi_max_transfer, with --qp-type ud up to the "
-         "path MTU; atomics: 8; bench and msgrate: one size, msgrate default 64)")
+         "path MTU, mcast up to port.max_mtu; atomics: 8; bench and msgrate: one size, msgrate default 64)")
         ("iters,n", po::value(&c.iters),
          ("iterations per size, 1 to " + std::to_string(kMaxIterations) +
           " (default 1000); bw and msgrate: per QP, as perftest's -n; bench: messages per run").c_str())
         ("tx-depth,t", po::value(&c.tx_depth),
-         ("bw/msgrate: work requests in flight per QP, 1 to hca.max_qp_wr (" + max_qp_wr +
+         ("bw/msgrate/mcast: work requests in flight per QP, 1 to hca.max_qp_wr (" + max_qp_wr +
           "); --api kvipl: 1 to hca.vi_max_descriptors (" + vi_descriptors + ") (default 128)").c_str())
         ("qps,q", po::value(&c.qps),
          ("bw/msgrate: number of QPs, 1 to hca.max_qp (" + std::to_string(device.max_qp) +
@@ -570,7 +620,7 @@ int sc_main(int argc, char** argv) {
         ("mtu,m", po::value(&c.mtu), "path MTU in bytes: 256, 512, 1024, 2048 or 4096, at most port.max_mtu (default port.max_mtu)")
         ("inline,I", po::value(&c.inline_max),
          ("largest message sent inline, 0 to hca.max_inline (" + std::to_string(device.max_inline) +
-          ") (lat default 220, bw and msgrate default 0)").c_str())
+          ") (lat and mcast default 220, bw and msgrate default 0)").c_str())
         ("format,f", po::value(&c.format), "text, csv or json (params: text or md)")
         ("preset,p", po::value(&c.preset), "device preset name or file (default cx3-fdr)")
         ("config,c", po::value(&c.config_file), "INI file of parameter overrides")
@@ -595,7 +645,7 @@ int sc_main(int argc, char** argv) {
         }
         if (!options_of().count(c.command)) {
             std::cerr << "hcasim: error: unknown command '" << sim::printable(c.command)
-                      << "' (run, lat, bw, msgrate, bench, params, presets)\n";
+                      << "' (run, lat, bw, msgrate, mcast, bench, params, presets)\n";
             return 2;
         }
         for (const auto& [name, value] : vm)
@@ -608,6 +658,7 @@ int sc_main(int argc, char** argv) {
             run_workload(w, std::cout);
             return 0;
         }
+        if (c.command == "mcast") return cmd_mcast(c);
         if (c.command == "bench") return cmd_bench(c);
         if (c.command == "params") return cmd_params(c);
         for (const auto& p : sim::Config::preset_names()) std::cout << p << "\n";

@@ -165,7 +165,8 @@ using Program = std::function<void(Host&, Record&)>;
 using Overrides = std::vector<std::pair<std::string, std::string>>;
 
 // Runs one program per entry (program i on node i % nodes) in a fresh child
-// process. An empty Program runs nothing.
+// process. An empty Program runs nothing. nodes = 0: fabric.nodes of the
+// overrides.
 inline RunResult run_programs(const Overrides& overrides, const std::vector<Program>& programs, int nodes = 2) {
     const testbench::IsolatedResult iso = testbench::run_isolated([&](std::ostream& os) {
         default_fatal_signals();
@@ -173,7 +174,7 @@ inline RunResult run_programs(const Overrides& overrides, const std::vector<Prog
         for (const auto& [k, v] : overrides) cfg.set(k, v);
         Record rec;
         try {
-            testbench::System sys(cfg, nodes);
+            testbench::System sys(cfg, nodes > 0 ? nodes : static_cast<int>(cfg.get_int("fabric.nodes")));
             std::vector<testbench::System::Program> progs;
             for (const Program& p : programs) {
                 if (p)

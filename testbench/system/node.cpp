@@ -2,7 +2,7 @@
 
 namespace hcasim::testbench {
 
-Node::Node(const sc_core::sc_module_name& name, const sim::Config& cfg, int index)
+Node::Node(const sc_core::sc_module_name& name, const sim::Config& cfg, int index, std::uint16_t lid)
     : sc_core::sc_module(name),
       m_index(index),
       m_memory(cfg.get_real("host.memory_latency_ns")),
@@ -10,12 +10,11 @@ Node::Node(const sc_core::sc_module_name& name, const sim::Config& cfg, int inde
       m_hca("hca", cfg, m_pcie),
       m_fw(cfg, m_hca),
       m_cm("cm_agent", cfg, m_hca, m_fw) {
-    // LIDs are assigned as a subnet manager would: node i gets LID i + 1.
-    m_hca.port().set_lid(static_cast<std::uint16_t>(index + 1));
+    m_hca.port().set_lid(lid);
     host::DeviceInfo info;
     info.name = "hcasim0";
     info.node_guid = 0x0002c90300a0b000ull + static_cast<std::uint64_t>(index);
-    info.lid = static_cast<std::uint16_t>(index + 1);
+    info.lid = lid;
     // GIDs too: the default GID (link-local prefix fe80::/64) and one more
     // under the site-local subnet prefix fec0::/64, both with the port GUID.
     auto gid = [&](std::uint64_t prefix) {

@@ -16,7 +16,8 @@ namespace hcasim::testbench {
 
 class Node : public sc_core::sc_module {
 public:
-    Node(const sc_core::sc_module_name& name, const sim::Config& cfg, int index);
+    // lid: the LID the subnet manager gave the adapter's port.
+    Node(const sc_core::sc_module_name& name, const sim::Config& cfg, int index, std::uint16_t lid);
 
     int index() const { return m_index; }
     host::Driver& driver() { return *m_driver; }

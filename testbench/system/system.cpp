@@ -27,17 +27,24 @@ void Host::barrier(const std::string& name) {
     int& arrived = m_sys.m_oob.barriers[name];
     ++arrived;
     m_sys.m_oob.changed.notify(sc_core::SC_ZERO_TIME);
-    while (m_sys.m_oob.barriers[name] < m_sys.nodes()) sc_core::wait(m_sys.m_oob.changed);
+    while (m_sys.m_oob.barriers[name] < m_sys.m_programs) sc_core::wait(m_sys.m_oob.changed);
 }
+
+System::System(const sim::Config& cfg) : System(cfg, static_cast<int>(cfg.get_int("fabric.nodes"))) {}
 
 System::System(const sim::Config& cfg, int nodes) : m_cfg(cfg) {
     sim::Log::set_level(cfg.get_choice("sim.log_level"));
     const std::string& topo = cfg.get_choice("fabric.topology");
     if (nodes < 1) throw sim::ConfigError("a system needs at least one node");
     if (topo == "back_to_back" && nodes > 2)
-        throw sim::ConfigError("fabric.topology=back_to_back connects at most 2 nodes; use fabric.topology=switch");
-    for (int i = 0; i < nodes; ++i)
-        m_nodes.push_back(std::make_unique<Node>(("node" + std::to_string(i)).c_str(), cfg, i));
+        throw sim::ConfigError("fabric.topology=back_to_back connects at most 2 nodes, not " + std::to_string(nodes) +
+                               " (fabric.nodes=" + std::to_string(nodes) + "); use fabric.topology=switch");
+    m_sm = std::make_unique<fabric::SubnetManager>("subnet_manager", cfg);
+    for (int i = 0; i < nodes; ++i) {
+        const std::uint16_t lid = m_sm->assign_lid(i);
+        m_nodes.push_back(std::make_unique<Node>(("node" + std::to_string(i)).c_str(), cfg, i, lid));
+        m_nodes.back()->driver().set_subnet_manager(m_sm.get());
+    }
     const double cable = cfg.get_real("link.cable_m");
     const double ns_per_m = cfg.get_real("link.ns_per_m");
     if (topo == "back_to_back") {
@@ -51,11 +58,13 @@ System::System(const sim::Config& cfg, int nodes) : m_cfg(cfg) {
         const double rate = hca::link_rate(cfg).data_bytes_per_s();
         m_switch = std::make_unique<fabric::IbSwitch>("switch0", cfg, rate, nodes);
         for (int i = 0; i < nodes; ++i) {
+            Node& n = *m_nodes[static_cast<std::size_t>(i)];
             auto link = std::make_unique<fabric::Link>(cable, ns_per_m);
-            link->connect(&m_nodes[static_cast<std::size_t>(i)]->hca().port(), m_switch->port(i));
-            m_nodes[static_cast<std::size_t>(i)]->hca().port().attach(link.get());
+            link->connect(&n.hca().port(), m_switch->port(i));
+            n.hca().port().attach(link.get());
             m_switch->attach(i, link.get());
-            m_switch->route(static_cast<std::uint16_t>(i + 1), i);
+            // The subnet manager's sweep finds the port on switch port i.
+            m_sm->connect(n.hca().port().lid(), *m_switch, i);
             m_links.push_back(std::move(link));
         }
     }
@@ -73,6 +82,7 @@ void System::run(const std::vector<Program>& programs, const std::vector<std::st
         const std::string name = i < names.size() && !names[i].empty() ? " (" + names[i] + ")" : "";
         return "host program " + std::to_string(i) + name + " on " + node;
     };
+    m_programs = static_cast<int>(std::count_if(programs.begin(), programs.end(), [](const Program& p) { return bool(p); }));
     for (std::size_t i = 0; i < programs.size(); ++i) {
         if (!programs[i]) {
             finished[i] = true;
@@ -139,21 +149,29 @@ std::string System::counters() const {
         for (const sim::Block* b : blocks)
             for (const auto& [k, v] : b->counters()) os << b->path() << "." << k << " = " << v << "\n";
     }
-    if (m_switch)
-        for (const auto& [k, v] : m_switch->counters()) os << m_switch->path() << "." << k << " = " << v << "\n";
+    for (const sim::Block* b : fabric_blocks())
+        for (const auto& [k, v] : b->counters()) os << b->path() << "." << k << " = " << v << "\n";
     return os.str();
 }
 
+std::vector<const sim::Block*> System::fabric_blocks() const {
+    std::vector<const sim::Block*> blocks;
+    if (m_switch) blocks.push_back(m_switch.get());
+    blocks.push_back(m_sm.get());
+    return blocks;
+}
+
 std::uint64_t System::counter(const std::string& path) const {
+    std::vector<const sim::Block*> blocks = fabric_blocks();
     for (const auto& n : m_nodes) {
-        std::vector<sim::Block*> blocks = n->hca().blocks();
+        for (const sim::Block* b : n->hca().blocks()) blocks.push_back(b);
         blocks.push_back(&n->pcie());
         blocks.push_back(&n->cm());
-        for (const sim::Block* b : blocks) {
-            if (path.rfind(b->path() + ".", 0) != 0) continue;
-            auto it = b->counters().find(path.substr(b->path().size() + 1));
-            if (it != b->counters().end()) return it->second;
-        }
+    }
+    for (const sim::Block* b : blocks) {
+        if (path.rfind(b->path() + ".", 0) != 0) continue;
+        auto it = b->counters().find(path.substr(b->path().size() + 1));
+        if (it != b->counters().end()) return it->second;
     }
     return 0;
 }

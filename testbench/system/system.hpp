@@ -12,6 +12,7 @@
 
 #include "model/fabric/ib_switch.hpp"
 #include "model/fabric/link.hpp"
+#include "model/fabric/subnet_manager.hpp"
 #include "model/sim/config.hpp"
 #include "testbench/system/node.hpp"
 
@@ -47,7 +48,8 @@ public:
         std::memcpy(&v, bytes.data(), std::min(bytes.size(), sizeof v));
         return v;
     }
-    // Waits until every program has reached the barrier with this name.
+    // Waits until every program of the run has reached the barrier with
+    // this name (nodes without a program take no part).
     void barrier(const std::string& name);
 
 private:
@@ -59,12 +61,18 @@ class System {
 public:
     using Program = std::function<void(Host&)>;
 
-    explicit System(const sim::Config& cfg, int nodes = 2);
+    // fabric.nodes nodes, or as many as given (tests); node i's port gets
+    // LID i + 1 from the subnet manager.
+    explicit System(const sim::Config& cfg);
+    System(const sim::Config& cfg, int nodes);
     ~System();
 
     const sim::Config& config() const { return m_cfg; }
     int nodes() const { return static_cast<int>(m_nodes.size()); }
     Node& node(int i) { return *m_nodes[static_cast<std::size_t>(i)]; }
+    fabric::SubnetManager& subnet_manager() { return *m_sm; }
+    // Null in fabric.topology=back_to_back.
+    fabric::IbSwitch* fabric_switch() { return m_switch.get(); }
 
     // Runs one program per node (index i on node i) until all return, then
     // lets the hardware drain. Throws if a program is left blocked forever
@@ -79,6 +87,8 @@ public:
 
 private:
     friend class Host;
+    // The switch (if any) and the subnet manager: their counters.
+    std::vector<const sim::Block*> fabric_blocks() const;
     struct Oob {
         std::map<std::string, std::vector<std::uint8_t>> values;
         std::map<std::string, int> barriers;
@@ -86,11 +96,13 @@ private:
     };
 
     sim::Config m_cfg;
+    std::unique_ptr<fabric::SubnetManager> m_sm;
     std::vector<std::unique_ptr<Node>> m_nodes;
     std::vector<std::unique_ptr<fabric::Link>> m_links;
     std::unique_ptr<fabric::IbSwitch> m_switch;
     Oob m_oob;
     int m_running = 0;
+    int m_programs = 0;  // programs of the current run (barrier participants)
 };
 
 }  // namespace hcasim::testbench

@@ -195,4 +195,76 @@ void print_msgrate(std::ostream& os, Format f, const RunInfo& info, const MsgRat
     os << line;
 }
 
+void print_multicast(std::ostream& os, Format f, const RunInfo& info, const std::vector<MulticastRow>& rows) {
+    if (f == Format::Csv) {
+        os << "bytes,receiver,iterations,t_min_us,t_max_us,t_typical_us,t_avg_us,t_stdev_us,t_99_us,t_999_us,sent,"
+              "received,bw_avg_MBps,msg_rate_Mpps\n";
+        for (const auto& r : rows) {
+            const LatencyRow& l = r.latency;
+            os << r.bytes << ",node" << r.receiver << "," << l.iterations << "," << fixed(l.t_min_us, 3) << ","
+               << fixed(l.t_max_us, 3) << "," << fixed(l.t_typical_us, 3) << "," << fixed(l.t_avg_us, 3) << ","
+               << fixed(l.t_stdev_us, 3) << "," << fixed(l.t_99_us, 3) << "," << fixed(l.t_999_us, 3) << "," << r.sent
+               << "," << r.received << "," << fixed(r.bw_avg_MBps, 2) << "," << fixed(r.msg_rate_Mpps, 6) << "\n";
+        }
+        return;
+    }
+    if (f == Format::Json) {
+        nlohmann::json j = meta(info);
+        j["kind"] = "multicast";
+        j["rows"] = nlohmann::json::array();
+        for (const auto& r : rows) {
+            const LatencyRow& l = r.latency;
+            j["rows"].push_back({{"bytes", r.bytes},
+                                 {"receiver", "node" + std::to_string(r.receiver)},
+                                 {"iterations", l.iterations},
+                                 {"t_min_us", l.t_min_us},
+                                 {"t_max_us", l.t_max_us},
+                                 {"t_typical_us", l.t_typical_us},
+                                 {"t_avg_us", l.t_avg_us},
+                                 {"t_stdev_us", l.t_stdev_us},
+                                 {"t_99_us", l.t_99_us},
+                                 {"t_999_us", l.t_999_us},
+                                 {"sent", r.sent},
+                                 {"received", r.received},
+                                 {"bw_avg_MBps", r.bw_avg_MBps},
+                                 {"msg_rate_Mpps", r.msg_rate_Mpps}});
+        }
+        os << j.dump() << "\n";
+        return;
+    }
+    // Text: perftest's latency table, then its bandwidth table, each with a
+    // receiver column; info.title is the test's name ("Multicast Send").
+    RunInfo lat = info;
+    lat.title = info.title + " Latency Test";
+    header(os, lat);
+    char line[256];
+    std::snprintf(line, sizeof line, " %-10s %-10s %-11s %-11s %-11s %-13s %-11s %-13s %-18s %s\n", "#bytes", "#receiver",
+                  "#iterations", "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]", "t_stdev[usec]",
+                  "99% percentile[usec]", "99.9% percentile[usec]");
+    os << line;
+    for (const auto& r : rows) {
+        const LatencyRow& l = r.latency;
+        std::snprintf(line, sizeof line, " %-10llu %-10s %-11llu %-11.2f %-11.2f %-15.2f %-11.2f %-13.2f %-20.2f %.2f\n",
+                      static_cast<unsigned long long>(r.bytes), ("node" + std::to_string(r.receiver)).c_str(),
+                      static_cast<unsigned long long>(l.iterations), l.t_min_us, l.t_max_us, l.t_typical_us, l.t_avg_us,
+                      l.t_stdev_us, l.t_99_us, l.t_999_us);
+        os << line;
+    }
+    os << std::string(86, '-') << "\n\n";
+    RunInfo bw = info;
+    bw.title = info.title + " BW Test";
+    header(os, bw);
+    std::snprintf(line, sizeof line, " %-10s %-10s %-10s %-10s %-21s %s\n", "#bytes", "#receiver", "#sent", "#received",
+                  "BW average[MB/sec]", "MsgRate[Mpps]");
+    os << line;
+    for (const auto& r : rows) {
+        std::snprintf(line, sizeof line, " %-10llu %-10s %-10llu %-10llu %-21.2f %.6f\n",
+                      static_cast<unsigned long long>(r.bytes), ("node" + std::to_string(r.receiver)).c_str(),
+                      static_cast<unsigned long long>(r.sent), static_cast<unsigned long long>(r.received),
+                      r.bw_avg_MBps, r.msg_rate_Mpps);
+        os << line;
+    }
+    os << std::string(86, '-') << "\n";
+}
+
 }  // namespace hcasim::testbench

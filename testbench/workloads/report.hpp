@@ -40,6 +40,17 @@ struct MsgRateResult {
     std::uint64_t packets = 0;
 };
 
+// One receiver of a multicast run at one size: its latency samples and what
+// it received of the bandwidth phase's messages.
+struct MulticastRow {
+    std::uint64_t bytes = 0;
+    int receiver = 0;  // node index
+    LatencyRow latency;
+    std::uint64_t sent = 0;      // bandwidth phase: messages node 0 sent
+    std::uint64_t received = 0;  // ... and this receiver got
+    double bw_avg_MBps = 0, msg_rate_Mpps = 0;
+};
+
 // Statistics of a set of latency samples (picoseconds), perftest style:
 // typical is the median, percentiles by nearest rank.
 LatencyRow latency_stats(std::uint64_t bytes, std::vector<sim::Tick> samples);
@@ -60,5 +71,8 @@ void print_bandwidth(std::ostream& os, Format f, const RunInfo& info, const std:
 // wall second, which varies from run to run) on its own labelled line after
 // the text table and in JSON, never in CSV.
 void print_msgrate(std::ostream& os, Format f, const RunInfo& info, const MsgRateResult& r, double wall_seconds);
+// Latency and bandwidth tables per size and receiver (text), one row per
+// size and receiver with both (CSV, JSON).
+void print_multicast(std::ostream& os, Format f, const RunInfo& info, const std::vector<MulticastRow>& rows);
 
 }  // namespace hcasim::testbench

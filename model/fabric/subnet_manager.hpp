@@ -1,0 +1,90 @@
+// The subnet manager and its subnet administrator (IBA 14, 15), simulated as
+// one deterministic agent beside the fabric, not on any adapter. Its sweep
+// gives each adapter port a LID (node i gets LID i + 1) and programs the
+// switch's linear forwarding table; its SA answers multicast joins and leaves
+// (MCMemberRecord SET and DELETE), binds one MLID to each MGID and programs
+// the switch's multicast forwarding table with the ports of the members.
+//
+// A join or leave is a management round trip: the host's request reaches the
+// SA, the SA programs the switch and answers. The host waits
+// sm.join_latency_us for it (host/driver, attach_mcast); the tables change
+// when the answer arrives, so no multicast packet reaches a port before the
+// host knows it joined.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "model/fabric/ib_switch.hpp"
+#include "model/sim/block.hpp"
+#include "model/sim/config.hpp"
+
+namespace hcasim::fabric {
+
+void declare_subnet_manager_params(sim::ParamRegistry& r);
+
+class SubnetManager : public sim::Block {
+public:
+    using Gid = std::array<std::uint8_t, 16>;
+
+    SubnetManager(const sc_core::sc_module_name& name, const sim::Config& cfg);
+
+    // The sweep: the LID of the port of node index (node i: LID i + 1).
+    std::uint16_t assign_lid(int index);
+    // The port with this LID is cabled to port `port` of sw: unicast
+    // packets to the LID leave sw there, and multicast to its groups too.
+    void connect(std::uint16_t lid, IbSwitch& sw, int port);
+
+    // What the SA answers a join with.
+    enum class JoinStatus {
+        Joined,
+        BadMgid,        // not a multicast GID
+        BadMlid,        // not a multicast LID
+        MlidMismatch,   // the group exists with another MLID
+        MlidInUse,      // another group has this MLID
+        UnknownPort,    // no port has this LID
+    };
+    struct JoinResult {
+        JoinStatus status;
+        std::uint16_t mlid;  // the group's MLID (when it exists)
+    };
+    // Adds port_lid to the members of mgid. The first join creates the group
+    // with the MLID it names (as OpenSM honours a requested MLID); later
+    // joins must name the same one. Joining twice is one membership.
+    JoinResult join(const Gid& mgid, std::uint16_t mlid, std::uint16_t port_lid);
+    // Removes port_lid from the members; the group and its MLID go when the
+    // last member leaves. False when port_lid was not a member.
+    bool leave(const Gid& mgid, std::uint16_t port_lid);
+
+    // The MLID bound to mgid, 0 when there is no such group.
+    std::uint16_t mlid_of(const Gid& mgid) const;
+    std::size_t groups() const { return m_groups.size(); }
+    // The time a host waits for the SA's answer to a join or leave.
+    sim::Tick join_latency() const { return m_join_latency; }
+
+    static const char* to_string(JoinStatus s);
+
+private:
+    struct Group {
+        std::uint16_t mlid = 0;
+        std::set<std::uint16_t> members;  // port LIDs
+    };
+    struct Attachment {
+        IbSwitch* sw;
+        int port;
+    };
+    // Writes the group's entry into every switch's multicast forwarding table.
+    void program_switches(const Group& g);
+
+    sim::Tick m_join_latency;
+    std::set<std::uint16_t> m_lids;               // assigned by the sweep
+    std::map<std::uint16_t, Attachment> m_ports;  // port LID -> where it is cabled
+    std::vector<IbSwitch*> m_switches;            // in the order the sweep found them
+    std::map<Gid, Group> m_groups;
+    std::map<std::uint16_t, Gid> m_mlids;  // MLID -> its group
+};
+
+}  // namespace hcasim::fabric
