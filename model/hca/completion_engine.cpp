@@ -2,16 +2,14 @@
 
 #include <cstring>
 
-#include "model/hca/hca.hpp"
-
 namespace hcasim::hca {
 
-CompletionEngine::CompletionEngine(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca)
-    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_hca(hca), m_pipe(&m_clock),
+CompletionEngine::CompletionEngine(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
+    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_w(w), m_pipe(&m_clock),
       m_cycles(p.cqe_cycles) {}
 
 bool CompletionEngine::post(sim::Tick t, std::uint32_t cqn, Cqe cqe) {
-    CqContext* cq = m_hca.cq(cqn);
+    CqContext* cq = m_w.cqs.cq(cqn);
     if (!cq) {
         counter("cqe_to_missing_cq")++;
         return false;
@@ -24,14 +22,14 @@ bool CompletionEngine::post(sim::Tick t, std::uint32_t cqn, Cqe cqe) {
     if (cq->producer - cq->cached_consumer >= cq->entries()) {
         // Looks full: re-read the consumer index the driver published.
         CqDoorbellRecord rec;
-        ready = m_hca.dma().read(ready, cq->db_record, sizeof rec, &rec);
+        ready = m_w.dma.read(ready, cq->db_record, sizeof rec, &rec);
         cq->cached_consumer = rec.consumer_index;
         counter("consumer_index_reads")++;
         if (cq->producer - cq->cached_consumer >= cq->entries()) {
             cq->overrun = true;
             counter("cq_overruns")++;
             HCASIM_LOG(sim::LogLevel::Info, path(), "CQ " << cqn << " overrun, CQE for QP " << cqe.qpn << " lost");
-            m_hca.raise_async(ready, AsyncEvent{AsyncEventType::CqError, cqn});
+            m_w.errors.raise_async(ready, AsyncEvent{AsyncEventType::CqError, cqn});
             return false;
         }
     }
@@ -39,19 +37,19 @@ bool CompletionEngine::post(sim::Tick t, std::uint32_t cqn, Cqe cqe) {
     cqe.owner = static_cast<std::uint8_t>((cq->producer >> cq->log_size) & 1);
     set_cqe_timestamp(cqe, m_clock.count_at(ready));
     ++cq->producer;
-    const sim::Tick visible = m_hca.dma().write(ready, cq->ring + static_cast<std::uint64_t>(slot) * sizeof(Cqe), &cqe,
+    const sim::Tick visible = m_w.dma.write(ready, cq->ring + static_cast<std::uint64_t>(slot) * sizeof(Cqe), &cqe,
                                                 sizeof(Cqe));
     counter("cqes")++;
     if (cq->listener) cq->listener->cqe_written(cqn, visible);
     if (cq->armed && (!cq->armed_solicited || (cqe.flags & kCqeSolicited) || cqe.status != 0)) {
         cq->armed = false;
-        m_hca.raise_completion(visible, cqn);
+        m_w.interrupts.raise_completion(visible, cqn);
     }
     return true;
 }
 
 void CompletionEngine::arm(sim::Tick t, std::uint32_t cqn, std::uint32_t consumer, bool solicited) {
-    CqContext* cq = m_hca.cq(cqn);
+    CqContext* cq = m_w.cqs.cq(cqn);
     if (!cq) return;
     (void)t;
     cq->cached_consumer = consumer;

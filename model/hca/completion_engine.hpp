@@ -7,25 +7,31 @@
 #include <cstdint>
 
 #include "model/hca/contexts.hpp"
+#include "model/hca/dma_engine.hpp"
 #include "model/hca/hca_params.hpp"
+#include "model/hca/transport_interfaces.hpp"
 #include "model/sim/block.hpp"
 
 namespace hcasim::hca {
 
-class Hca;
-
-class CompletionEngine : public sim::Block {
+class CompletionEngine final : public sim::Block, public CompletionArming {
 public:
-    CompletionEngine(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca);
+    struct Wiring {
+        CqTable& cqs;
+        DmaEngine& dma;
+        QpErrorHandler& errors;      // CQ overrun is an asynchronous event
+        InterruptRaiser& interrupts;
+    };
+    CompletionEngine(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w);
 
     // Writes cqe into CQ cqn no earlier than t (after data the work placed).
     // Returns false if the CQ overran and the CQE was lost.
     bool post(sim::Tick t, std::uint32_t cqn, Cqe cqe);
     // Arms the CQ for its next CQE (any, or solicited only).
-    void arm(sim::Tick t, std::uint32_t cqn, std::uint32_t consumer, bool solicited);
+    void arm(sim::Tick t, std::uint32_t cqn, std::uint32_t consumer, bool solicited) override;
 
 private:
-    Hca& m_hca;
+    Wiring m_w;
     sim::Timeline m_pipe;
     std::uint32_t m_cycles;
 };

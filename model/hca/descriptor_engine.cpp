@@ -6,8 +6,6 @@
 #include <cstring>
 #include <memory>
 
-#include "model/hca/hca.hpp"
-
 namespace hcasim::hca {
 
 std::uint32_t vi_error_bits(CqeStatus s) {
@@ -47,8 +45,8 @@ std::uint32_t vi_op_bits(WqeOpcode op) {
     return kViStatusOpSend;
 }
 
-DescriptorEngine::DescriptorEngine(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca)
-    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_hca(hca), m_p(p), m_parser(&m_clock) {}
+DescriptorEngine::DescriptorEngine(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
+    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_w(w), m_p(p), m_parser(&m_clock) {}
 
 void DescriptorEngine::posted(QpContext& qp, bool recv, const ViDoorbellToken& tok, sim::Tick t) {
     ViQueue& q = recv ? qp.vi_rq : qp.vi_sq;
@@ -65,8 +63,8 @@ void DescriptorEngine::posted(QpContext& qp, bool recv, const ViDoorbellToken& t
         counter("overruns")++;
         HCASIM_LOG(sim::LogLevel::Info, path(), "VI " << qp.qpn << (recv ? " receive" : " send") << " queue overrun: more than "
                                                       << m_p.vi_max_descriptors << " descriptors posted");
-        m_hca.raise_async(t, AsyncEvent{AsyncEventType::ViOverrun, qp.qpn, tok.addr, 0, recv});
-        m_hca.enter_error(qp, t);
+        m_w.errors.raise_async(t, AsyncEvent{AsyncEventType::ViOverrun, qp.qpn, tok.addr, 0, recv});
+        m_w.errors.enter_error(qp, t);
         return;
     }
     fetch(qp, recv, t);
@@ -84,8 +82,8 @@ void DescriptorEngine::post_descriptor_error(QpContext& qp, bool recv, std::uint
     q.posted.pop_front();
     if (q.outstanding) --q.outstanding;
     if (recv) ++qp.rq_fetched; else ++qp.sq_fetched;
-    m_hca.raise_async(t, AsyncEvent{AsyncEventType::ViPostDescriptor, qp.qpn, addr, 0, recv});
-    m_hca.enter_error(qp, t);
+    m_w.errors.raise_async(t, AsyncEvent{AsyncEventType::ViPostDescriptor, qp.qpn, addr, 0, recv});
+    m_w.errors.enter_error(qp, t);
 }
 
 bool DescriptorEngine::locate(QpContext& qp, ViQueue& q, bool recv, sim::Tick& t, std::uint64_t& addr,
@@ -102,13 +100,13 @@ bool DescriptorEngine::locate(QpContext& qp, ViQueue& q, bool recv, sim::Tick& t
             // read (it was linked after): read it again.
             m_spans.clear();
             const Translation tr =
-                m_hca.translation().translate(t, q.last_handle, qp.pdn, q.last_addr, kViNextBytes, 0, m_spans);
+                m_w.translation.translate(t, q.last_handle, qp.pdn, q.last_addr, kViNextBytes, 0, m_spans);
             if (tr.status != Protection::Ok) {
                 post_descriptor_error(qp, recv, tok.addr, tr.ready, "the descriptor it follows is no longer registered");
                 return false;
             }
             std::uint8_t next[kViNextBytes];
-            t = m_hca.dma().read(tr.ready, m_spans.data(), m_spans.size(), next);
+            t = m_w.dma.read(tr.ready, m_spans.data(), m_spans.size(), next);
             std::memcpy(&q.next_addr, next, 8);
             std::memcpy(&q.next_handle, next + 8, 4);
             counter("next_rereads")++;
@@ -151,12 +149,12 @@ void DescriptorEngine::fetch(QpContext& qp, bool recv, sim::Tick t, bool demand)
         f.addr = addr;
         f.handle = handle;
         m_spans.clear();
-        Translation tr = m_hca.translation().translate(ready, handle, qp.pdn, addr, kViDescAlign, kLocalWrite, m_spans);
+        Translation tr = m_w.translation.translate(ready, handle, qp.pdn, addr, kViDescAlign, kLocalWrite, m_spans);
         std::uint32_t first = kViDescAlign;
         if (tr.status == Protection::OutOfBounds) {
             m_spans.clear();
             first = sizeof(ViCtrlSeg);
-            tr = m_hca.translation().translate(ready, handle, qp.pdn, addr, first, kLocalWrite, m_spans);
+            tr = m_w.translation.translate(ready, handle, qp.pdn, addr, first, kLocalWrite, m_spans);
         }
         if (tr.status != Protection::Ok) {
             post_descriptor_error(qp, recv, addr, tr.ready,
@@ -165,7 +163,7 @@ void DescriptorEngine::fetch(QpContext& qp, bool recv, sim::Tick t, bool demand)
             return;
         }
         std::uint8_t head[kViDescAlign];
-        sim::Tick done = m_hca.dma().read(tr.ready, m_spans.data(), m_spans.size(), head);
+        sim::Tick done = m_w.dma.read(tr.ready, m_spans.data(), m_spans.size(), head);
         std::memcpy(&f.ctrl, head, sizeof f.ctrl);
         if (f.ctrl.seg_count > m_p.vi_max_segments) {
             f.error |= kViStatusFormatError;
@@ -175,12 +173,12 @@ void DescriptorEngine::fetch(QpContext& qp, bool recv, sim::Tick t, bool demand)
             std::memcpy(body.data(), head, std::min(first, need));
             if (need > first) {
                 m_spans.clear();
-                tr = m_hca.translation().translate(done, handle, qp.pdn, addr + first, need - first, kLocalWrite, m_spans);
+                tr = m_w.translation.translate(done, handle, qp.pdn, addr + first, need - first, kLocalWrite, m_spans);
                 if (tr.status != Protection::Ok) {
                     post_descriptor_error(qp, recv, addr, tr.ready, "its segments run past its memory region");
                     return;
                 }
-                done = m_hca.dma().read(tr.ready, m_spans.data(), m_spans.size(), body.data() + first);
+                done = m_w.dma.read(tr.ready, m_spans.data(), m_spans.size(), body.data() + first);
             }
             f.segs.resize(f.ctrl.seg_count);
             if (f.ctrl.seg_count) std::memcpy(f.segs.data(), body.data() + sizeof(ViCtrlSeg), 16u * f.ctrl.seg_count);
@@ -271,7 +269,7 @@ RecvWork DescriptorEngine::recv_work(const Fetched& f) {
 }
 
 void DescriptorEngine::deliver(std::uint32_t qpn, bool recv, Fetched& f, sim::Tick t) {
-    QpContext* qp = m_hca.qp(qpn);
+    QpContext* qp = m_w.qps.qp(qpn);
     if (!qp) return;
     ViQueue& q = recv ? qp->vi_rq : qp->vi_sq;
     const bool held = f.addr != 0;  // not yet handed to the receive cache
@@ -288,14 +286,14 @@ void DescriptorEngine::deliver(std::uint32_t qpn, bool recv, Fetched& f, sim::Ti
         if (held)
             complete(*qp, recv, f.addr, f.handle, kViStatusDone | kViStatusFlushed | (recv ? kViStatusOpReceive : 0), 0,
                      std::nullopt, t);
-        m_hca.flush(*qp, t);
+        m_w.errors.flush(*qp, t);
         return;
     }
     if (recv) {
         if (held && f.error) {
             complete(*qp, true, f.addr, f.handle, kViStatusDone | f.error | kViStatusOpReceive, 0, std::nullopt, t);
             if (qp->vi != ViReliability::Unreliable) {
-                m_hca.enter_error(*qp, t);
+                m_w.errors.enter_error(*qp, t);
                 return;
             }
         }
@@ -306,7 +304,7 @@ void DescriptorEngine::deliver(std::uint32_t qpn, bool recv, Fetched& f, sim::Ti
             w.vi_error = f.error;
         }
         qp->send_q.push_back(std::move(w));
-        m_hca.tx().kick(*qp, t);
+        m_w.tx.kick(*qp, t);
     }
     fetch(*qp, recv, t);
 }
@@ -321,15 +319,15 @@ sim::Tick DescriptorEngine::complete(QpContext& qp, bool recv, std::uint64_t des
     const std::uint64_t at_addr = desc_addr + (imm ? kViWritebackOffset : kViWritebackOffset + 4);
     const std::uint32_t bytes = imm ? kViWritebackBytes : kViWritebackBytes - 4;
     m_spans.clear();
-    const Translation tr = m_hca.translation().translate(t, desc_handle, qp.pdn, at_addr, bytes, kLocalWrite, m_spans);
+    const Translation tr = m_w.translation.translate(t, desc_handle, qp.pdn, at_addr, bytes, kLocalWrite, m_spans);
     if (tr.status != Protection::Ok) {
         // The descriptor's memory went away while the adapter held it.
         counter("completion_protection_errors")++;
         HCASIM_LOG(sim::LogLevel::Info, path(), "VI " << qp.qpn << " cannot write back descriptor 0x" << std::hex
                                                       << desc_addr << std::dec << ": " << to_string(tr.status));
-        m_hca.raise_async(tr.ready, AsyncEvent{AsyncEventType::ViCompletionProtection, qp.qpn, desc_addr,
+        m_w.errors.raise_async(tr.ready, AsyncEvent{AsyncEventType::ViCompletionProtection, qp.qpn, desc_addr,
                                                status & 0x70000u, recv});
-        m_hca.enter_error(qp, tr.ready);
+        m_w.errors.enter_error(qp, tr.ready);
         return tr.ready;
     }
     std::uint32_t wb[3];
@@ -338,7 +336,7 @@ sim::Tick DescriptorEngine::complete(QpContext& qp, bool recv, std::uint64_t des
     *p++ = length;
     *p++ = status;
     const sim::Tick visible =
-        m_hca.dma().write(tr.ready, m_spans.data(), m_spans.size(), reinterpret_cast<const std::uint8_t*>(wb));
+        m_w.dma.write(tr.ready, m_spans.data(), m_spans.size(), reinterpret_cast<const std::uint8_t*>(wb));
     counter("writebacks")++;
     if (status & 0x1feu) counter("error_completions")++;
     const std::uint32_t cqn = recv ? qp.recv_cqn : qp.send_cqn;
@@ -351,10 +349,10 @@ sim::Tick DescriptorEngine::complete(QpContext& qp, bool recv, std::uint64_t des
         c.opcode = static_cast<std::uint8_t>(recv ? CqeOpcode::Recv : CqeOpcode::Send);
         c.status = static_cast<std::uint8_t>((status & 0x1feu) ? CqeStatus::GeneralError : CqeStatus::Success);
         c.flags = recv ? 0 : kCqeIsSend;
-        m_hca.completion().post(tr.ready, cqn, c);
+        m_w.completions.post_cqe(tr.ready, cqn, c);
     } else if (q.armed) {
         q.armed = false;
-        m_hca.raise_vi_queue(visible, qp.qpn, recv);
+        m_w.interrupts.raise_vi_queue(visible, qp.qpn, recv);
     }
     return visible;
 }

@@ -18,28 +18,37 @@
 #include <vector>
 
 #include "model/hca/contexts.hpp"
+#include "model/hca/dma_engine.hpp"
 #include "model/hca/hca_params.hpp"
+#include "model/hca/transport_interfaces.hpp"
 #include "model/sim/block.hpp"
 
 namespace hcasim::hca {
-
-class Hca;
 
 // The Status bits (kViStatus*) for a transport completion status.
 std::uint32_t vi_error_bits(CqeStatus s);
 // The Status operation bits of a send-queue operation.
 std::uint32_t vi_op_bits(WqeOpcode op);
 
-class DescriptorEngine : public sim::Block {
+class DescriptorEngine final : public sim::Block, public DescriptorQueues {
 public:
-    DescriptorEngine(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca);
+    struct Wiring {
+        QpTable& qps;
+        DmaEngine& dma;
+        AddressTranslator& translation;  // descriptors live in registered memory
+        CompletionWriter& completions;
+        QpErrorHandler& errors;
+        InterruptRaiser& interrupts;     // armed queues without a CQ
+        TransmitPath& tx;
+    };
+    DescriptorEngine(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w);
 
     // The doorbell of one posted descriptor, decoded at t.
-    void posted(QpContext& qp, bool recv, const ViDoorbellToken& tok, sim::Tick t);
+    void posted(QpContext& qp, bool recv, const ViDoorbellToken& tok, sim::Tick t) override;
     // Fetches the next posted descriptors of a queue when the VI's state and
     // the on-chip queue room allow. demand: a message is waiting for a
     // receive descriptor, which is fetched even past hca.vi_fetch_depth.
-    void fetch(QpContext& qp, bool recv, sim::Tick t, bool demand = false);
+    void fetch(QpContext& qp, bool recv, sim::Tick t, bool demand = false) override;
     // Writes a finished descriptor back and reports its completion; returns
     // when the status is visible in host memory.
     sim::Tick complete(QpContext& qp, bool recv, std::uint64_t desc_addr, std::uint32_t desc_handle,
@@ -48,7 +57,7 @@ public:
     // status, in order.
     void flush(QpContext& qp, sim::Tick t);
     // Arms a queue's interrupt for its next completion.
-    void arm(QpContext& qp, bool recv);
+    void arm(QpContext& qp, bool recv) override;
 
 private:
     struct Fetched {
@@ -66,7 +75,7 @@ private:
     static SendWork send_work(const Fetched& f);
     static RecvWork recv_work(const Fetched& f);
 
-    Hca& m_hca;
+    Wiring m_w;
     HcaParams m_p;
     sim::Timeline m_parser;
     std::vector<DmaSpan> m_spans;

@@ -1,12 +1,10 @@
 #include "model/hca/doorbell_unit.hpp"
 
-#include "model/hca/hca.hpp"
-
 namespace hcasim::hca {
 
-DoorbellUnit::DoorbellUnit(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca)
+DoorbellUnit::DoorbellUnit(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
     : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)),
-      m_hca(hca),
+      m_w(w),
       m_pipe(&m_clock),
       m_cycles(p.doorbell_cycles) {}
 
@@ -16,13 +14,13 @@ void DoorbellUnit::mmio_write(sim::Tick t, DoorbellWrite w) {
     sim::Tick arrive = t;
     if (w.offset == kUarBlueFlame) {
         for (std::size_t off = 0; off < w.wqe.size(); off += kBlueFlameChunkBytes)
-            arrive = m_hca.pcie().mmio_write(t, kBlueFlameChunkBytes);
+            arrive = m_w.pcie.mmio_write(t, kBlueFlameChunkBytes);
         counter("blueflame_writes")++;
     } else if (w.offset == kUarViSendDoorbell || w.offset == kUarViRecvDoorbell) {
-        arrive = m_hca.pcie().mmio_write(t, kViDoorbellBytes);
+        arrive = m_w.pcie.mmio_write(t, kViDoorbellBytes);
         counter("vi_doorbells")++;
     } else {
-        arrive = m_hca.pcie().mmio_write(t, kDoorbellBytes);
+        arrive = m_w.pcie.mmio_write(t, kDoorbellBytes);
         counter("doorbells")++;
     }
     const sim::Tick done = m_pipe.reserve(arrive, m_cycles).end;
@@ -33,7 +31,7 @@ void DoorbellUnit::decode(sim::Tick t, const DoorbellWrite& w) {
     switch (w.offset) {
     case kUarSendDoorbell:
     case kUarBlueFlame: {
-        QpContext* qp = m_hca.qp(w.number);
+        QpContext* qp = m_w.qps.qp(w.number);
         if (!qp) {
             counter("doorbells_unknown_qp")++;
             return;
@@ -46,39 +44,39 @@ void DoorbellUnit::decode(sim::Tick t, const DoorbellWrite& w) {
             return;
         }
         qp->sq_pi = static_cast<std::uint16_t>(w.index);
-        if (w.offset == kUarBlueFlame) t = m_hca.fetch().blueflame(*qp, w.wqe, t);
+        if (w.offset == kUarBlueFlame) t = m_w.fetch.blueflame(*qp, w.wqe, t);
         if (qp->state == QpState::Err) {
-            m_hca.flush(*qp, t);
+            m_w.errors.flush(*qp, t);
             return;
         }
         if (qp->state == QpState::Sqe) {
-            m_hca.flush_send(*qp, t);
+            m_w.errors.flush_send(*qp, t);
             return;
         }
-        m_hca.tx().kick(*qp, t);
+        m_w.tx.kick(*qp, t);
         return;
     }
     case kUarViSendDoorbell:
     case kUarViRecvDoorbell: {
-        QpContext* qp = m_hca.qp(w.number);
+        QpContext* qp = m_w.qps.qp(w.number);
         if (!qp || !qp->is_vi()) {
             counter("doorbells_unknown_qp")++;
             return;
         }
-        m_hca.descriptors().posted(*qp, w.offset == kUarViRecvDoorbell, w.vi, t);
+        m_w.descriptors.posted(*qp, w.offset == kUarViRecvDoorbell, w.vi, t);
         return;
     }
     case kUarViArm: {
-        QpContext* qp = m_hca.qp(w.number);
+        QpContext* qp = m_w.qps.qp(w.number);
         if (!qp || !qp->is_vi()) {
             counter("doorbells_unknown_qp")++;
             return;
         }
-        m_hca.descriptors().arm(*qp, w.recv_queue);
+        m_w.descriptors.arm(*qp, w.recv_queue);
         return;
     }
     case kUarCqArm:
-        m_hca.completion().arm(t, w.number, w.index, w.solicited);
+        m_w.cqs.arm(t, w.number, w.index, w.solicited);
         return;
     default:
         counter("doorbells_unknown_register")++;

@@ -6,13 +6,12 @@
 #include <vector>
 
 #include "model/hca/contexts.hpp"
-
 #include "model/hca/hca_params.hpp"
+#include "model/hca/transport_interfaces.hpp"
+#include "model/pcie/pcie_host_interface.hpp"
 #include "model/sim/block.hpp"
 
 namespace hcasim::hca {
-
-class Hca;
 
 struct DoorbellWrite {
     std::uint32_t offset = 0;      // kUar* register
@@ -26,7 +25,16 @@ struct DoorbellWrite {
 
 class DoorbellUnit : public sim::Block {
 public:
-    DoorbellUnit(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca);
+    struct Wiring {
+        QpTable& qps;
+        pcie::PcieHostInterface& pcie;  // MMIO writes cross it
+        WorkQueueFetcher& fetch;        // BlueFlame WQEs
+        DescriptorQueues& descriptors;  // VI doorbells
+        CompletionArming& cqs;
+        QpErrorHandler& errors;         // doorbells of QPs in an error state flush
+        TransmitPath& tx;
+    };
+    DoorbellUnit(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w);
 
     // The host CPU issues an MMIO write at t; it crosses PCIe and is decoded.
     void mmio_write(sim::Tick t, DoorbellWrite w);
@@ -34,7 +42,7 @@ public:
 private:
     void decode(sim::Tick t, const DoorbellWrite& w);
 
-    Hca& m_hca;
+    Wiring m_w;
     sim::Timeline m_pipe;
     std::uint32_t m_cycles;
 };

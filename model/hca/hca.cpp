@@ -23,18 +23,18 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Pcie
       m_port("port", cfg),
       m_dma(make_dma_engine(m_p, pcie)),
       m_translation("translation", m_p, m_mpt_table, pcie),
-      m_completion("completion_engine", m_p, *this),
+      m_completion("completion_engine", m_p, {*this, *m_dma, *this, *this}),
       m_scheduler("qp_scheduler", m_p),
       m_srqs("srq_engine", m_p, *m_dma, *this),
-      m_fetch("wqe_fetch", m_p, *this),
-      m_descriptors("descriptor_engine", m_p, *this),
       m_tx("tx_pipeline", m_p, {*this, m_scheduler, m_port}),
+      m_descriptors("descriptor_engine", m_p, {*this, *m_dma, m_translation, *this, *this, *this, m_tx}),
+      m_fetch("wqe_fetch", m_p, {*this, *m_dma, m_descriptors, m_srqs, *this, m_tx}),
       m_completer("completer", m_p, {*this, m_tx, *m_dma, *this, *this}),
       m_requester("requester", m_p, {m_tx, m_completer, m_fetch, m_translation, *m_dma}),
       m_responder("responder", m_p, {m_tx, m_fetch, m_translation, *m_dma, *this, *this, m_srqs}),
       m_mcast("multicast", cfg, m_p.core_clock_mhz, {*this, m_responder}),
       m_rx("rx_pipeline", m_p, {*this, m_responder, m_completer, pcie, m_port}),
-      m_doorbell("doorbell_unit", m_p, *this) {
+      m_doorbell("doorbell_unit", m_p, {*this, pcie, m_fetch, m_descriptors, m_completion, *this, m_tx}) {
     m_tx.set_producers(m_responder, m_requester);
     m_completer.set_requester(m_requester);
     m_requester.set_max_datagram(m_port.max_mtu());

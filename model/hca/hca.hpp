@@ -43,7 +43,12 @@ public:
     virtual void vi_queue_event(std::uint32_t qpn, bool recv_queue) = 0;
 };
 
-class Hca final : public sc_core::sc_module, public QpTable, public CompletionWriter, public QpErrorHandler {
+class Hca final : public sc_core::sc_module,
+                  public QpTable,
+                  public CqTable,
+                  public CompletionWriter,
+                  public QpErrorHandler,
+                  public InterruptRaiser {
 public:
     Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::PcieHostInterface& pcie);
 
@@ -54,7 +59,7 @@ public:
     QpContext* qp(std::uint32_t qpn) override {
         return qpn < m_qps.size() && m_qps[qpn] && m_qps[qpn]->valid ? m_qps[qpn].get() : nullptr;
     }
-    CqContext* cq(std::uint32_t cqn) {
+    CqContext* cq(std::uint32_t cqn) override {
         return cqn < m_cqs.size() && m_cqs[cqn].valid ? &m_cqs[cqn] : nullptr;
     }
     QpContext& install_qp(std::uint32_t qpn);
@@ -66,9 +71,9 @@ public:
     // Raises an interrupt for an asynchronous event at t.
     void raise_async(sim::Tick t, AsyncEvent e) override;
     // Raises the completion interrupt of cqn at t.
-    void raise_completion(sim::Tick t, std::uint32_t cqn);
+    void raise_completion(sim::Tick t, std::uint32_t cqn) override;
     // Raises the interrupt of an armed VI work queue at t.
-    void raise_vi_queue(sim::Tick t, std::uint32_t qpn, bool recv_queue);
+    void raise_vi_queue(sim::Tick t, std::uint32_t qpn, bool recv_queue) override;
     // A fatal adapter failure (fault injection): every VI and QP goes to the
     // error state and a catastrophic error is reported.
     void fail_catastrophically(sim::Tick t);
@@ -77,10 +82,10 @@ public:
     // Moves a QP to the error state: every posted WQE of both queues
     // completes with a flush error, in order, after those already done.
     void enter_error(QpContext& qp, sim::Tick t) override;
-    void flush(QpContext& qp, sim::Tick t);
+    void flush(QpContext& qp, sim::Tick t) override;
     void enter_send_queue_error(QpContext& qp, sim::Tick t) override;
     // Completes every posted send WQE with a flush error.
-    void flush_send(QpContext& qp, sim::Tick t);
+    void flush_send(QpContext& qp, sim::Tick t) override;
 
     // Called after firmware changes a QP's state, so blocks pick up work.
     void state_changed(QpContext& qp, sim::Tick t);
@@ -136,9 +141,9 @@ private:
     CompletionEngine m_completion;
     QpScheduler m_scheduler;
     SrqEngine m_srqs;
-    WqeFetchEngine m_fetch;
-    DescriptorEngine m_descriptors;
     TxPipeline m_tx;
+    DescriptorEngine m_descriptors;
+    WqeFetchEngine m_fetch;
     Completer m_completer;
     Requester m_requester;
     Responder m_responder;

@@ -20,7 +20,7 @@ namespace hcasim::hca {
 // segments); QP rings and SRQs share the format.
 void parse_recv_wqe(const std::uint8_t* wqe, std::uint32_t max_sge, RecvWork& out);
 
-class SrqEngine final : public sim::Block, public SrqTable {
+class SrqEngine final : public sim::Block, public SharedReceiveQueues {
 public:
     SrqEngine(const sc_core::sc_module_name& name, const HcaParams& p, DmaEngine& dma, QpErrorHandler& events);
 
@@ -37,10 +37,10 @@ public:
     // waiting for it, so the engine reads the doorbell record and fetches at
     // once if it has none on chip. Returns when the engine is done deciding;
     // the WQE itself is usable from its ready_at.
-    sim::Tick take(QpContext& qp, SrqContext& srq, sim::Tick t, bool demand);
+    sim::Tick take(QpContext& qp, SrqContext& srq, sim::Tick t, bool demand) override;
     // Keeps srq's on-chip WQEs topped up; a WQE was used (or the QP became
     // ready to receive).
-    void top_up(SrqContext& srq, sim::Tick t);
+    void top_up(SrqContext& srq, sim::Tick t) override;
     // Arms the limit event (0 disarms). The WQEs posted are re-read first,
     // so a limit above what is already posted fires at once.
     void arm(SrqContext& srq, std::uint32_t limit, sim::Tick t);

@@ -1,7 +1,6 @@
-// The narrow services the transport blocks (requester, responder, completer
-// and the receive and transmit pipelines) call out through. The adapter wires
-// each block to its neighbours once, in its constructor; a test wires stubs
-// instead and drives one block on its own.
+// The narrow services the adapter's blocks call out through. The adapter
+// wires each block to its neighbours once, in its constructor; a test wires
+// stubs instead and drives one block on its own.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +62,54 @@ public:
     virtual SrqContext* srq(std::uint32_t srqn) = 0;
 };
 
+// The SRQ engine as the fetch engine sees it: WQEs handed to QPs on demand.
+class SharedReceiveQueues : public SrqTable {
+public:
+    // Hands qp the next WQE on chip (or fetches one when demand); returns
+    // when the engine is done deciding.
+    virtual sim::Tick take(QpContext& qp, SrqContext& srq, sim::Tick t, bool demand) = 0;
+    // Refills the SRQ's on-chip WQEs ahead of need.
+    virtual void top_up(SrqContext& srq, sim::Tick t) = 0;
+};
+
+// The CQ contexts by number, null when none.
+class CqTable {
+public:
+    virtual ~CqTable() = default;
+    virtual CqContext* cq(std::uint32_t cqn) = 0;
+};
+
+// Interrupts to the host other than asynchronous events.
+class InterruptRaiser {
+public:
+    virtual ~InterruptRaiser() = default;
+    // The completion interrupt of an armed CQ.
+    virtual void raise_completion(sim::Tick t, std::uint32_t cqn) = 0;
+    // The interrupt of an armed VI work queue that has no CQ.
+    virtual void raise_vi_queue(sim::Tick t, std::uint32_t qpn, bool recv_queue) = 0;
+};
+
+// CQ arming (the completion engine), as the doorbell unit sees it.
+class CompletionArming {
+public:
+    virtual ~CompletionArming() = default;
+    // Arms the CQ for its next CQE (any, or solicited only).
+    virtual void arm(sim::Tick t, std::uint32_t cqn, std::uint32_t consumer, bool solicited) = 0;
+};
+
+// The VI descriptor engine, as the doorbell unit and the fetch engine see it.
+class DescriptorQueues {
+public:
+    virtual ~DescriptorQueues() = default;
+    // The doorbell of one posted descriptor, decoded at t.
+    virtual void posted(QpContext& qp, bool recv, const ViDoorbellToken& tok, sim::Tick t) = 0;
+    // Fetches the next posted descriptors of a queue; demand: a message is
+    // waiting for a receive descriptor.
+    virtual void fetch(QpContext& qp, bool recv, sim::Tick t, bool demand = false) = 0;
+    // Arms a queue's interrupt for its next completion.
+    virtual void arm(QpContext& qp, bool recv) = 0;
+};
+
 // Address translation and protection checks (the translation unit). Appends
 // the physical spans of [va, va + len) to out.
 class AddressTranslator {
@@ -95,6 +142,9 @@ public:
     virtual sim::Tick prefetch_recv(QpContext& qp, sim::Tick t, bool demand) = 0;
     // The head receive WQE was used up.
     virtual void recv_consumed(QpContext& qp, sim::Tick t) = 0;
+    // Takes a WQE that came with its BlueFlame doorbell; returns when it is
+    // parsed (t if it was not taken).
+    virtual sim::Tick blueflame(QpContext& qp, const std::vector<std::uint8_t>& wqe, sim::Tick t) = 0;
 };
 
 // Work completions: CQEs (verbs) and descriptor write-backs (VI).
@@ -119,6 +169,10 @@ public:
     // the send queue error state (IBA 10.3.1), where the send queue is
     // flushed and the receive queue goes on working.
     virtual void enter_send_queue_error(QpContext& qp, sim::Tick t) = 0;
+    // Completes every posted WQE of both queues with a flush error (a QP
+    // already in the error state that was rung), or of the send queue only.
+    virtual void flush(QpContext& qp, sim::Tick t) = 0;
+    virtual void flush_send(QpContext& qp, sim::Tick t) = 0;
 };
 
 // Where a packet goes: LRH, BTH destination QP and, when global, the GRH.

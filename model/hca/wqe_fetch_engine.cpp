@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cstring>
 
-#include "model/hca/hca.hpp"
+#include "model/hca/srq_engine.hpp"  // parse_recv_wqe
 #include "model/sim/assert.hpp"
 
 namespace hcasim::hca {
 
-WqeFetchEngine::WqeFetchEngine(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca)
-    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_hca(hca), m_p(p), m_parser(&m_clock) {}
+WqeFetchEngine::WqeFetchEngine(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
+    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_w(w), m_p(p), m_parser(&m_clock) {}
 
 bool WqeFetchEngine::parse_send(QpContext& qp, const std::uint8_t* wqe, std::uint32_t bytes, SendWork& w) {
     SendWqeCtrl ctrl;
@@ -94,7 +94,7 @@ bool WqeFetchEngine::parse_send(QpContext& qp, const std::uint8_t* wqe, std::uin
 
 void WqeFetchEngine::fetch_send(QpContext& qp, sim::Tick t) {
     if (qp.is_vi()) {
-        m_hca.descriptors().fetch(qp, false, t);
+        m_w.descriptors.fetch(qp, false, t);
         return;
     }
     if (qp.sq_fetch_busy || qp.sq_fetched == qp.sq_pi) return;
@@ -105,7 +105,7 @@ void WqeFetchEngine::fetch_send(QpContext& qp, sim::Tick t) {
     const std::uint32_t n = std::min({pending, m_p.wqe_fetch_batch, qp.sq_entries() - first});
     const std::uint32_t stride = 1u << qp.sq_log_stride;
     m_buf.resize(static_cast<std::size_t>(n) * stride);
-    const sim::Tick fetched = m_hca.dma().read(t, qp.sq_base + first * stride, n * stride, m_buf.data());
+    const sim::Tick fetched = m_w.dma.read(t, qp.sq_base + first * stride, n * stride, m_buf.data());
     const sim::Tick parsed = m_parser.reserve(fetched, static_cast<std::uint64_t>(m_p.wqe_parse_cycles) * n).end;
     std::vector<SendWork> works(n);
     bool bad = false;
@@ -122,7 +122,7 @@ void WqeFetchEngine::fetch_send(QpContext& qp, sim::Tick t) {
     counter("send_wqes") += works.size();
     const std::uint32_t qpn = qp.qpn;
     at(parsed, [this, qpn, parsed, works = std::move(works)]() mutable {
-        QpContext* q = m_hca.qp(qpn);
+        QpContext* q = m_w.qps.qp(qpn);
         if (!q) return;
         q->sq_fetch_busy = false;
         for (auto& w : works) {
@@ -130,14 +130,14 @@ void WqeFetchEngine::fetch_send(QpContext& qp, sim::Tick t) {
             ++q->sq_fetched;
         }
         if (q->state == QpState::Sqe) {
-            m_hca.flush_send(*q, parsed);
+            m_w.errors.flush_send(*q, parsed);
             return;
         }
         if (q->state == QpState::Err) {
-            m_hca.flush(*q, parsed);
+            m_w.errors.flush(*q, parsed);
             return;
         }
-        m_hca.tx().kick(*q, parsed);
+        m_w.tx.kick(*q, parsed);
     });
 }
 
@@ -158,7 +158,7 @@ sim::Tick WqeFetchEngine::blueflame(QpContext& qp, const std::vector<std::uint8_
 
 sim::Tick WqeFetchEngine::read_recv_record(QpContext& qp, sim::Tick t) {
     RqDoorbellRecord rec{};
-    t = m_hca.dma().read(t, qp.rq_db_record, sizeof rec, &rec);
+    t = m_w.dma.read(t, qp.rq_db_record, sizeof rec, &rec);
     counter("recv_record_reads")++;
     // The driver only moves its index forward; a value behind what the
     // adapter already knows is stale and changes nothing.
@@ -169,7 +169,7 @@ sim::Tick WqeFetchEngine::read_recv_record(QpContext& qp, sim::Tick t) {
 
 void WqeFetchEngine::recv_consumed(QpContext& qp, sim::Tick t) {
     if (qp.srqn) {
-        if (SrqContext* srq = m_hca.srqs().find(qp.srqn)) m_hca.srqs().top_up(*srq, t);
+        if (SrqContext* srq = m_w.srqs.srq(qp.srqn)) m_w.srqs.top_up(*srq, t);
         return;
     }
     if (!qp.is_vi() && qp.rq_fetched == qp.rq_pi && qp.rq_db_record) t = read_recv_record(qp, t);
@@ -178,12 +178,12 @@ void WqeFetchEngine::recv_consumed(QpContext& qp, sim::Tick t) {
 
 sim::Tick WqeFetchEngine::prefetch_recv(QpContext& qp, sim::Tick t, bool demand) {
     if (qp.is_vi()) {
-        if (!demand || qp.rq_fetched != qp.rq_pi) m_hca.descriptors().fetch(qp, true, t, demand);
+        if (!demand || qp.rq_fetched != qp.rq_pi) m_w.descriptors.fetch(qp, true, t, demand);
         return t;
     }
     if (qp.srqn) {
-        SrqContext* srq = m_hca.srqs().find(qp.srqn);
-        return srq ? m_hca.srqs().take(qp, *srq, t, demand) : t;
+        SrqContext* srq = m_w.srqs.srq(qp.srqn);
+        return srq ? m_w.srqs.take(qp, *srq, t, demand) : t;
     }
     if (demand && qp.rq_fetched == qp.rq_pi && qp.rq_db_record) t = read_recv_record(qp, t);
     if ((qp.rq_fetch_busy && !demand) || qp.rq_fetched == qp.rq_pi || qp.rq_cache.size() >= m_p.rq_prefetch_depth) return t;
@@ -194,7 +194,7 @@ sim::Tick WqeFetchEngine::prefetch_recv(QpContext& qp, sim::Tick t, bool demand)
     const std::uint32_t n = std::min({pending, room, qp.rq_entries() - first});
     const std::uint32_t stride = 1u << qp.rq_log_stride;
     m_buf.resize(static_cast<std::size_t>(n) * stride);
-    const sim::Tick fetched = m_hca.dma().read(t, qp.rq_base + first * stride, n * stride, m_buf.data());
+    const sim::Tick fetched = m_w.dma.read(t, qp.rq_base + first * stride, n * stride, m_buf.data());
     const sim::Tick parsed = m_parser.reserve(fetched, static_cast<std::uint64_t>(m_p.wqe_parse_cycles) * n).end;
     for (std::uint32_t i = 0; i < n; ++i) {
         RecvWork w;
@@ -210,7 +210,7 @@ sim::Tick WqeFetchEngine::prefetch_recv(QpContext& qp, sim::Tick t, bool demand)
     qp.rq_fetch_busy = true;
     const std::uint32_t qpn = qp.qpn;
     at(parsed, [this, qpn, parsed]() {
-        QpContext* q = m_hca.qp(qpn);
+        QpContext* q = m_w.qps.qp(qpn);
         if (!q) return;
         q->rq_fetch_busy = false;
         prefetch_recv(*q, parsed);

@@ -9,17 +9,24 @@
 #include <vector>
 
 #include "model/hca/contexts.hpp"
+#include "model/hca/dma_engine.hpp"
 #include "model/hca/hca_params.hpp"
 #include "model/hca/transport_interfaces.hpp"
 #include "model/sim/block.hpp"
 
 namespace hcasim::hca {
 
-class Hca;
-
 class WqeFetchEngine final : public sim::Block, public WorkQueueFetcher {
 public:
-    WqeFetchEngine(const sc_core::sc_module_name& name, const HcaParams& p, Hca& hca);
+    struct Wiring {
+        QpTable& qps;
+        DmaEngine& dma;
+        DescriptorQueues& descriptors;  // VIs fetch descriptors instead
+        SharedReceiveQueues& srqs;      // QPs on an SRQ take their receives there
+        QpErrorHandler& errors;         // WQEs fetched for a QP in an error state are flushed
+        TransmitPath& tx;
+    };
+    WqeFetchEngine(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w);
 
     // Starts a fetch of the send WQEs between sq_fetched and sq_pi (at most a
     // batch); calls the TX transport when they are parsed. No-op if a fetch
@@ -27,7 +34,7 @@ public:
     void fetch_send(QpContext& qp, sim::Tick t) override;
     // Takes a WQE delivered by BlueFlame if it is the next one to fetch.
     // Returns when the WQE is parsed (t if it was not taken).
-    sim::Tick blueflame(QpContext& qp, const std::vector<std::uint8_t>& wqe, sim::Tick t);
+    sim::Tick blueflame(QpContext& qp, const std::vector<std::uint8_t>& wqe, sim::Tick t) override;
     // Keeps up to rq_prefetch_depth receive WQEs on chip. A demand fetch (a
     // message needs a receive WQE and none is on chip) does not wait for one
     // in flight and, when every WQE the adapter knows of is fetched, first
@@ -45,7 +52,7 @@ public:
 private:
     bool parse_send(QpContext& qp, const std::uint8_t* wqe, std::uint32_t bytes, SendWork& out);
 
-    Hca& m_hca;
+    Wiring m_w;
     HcaParams m_p;
     sim::Timeline m_parser;
     std::vector<std::uint8_t> m_buf;

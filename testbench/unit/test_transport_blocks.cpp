@@ -122,6 +122,7 @@ struct StubFetch : WorkQueueFetcher {
     void fetch_send(QpContext&, sim::Tick) override {}
     sim::Tick prefetch_recv(QpContext&, sim::Tick t, bool) override { return t; }
     void recv_consumed(QpContext&, sim::Tick) override { ++consumed; }
+    sim::Tick blueflame(QpContext&, const std::vector<std::uint8_t>&, sim::Tick t) override { return t; }
 };
 
 struct StubCompletions : CompletionWriter {
@@ -146,6 +147,9 @@ struct StubErrors : QpErrorHandler {
         ++sq_errors;
         qp.state = QpState::Sqe;
     }
+    int flushes = 0;
+    void flush(QpContext&, sim::Tick) override { ++flushes; }
+    void flush_send(QpContext&, sim::Tick) override { ++flushes; }
 };
 
 struct StubRewinder : RequestRewinder {
