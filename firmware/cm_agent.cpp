@@ -279,7 +279,7 @@ void CmAgent::connect_vi(std::uint32_t qpn, std::uint16_t lid, std::uint32_t rem
     a.retry_cnt = 7;
     a.rnr_retry = 7;
     const hca::QpContext* qp = m_hca.qp(qpn);
-    a.sl = qp ? qp->sl : 0;
+    a.sl = qp ? qp->qpc.sl : 0;
     m_fw.apply_modify_qp(qpn, a,
                          kAttrState | kAttrPathMtu | kAttrAv | kAttrDestQpn | kAttrRqPsn | kAttrSqPsn | kAttrMaxRdAtomic |
                              kAttrMaxDestRdAtomic | kAttrMinRnrTimer | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry);

@@ -63,54 +63,56 @@ bool CommandInterface::destroy_cq(std::uint32_t cqn) {
 
 bool CommandInterface::create_qp(std::uint32_t qpn, const QpRings& r) {
     execute();
-    fill(m_hca.install_qp(qpn), r);
+    hca::Qpc image;
+    fill(image, r);
+    m_hca.install_qp(qpn, image);
     return true;
 }
 
-QpRings CommandInterface::rings_of(const hca::QpContext& qp) {
+QpRings CommandInterface::rings_of(const hca::Qpc& c) {
     QpRings r;
-    r.pdn = qp.pdn;
-    r.send_cqn = qp.send_cqn;
-    r.recv_cqn = qp.recv_cqn;
-    r.sq_sig_all = qp.sq_sig_all;
-    r.sq_base = qp.sq_base;
-    r.sq_log_size = qp.sq_log_size;
-    r.sq_log_stride = qp.sq_log_stride;
-    r.rq_base = qp.rq_base;
-    r.rq_log_size = qp.rq_log_size;
-    r.rq_log_stride = qp.rq_log_stride;
-    r.rq_db_record = qp.rq_db_record;
-    r.max_send_sge = qp.max_send_sge;
-    r.max_recv_sge = qp.max_recv_sge;
-    r.max_inline = qp.max_inline;
-    r.vi = qp.vi;
-    r.vi_max_transfer = qp.vi_max_transfer;
-    r.type = qp.type;
-    r.srqn = qp.srqn;
-    r.xrcd = qp.xrcd;
+    r.pdn = c.pdn;
+    r.send_cqn = c.send_cqn;
+    r.recv_cqn = c.recv_cqn;
+    r.sq_sig_all = c.sq_sig_all;
+    r.sq_base = c.sq_base;
+    r.sq_log_size = c.sq_log_size;
+    r.sq_log_stride = c.sq_log_stride;
+    r.rq_base = c.rq_base;
+    r.rq_log_size = c.rq_log_size;
+    r.rq_log_stride = c.rq_log_stride;
+    r.rq_db_record = c.rq_db_record;
+    r.max_send_sge = c.max_send_sge;
+    r.max_recv_sge = c.max_recv_sge;
+    r.max_inline = c.max_inline;
+    r.vi = c.vi;
+    r.vi_max_transfer = c.vi_max_transfer;
+    r.type = c.type;
+    r.srqn = c.srqn;
+    r.xrcd = c.xrcd;
     return r;
 }
 
-void CommandInterface::fill(hca::QpContext& qp, const QpRings& r) {
-    qp.pdn = r.pdn;
-    qp.send_cqn = r.send_cqn;
-    qp.recv_cqn = r.recv_cqn;
-    qp.sq_sig_all = r.sq_sig_all;
-    qp.sq_base = r.sq_base;
-    qp.sq_log_size = r.sq_log_size;
-    qp.sq_log_stride = r.sq_log_stride;
-    qp.rq_base = r.rq_base;
-    qp.rq_log_size = r.rq_log_size;
-    qp.rq_log_stride = r.rq_log_stride;
-    qp.rq_db_record = r.rq_db_record;
-    qp.max_send_sge = r.max_send_sge;
-    qp.max_recv_sge = r.max_recv_sge;
-    qp.max_inline = r.max_inline;
-    qp.vi = r.vi;
-    qp.vi_max_transfer = r.vi_max_transfer;
-    qp.type = r.type;
-    qp.srqn = r.srqn;
-    qp.xrcd = r.xrcd;
+void CommandInterface::fill(hca::Qpc& c, const QpRings& r) {
+    c.pdn = r.pdn;
+    c.send_cqn = r.send_cqn;
+    c.recv_cqn = r.recv_cqn;
+    c.sq_sig_all = r.sq_sig_all;
+    c.sq_base = r.sq_base;
+    c.sq_log_size = static_cast<std::uint8_t>(r.sq_log_size);
+    c.sq_log_stride = static_cast<std::uint8_t>(r.sq_log_stride);
+    c.rq_base = r.rq_base;
+    c.rq_log_size = static_cast<std::uint8_t>(r.rq_log_size);
+    c.rq_log_stride = static_cast<std::uint8_t>(r.rq_log_stride);
+    c.rq_db_record = r.rq_db_record;
+    c.max_send_sge = static_cast<std::uint16_t>(r.max_send_sge);
+    c.max_recv_sge = static_cast<std::uint16_t>(r.max_recv_sge);
+    c.max_inline = r.max_inline;
+    c.vi = r.vi;
+    c.vi_max_transfer = r.vi_max_transfer;
+    c.type = r.type;
+    c.srqn = r.srqn;
+    c.xrcd = r.xrcd;
 }
 
 bool CommandInterface::modify_qp(std::uint32_t qpn, const QpAttributes& a, std::uint32_t mask) {
@@ -118,63 +120,68 @@ bool CommandInterface::modify_qp(std::uint32_t qpn, const QpAttributes& a, std::
     return apply_modify_qp(qpn, a, mask);
 }
 
+// Read, change and write back the QP's context entry, as MODIFY_QP does
+// with its mailbox image.
 bool CommandInterface::apply_modify_qp(std::uint32_t qpn, const QpAttributes& a, std::uint32_t mask) {
     hca::QpContext* qp = m_hca.qp(qpn);
     if (!qp) return false;
-    if (mask & kAttrAccess) qp->access = a.access;
-    if (mask & kAttrPathMtu) qp->path_mtu = a.path_mtu;
+    hca::Qpc c = qp->qpc;
+    std::uint32_t loads = 0;
+    if (mask & kAttrAccess) c.access = a.access;
+    if (mask & kAttrPathMtu) c.path_mtu = a.path_mtu;
     if (mask & kAttrAv) {
-        qp->dlid = a.dlid;
-        qp->sl = a.sl;
-        qp->grh = a.grh;
+        c.dlid = a.dlid;
+        c.sl = a.sl;
+        c.grh = a.grh;
     }
-    if (mask & kAttrQkey) qp->qkey = a.qkey;
-    if (mask & kAttrDestQpn) qp->dest_qpn = a.dest_qpn;
+    if (mask & kAttrQkey) c.qkey = a.qkey;
+    if (mask & kAttrDestQpn) c.dest_qpn = a.dest_qpn;
     if (mask & kAttrRqPsn) {
-        qp->epsn = a.rq_psn & hca::kPsnMask;
+        c.rq_psn = a.rq_psn & hca::kPsnMask;
+        loads |= hca::kLoadRqPsn;
     }
     if (mask & kAttrSqPsn) {
-        qp->next_psn = a.sq_psn & hca::kPsnMask;
+        c.sq_psn = a.sq_psn & hca::kPsnMask;
+        loads |= hca::kLoadSqPsn;
     }
-    if (mask & kAttrMaxDestRdAtomic) qp->max_dest_rd_atomic = a.max_dest_rd_atomic;
-    if (mask & kAttrMaxRdAtomic) qp->max_rd_atomic = a.max_rd_atomic;
-    if (mask & kAttrMinRnrTimer) qp->min_rnr_timer = a.min_rnr_timer;
-    if (mask & kAttrTimeout) qp->timeout = a.timeout;
+    if (mask & kAttrMaxDestRdAtomic) c.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    if (mask & kAttrMaxRdAtomic) c.max_rd_atomic = a.max_rd_atomic;
+    if (mask & kAttrMinRnrTimer) c.min_rnr_timer = a.min_rnr_timer;
+    if (mask & kAttrTimeout) c.timeout = a.timeout;
     if (mask & kAttrRetryCnt) {
-        qp->retry_cnt = a.retry_cnt;
-        qp->retries_left = a.retry_cnt;
+        c.retry_cnt = a.retry_cnt;
+        loads |= hca::kLoadRetryCnt;
     }
     if (mask & kAttrRnrRetry) {
-        qp->rnr_retry = a.rnr_retry;
-        qp->rnr_retries_left = a.rnr_retry;
+        c.rnr_retry = a.rnr_retry;
+        loads |= hca::kLoadRnrRetry;
     }
     if (mask & kAttrState) {
-        const hca::QpState old = qp->state;
-        qp->state = a.state;
+        const hca::QpState old = c.state;
+        c.state = a.state;
         if (a.state == hca::QpState::Reset && old != hca::QpState::Reset) {
             // Back to reset: the adapter forgets all queue state but the rings
             // (and a VI's attributes, which outlive its connections).
-            const QpRings keep = rings_of(*qp);
-            const std::uint32_t access = qp->access;
-            const std::uint8_t sl = qp->sl;
-            m_hca.remove_qp(qpn);
-            hca::QpContext& fresh = m_hca.install_qp(qpn);
-            fill(fresh, keep);
-            if (fresh.is_vi()) {
-                fresh.access = access;
-                fresh.sl = sl;
+            hca::Qpc fresh;
+            fill(fresh, rings_of(c));
+            if (c.vi != hca::ViReliability::None) {
+                fresh.access = c.access;
+                fresh.sl = c.sl;
             }
+            m_hca.remove_qp(qpn);
+            m_hca.install_qp(qpn, fresh);
             return true;
         }
-        m_hca.state_changed(*qp, sim::now_ps());
+        loads |= hca::kLoadState;
     }
+    m_hca.write_qpc(*qp, c, loads);
     return true;
 }
 
 hca::QpState CommandInterface::query_qp_state(std::uint32_t qpn) {
     execute();
     const hca::QpContext* qp = m_hca.qp(qpn);
-    return qp ? qp->state : hca::QpState::Err;
+    return qp ? qp->qpc.state : hca::QpState::Err;
 }
 
 bool CommandInterface::destroy_qp(std::uint32_t qpn) {
@@ -210,11 +217,13 @@ bool CommandInterface::modify_vi(std::uint32_t qpn, hca::ViReliability rel, std:
     execute();
     hca::QpContext* qp = m_hca.qp(qpn);
     if (!qp || !qp->is_vi()) return false;
-    qp->vi = rel;
-    qp->vi_max_transfer = max_transfer;
-    qp->pdn = pdn;
-    qp->access = access;
-    qp->sl = sl;
+    hca::Qpc c = qp->qpc;
+    c.vi = rel;
+    c.vi_max_transfer = max_transfer;
+    c.pdn = pdn;
+    c.access = access;
+    c.sl = sl;
+    m_hca.write_qpc(*qp, c, 0);
     return true;
 }
 

@@ -149,8 +149,8 @@ public:
 
 private:
     void execute();
-    static QpRings rings_of(const hca::QpContext& qp);
-    static void fill(hca::QpContext& qp, const QpRings& r);
+    static QpRings rings_of(const hca::Qpc& c);
+    static void fill(hca::Qpc& c, const QpRings& r);
 
     hca::Hca& m_hca;
     sim::Tick m_latency;

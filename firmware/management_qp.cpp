@@ -52,19 +52,20 @@ ManagementQp::ManagementQp(hca::Hca& hca, hca::CqeListener& listener) : m_hca(hc
     auto* ring = reinterpret_cast<Cqe*>(m.at(Memory::kCq));
     for (std::uint32_t i = 0; i < (1u << kCqLogSize); ++i) ring[i].owner = 1;
 
-    hca::QpContext& qp = m_hca.install_qp(kQpn);
-    qp.type = hca::QpType::Ud;
-    qp.pdn = hca::kFirmwarePd;
-    qp.send_cqn = qp.recv_cqn = kCqn;
-    qp.sq_base = m.bus_at(Memory::kSq);
-    qp.sq_log_size = 6;
-    qp.sq_log_stride = 7;
-    qp.rq_base = m.bus_at(Memory::kRq);
-    qp.rq_log_size = 6;
-    qp.rq_log_stride = 5;
-    qp.rq_db_record = m.bus_at(Memory::kRecord);
-    qp.qkey = packet::kGsiQkey;
-    qp.state = hca::QpState::Rts;
+    hca::Qpc qpc;
+    qpc.type = hca::QpType::Ud;
+    qpc.pdn = hca::kFirmwarePd;
+    qpc.send_cqn = qpc.recv_cqn = kCqn;
+    qpc.sq_base = m.bus_at(Memory::kSq);
+    qpc.sq_log_size = 6;
+    qpc.sq_log_stride = 7;
+    qpc.rq_base = m.bus_at(Memory::kRq);
+    qpc.rq_log_size = 6;
+    qpc.rq_log_stride = 5;
+    qpc.rq_db_record = m.bus_at(Memory::kRecord);
+    qpc.qkey = packet::kGsiQkey;
+    qpc.state = hca::QpState::Rts;
+    m_hca.install_qp(kQpn, qpc);
     static_assert(kEntries == 64, "QP1's rings are 2^6 entries");
     for (std::uint32_t i = 0; i < kEntries; ++i) post_recv(i);
 }
@@ -108,7 +109,7 @@ bool ManagementQp::send(const std::uint8_t* mad, std::uint16_t dlid, sim::Tick t
     ++m_sq_pi;
     // The firmware sits beside the doorbell unit: it moves the producer
     // index in the context itself and starts the transmit side.
-    qp->sq_pi = m_sq_pi;
+    qp->fetch.sq_pi = m_sq_pi;
     m_hca.tx().kick(*qp, t);
     return true;
 }

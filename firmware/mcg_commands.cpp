@@ -8,7 +8,7 @@ namespace hcasim::firmware {
 CommandInterface::McastStatus CommandInterface::attach_mcast(const hca::MulticastTable::Gid& mgid, std::uint32_t qpn) {
     execute();
     const hca::QpContext* qp = m_hca.qp(qpn);
-    if (!qp || qp->type != hca::QpType::Ud) return McastStatus::NoUdQp;
+    if (!qp || qp->qpc.type != hca::QpType::Ud) return McastStatus::NoUdQp;
     switch (m_hca.multicast().attach(mgid, qpn)) {
     case hca::MulticastTable::Attach::Attached:
     case hca::MulticastTable::Attach::AlreadyAttached: return McastStatus::Ok;

@@ -190,7 +190,7 @@ void on_async(Provider& prov, const hca::AsyncEvent& e) {
     // The erroneous VI is in the error state unless the error left it
     // connected (an unreliable VI losing a message).
     const hca::QpContext* hw = prov.drv->hca().qp(vi->qp->qpn);
-    if (hw && hw->state == hca::QpState::Err) vi->state = KVIP_STATE_ERROR;
+    if (hw && hw->qpc.state == hca::QpState::Err) vi->state = KVIP_STATE_ERROR;
     report(vi->nic, d);
 }
 

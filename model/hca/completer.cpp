@@ -35,7 +35,7 @@ CqeOpcode cqe_opcode(WqeOpcode op) {
 
 std::uint32_t last_psn(const SendWork& w) { return psn_add(w.first_psn, w.npsn - 1); }
 
-sim::Tick ack_timeout_ps(const QpContext& qp) { return static_cast<sim::Tick>(4096) * sim::kPsPerNs << qp.timeout; }
+sim::Tick ack_timeout_ps(const QpContext& qp) { return static_cast<sim::Tick>(4096) * sim::kPsPerNs << qp.qpc.timeout; }
 
 }  // namespace
 
@@ -44,7 +44,7 @@ Completer::Completer(const sc_core::sc_module_name& name, const HcaParams& p, Wi
 
 void Completer::handle(QpContext& qp, const packet::Parsed& p, const packet::PacketPtr& pkt,
                        const std::uint8_t* payload, sim::Tick t) {
-    if (qp.state != QpState::Rts && qp.state != QpState::Sqd) {
+    if (qp.qpc.state != QpState::Rts && qp.qpc.state != QpState::Sqd) {
         counter("dropped_qp_state")++;
         return;
     }
@@ -68,12 +68,12 @@ void Completer::handle_ack(QpContext& qp, const packet::Parsed& p, sim::Tick t) 
     case packet::kAethRnrNak:
         counter("rnr_naks_received")++;
         ack_received(qp, psn_add(psn, kPsnMask), t);
-        if (qp.rnr_retry != 7) {  // 7: retry for ever
-            if (qp.rnr_retries_left == 0) {
+        if (qp.qpc.rnr_retry != 7) {  // 7: retry for ever
+            if (qp.req.rnr_retries_left == 0) {
                 fail_wqe(qp, psn, CqeStatus::RnrRetryExceeded, t);
                 return;
             }
-            --qp.rnr_retries_left;
+            --qp.req.rnr_retries_left;
         }
         m_requester->rewind(qp, psn,
                              t + static_cast<sim::Tick>(kRnrTimerUs[syn & packet::kAethValueMask] * sim::kPsPerUs));
@@ -99,11 +99,11 @@ void Completer::handle_read_response(QpContext& qp, const packet::Parsed& p, con
     const packet::OpcodeInfo& info = packet::opcode_info(p.h.bth.opcode);
     const std::uint32_t psn = p.h.bth.psn;
     // Find the READ it answers.
-    for (auto& w : qp.send_q) {
+    for (auto& w : qp.req.send_q) {
         if (!w.started || w.op != WqeOpcode::RdmaRead || w.acked) continue;
         const std::int32_t d = psn_diff(psn, w.first_psn);
         if (d < 0 || d >= static_cast<std::int32_t>(w.npsn)) continue;
-        const std::uint32_t offset = static_cast<std::uint32_t>(d) * qp.path_mtu;
+        const std::uint32_t offset = static_cast<std::uint32_t>(d) * qp.qpc.path_mtu;
         if (offset != w.read_received) {
             counter("read_responses_out_of_order")++;
             return;
@@ -137,9 +137,9 @@ void Completer::handle_read_response(QpContext& qp, const packet::Parsed& p, con
 // resource and counts as progress.
 void Completer::response_complete(QpContext& qp, SendWork& w, sim::Tick t) {
     w.acked = true;
-    if (qp.outstanding_reads) --qp.outstanding_reads;
-    qp.rnr_retries_left = qp.rnr_retry;
-    qp.retries_left = qp.retry_cnt;
+    if (qp.req.outstanding_reads) --qp.req.outstanding_reads;
+    qp.req.rnr_retries_left = qp.qpc.rnr_retry;
+    qp.req.retries_left = qp.qpc.retry_cnt;
     restart_ack_timer(qp, t);
     retire(qp, t);
     m_w.tx.kick(qp, t);
@@ -149,7 +149,7 @@ void Completer::response_complete(QpContext& qp, SendWork& w, sim::Tick t) {
 // local buffer and the atomic is done.
 void Completer::handle_atomic_ack(QpContext& qp, const packet::Parsed& p, sim::Tick t) {
     const std::uint32_t psn = p.h.bth.psn;
-    for (auto& w : qp.send_q) {
+    for (auto& w : qp.req.send_q) {
         if (!w.started || !is_atomic(w.op) || w.acked || w.first_psn != psn) continue;
         ack_received(qp, psn_add(psn, kPsnMask), t);
         if ((p.h.aeth->syndrome & packet::kAethKindMask) != packet::kAethAck) return;
@@ -164,7 +164,7 @@ void Completer::handle_atomic_ack(QpContext& qp, const packet::Parsed& p, sim::T
 
 void Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
     bool progress = false;
-    for (auto& w : qp.send_q) {
+    for (auto& w : qp.req.send_q) {
         if (!w.started || !w.fully_sent) break;
         // READs, atomics and memory management operations are done by
         // their own events, not by ACKs.
@@ -177,8 +177,8 @@ void Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
         w.acked = true;
     }
     if (progress) {
-        qp.rnr_retries_left = qp.rnr_retry;
-        qp.retries_left = qp.retry_cnt;
+        qp.req.rnr_retries_left = qp.qpc.rnr_retry;
+        qp.req.retries_left = qp.qpc.retry_cnt;
         restart_ack_timer(qp, t);
     }
     retire(qp, t);
@@ -186,8 +186,8 @@ void Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
 
 void Completer::fail_wqe(QpContext& qp, std::uint32_t psn, CqeStatus status, sim::Tick t) {
     ack_received(qp, psn_add(psn, kPsnMask), t);
-    if (qp.state == QpState::Err) return;
-    for (auto& w : qp.send_q) {
+    if (qp.qpc.state == QpState::Err) return;
+    for (auto& w : qp.req.send_q) {
         if (!w.started) break;
         const std::int32_t d = psn_diff(psn, w.first_psn);
         if (d >= 0 && d < static_cast<std::int32_t>(w.npsn)) {
@@ -201,62 +201,63 @@ void Completer::fail_wqe(QpContext& qp, std::uint32_t psn, CqeStatus status, sim
 }
 
 void Completer::arm_ack_timer(QpContext& qp, sim::Tick t) {
-    if (qp.timeout == 0) return;  // 0: wait forever
-    if (qp.ack_timer_armed) return;
-    qp.ack_timer_armed = true;
-    qp.ack_deadline = t + ack_timeout_ps(qp);
+    if (qp.qpc.timeout == 0) return;  // 0: wait forever
+    if (qp.req.ack_timer_armed) return;
+    qp.req.ack_timer_armed = true;
+    qp.req.ack_deadline = t + ack_timeout_ps(qp);
     const std::uint32_t qpn = qp.qpn;
-    at(qp.ack_deadline, [this, qpn]() { ack_timeout(qpn); });
+    at(qp.req.ack_deadline, [this, qpn]() { ack_timeout(qpn); });
 }
 
 // Progress pushes the deadline out; the pending timer event notices when it
 // fires, so there is one event per time-out period, not one per ACK.
 void Completer::restart_ack_timer(QpContext& qp, sim::Tick t) {
-    if (qp.timeout == 0) return;
-    qp.ack_deadline = t + ack_timeout_ps(qp);
+    if (qp.qpc.timeout == 0) return;
+    qp.req.ack_deadline = t + ack_timeout_ps(qp);
 }
 
 void Completer::ack_timeout(std::uint32_t qpn) {
-    QpContext* qp = m_w.qps.qp(qpn);
-    if (!qp || !qp->ack_timer_armed) return;
-    const sim::Tick now = sim::now_ps();
-    qp->ack_timer_armed = false;
-    if (qp->state != QpState::Rts && qp->state != QpState::Sqd) return;
+    const QpAccess found = m_w.qps.context(qpn, sim::now_ps());
+    QpContext* qp = found.qp;
+    if (!qp || !qp->req.ack_timer_armed) return;
+    const sim::Tick now = found.ready;
+    qp->req.ack_timer_armed = false;
+    if (qp->qpc.state != QpState::Rts && qp->qpc.state != QpState::Sqd) return;
     const SendWork* oldest = nullptr;
-    for (const auto& w : qp->send_q) {
+    for (const auto& w : qp->req.send_q) {
         if (w.started && !w.acked) {
             oldest = &w;
             break;
         }
     }
     if (!oldest) return;
-    if (now < qp->ack_deadline) {
+    if (now < qp->req.ack_deadline) {
         // Acknowledged progress since the timer was set: wait on.
-        qp->ack_timer_armed = true;
-        at(qp->ack_deadline, [this, qpn]() { ack_timeout(qpn); });
+        qp->req.ack_timer_armed = true;
+        at(qp->req.ack_deadline, [this, qpn]() { ack_timeout(qpn); });
         return;
     }
     counter("ack_timeouts")++;
-    if (qp->retries_left == 0) {
+    if (qp->req.retries_left == 0) {
         HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qpn << ": no ACK, retries exhausted");
         fail_wqe(*qp, oldest->first_psn, CqeStatus::RetryExceeded, now);
         return;
     }
-    --qp->retries_left;
+    --qp->req.retries_left;
     m_requester->rewind(*qp, oldest->first_psn, now);
     arm_ack_timer(*qp, now);
 }
 
 bool Completer::retire_vi(QpContext& qp, sim::Tick t) {
     // Every VI descriptor is written back; errors break a reliable connection.
-    const SendWork done = std::move(qp.send_q.front());
-    qp.send_q.pop_front();
-    if (qp.tx_index > 0) --qp.tx_index;
+    const SendWork done = std::move(qp.req.send_q.front());
+    qp.req.send_q.pop_front();
+    if (qp.req.tx_index > 0) --qp.req.tx_index;
     const std::uint32_t err = done.vi_error ? done.vi_error : vi_error_bits(done.error);
     const std::uint32_t status = kViStatusDone | err | vi_op_bits(done.op);
     m_w.completions.complete_descriptor(qp, false, done.desc_addr, done.desc_handle, status, err ? 0 : done.length,
                                         std::nullopt, std::max(t, done.done_at));
-    if (err && qp.vi != ViReliability::Unreliable) {
+    if (err && qp.qpc.vi != ViReliability::Unreliable) {
         m_w.errors.enter_error(qp, t);
         return false;
     }
@@ -265,14 +266,14 @@ bool Completer::retire_vi(QpContext& qp, sim::Tick t) {
 }
 
 void Completer::retire(QpContext& qp, sim::Tick t) {
-    while (!qp.send_q.empty() && qp.state != QpState::Err) {
-        SendWork& w = qp.send_q.front();
+    while (!qp.req.send_q.empty() && qp.qpc.state != QpState::Err) {
+        SendWork& w = qp.req.send_q.front();
         if (!w.acked) break;
         if (qp.is_vi()) {
             if (!retire_vi(qp, t)) return;
             continue;
         }
-        const bool signaled = (w.flags & kWqeSignaled) || qp.sq_sig_all;
+        const bool signaled = (w.flags & kWqeSignaled) || qp.qpc.sq_sig_all;
         if (w.error != CqeStatus::Success || signaled) {
             Cqe c{};
             c.qpn = qp.qpn;
@@ -281,10 +282,10 @@ void Completer::retire(QpContext& qp, sim::Tick t) {
             c.opcode = static_cast<std::uint8_t>(cqe_opcode(w.op));
             c.status = static_cast<std::uint8_t>(w.error);
             c.flags = kCqeIsSend;
-            const bool ok = m_w.completions.post_cqe(std::max(t, w.done_at), qp.send_cqn, c);
+            const bool ok = m_w.completions.post_cqe(std::max(t, w.done_at), qp.qpc.send_cqn, c);
             if (w.error != CqeStatus::Success || !ok) {
-                qp.send_q.pop_front();
-                if (qp.tx_index > 0) --qp.tx_index;
+                qp.req.send_q.pop_front();
+                if (qp.req.tx_index > 0) --qp.req.tx_index;
                 if (!ok) m_w.errors.raise_async(t, AsyncEvent{AsyncEventType::QpFatal, qp.qpn});
                 if (ok && !qp.service().acknowledged)
                     m_w.errors.enter_send_queue_error(qp, t);
@@ -293,8 +294,8 @@ void Completer::retire(QpContext& qp, sim::Tick t) {
                 return;
             }
         }
-        qp.send_q.pop_front();
-        if (qp.tx_index > 0) --qp.tx_index;
+        qp.req.send_q.pop_front();
+        if (qp.req.tx_index > 0) --qp.req.tx_index;
         counter("wqes_completed")++;
     }
 }

@@ -49,12 +49,12 @@ DescriptorEngine::DescriptorEngine(const sc_core::sc_module_name& name, const Hc
     : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_w(w), m_p(p), m_parser(&m_clock) {}
 
 void DescriptorEngine::posted(QpContext& qp, bool recv, const ViDoorbellToken& tok, sim::Tick t) {
-    ViQueue& q = recv ? qp.vi_rq : qp.vi_sq;
+    ViQueue& q = recv ? qp.desc.rq : qp.desc.sq;
     counter(recv ? "recv_doorbells" : "send_doorbells")++;
     q.posted.push_back(tok);
     ++q.outstanding;
-    if (recv) ++qp.rq_pi; else ++qp.sq_pi;
-    if (qp.state == QpState::Err) {
+    if (recv) ++qp.fetch.rq_pi; else ++qp.fetch.sq_pi;
+    if (qp.qpc.state == QpState::Err) {
         // A VI in the error state completes what is posted to it as flushed.
         flush(qp, t);
         return;
@@ -70,18 +70,18 @@ void DescriptorEngine::posted(QpContext& qp, bool recv, const ViDoorbellToken& t
     fetch(qp, recv, t);
 }
 
-void DescriptorEngine::arm(QpContext& qp, bool recv) { (recv ? qp.vi_rq : qp.vi_sq).armed = true; }
+void DescriptorEngine::arm(QpContext& qp, bool recv) { (recv ? qp.desc.rq : qp.desc.sq).armed = true; }
 
 void DescriptorEngine::post_descriptor_error(QpContext& qp, bool recv, std::uint64_t addr, sim::Tick t,
                                              const char* why) {
     counter("post_descriptor_errors")++;
     HCASIM_LOG(sim::LogLevel::Info, path(), "VI " << qp.qpn << " descriptor at 0x" << std::hex << addr << std::dec
                                                   << ": " << why);
-    ViQueue& q = recv ? qp.vi_rq : qp.vi_sq;
+    ViQueue& q = recv ? qp.desc.rq : qp.desc.sq;
     // The descriptor cannot be written back: it is dropped from the queue.
     q.posted.pop_front();
     if (q.outstanding) --q.outstanding;
-    if (recv) ++qp.rq_fetched; else ++qp.sq_fetched;
+    if (recv) ++qp.fetch.rq_fetched; else ++qp.fetch.sq_fetched;
     m_w.errors.raise_async(t, AsyncEvent{AsyncEventType::ViPostDescriptor, qp.qpn, addr, 0, recv});
     m_w.errors.enter_error(qp, t);
 }
@@ -100,7 +100,7 @@ bool DescriptorEngine::locate(QpContext& qp, ViQueue& q, bool recv, sim::Tick& t
             // read (it was linked after): read it again.
             m_spans.clear();
             const Translation tr =
-                m_w.translation.translate(t, q.last_handle, qp.pdn, q.last_addr, kViNextBytes, 0, m_spans);
+                m_w.translation.translate(t, q.last_handle, qp.qpc.pdn, q.last_addr, kViNextBytes, 0, m_spans);
             if (tr.status != Protection::Ok) {
                 post_descriptor_error(qp, recv, tok.addr, tr.ready, "the descriptor it follows is no longer registered");
                 return false;
@@ -126,14 +126,14 @@ bool DescriptorEngine::locate(QpContext& qp, ViQueue& q, bool recv, sim::Tick& t
 }
 
 void DescriptorEngine::fetch(QpContext& qp, bool recv, sim::Tick t, bool demand) {
-    ViQueue& q = recv ? qp.vi_rq : qp.vi_sq;
-    demand = demand && recv && qp.rq_cache.empty();
+    ViQueue& q = recv ? qp.desc.rq : qp.desc.sq;
+    demand = demand && recv && qp.fetch.rq_cache.empty();
     while ((q.fetching < m_p.vi_fetch_depth || demand) && !q.posted.empty()) {
         demand = false;
         // An Idle VI keeps its descriptors until it is connected.
-        if (recv ? (qp.state != QpState::Rtr && qp.state != QpState::Rts) : qp.state != QpState::Rts) return;
-        if (recv ? qp.rq_cache.size() >= m_p.rq_prefetch_depth
-                 : qp.send_q.size() - qp.tx_index >= m_p.wqe_fetch_batch)
+        if (recv ? (qp.qpc.state != QpState::Rtr && qp.qpc.state != QpState::Rts) : qp.qpc.state != QpState::Rts) return;
+        if (recv ? qp.fetch.rq_cache.size() >= m_p.rq_prefetch_depth
+                 : qp.req.send_q.size() - qp.req.tx_index >= m_p.wqe_fetch_batch)
             return;
         std::uint64_t addr = 0;
         std::uint32_t handle = 0;
@@ -149,12 +149,12 @@ void DescriptorEngine::fetch(QpContext& qp, bool recv, sim::Tick t, bool demand)
         f.addr = addr;
         f.handle = handle;
         m_spans.clear();
-        Translation tr = m_w.translation.translate(ready, handle, qp.pdn, addr, kViDescAlign, kLocalWrite, m_spans);
+        Translation tr = m_w.translation.translate(ready, handle, qp.qpc.pdn, addr, kViDescAlign, kLocalWrite, m_spans);
         std::uint32_t first = kViDescAlign;
         if (tr.status == Protection::OutOfBounds) {
             m_spans.clear();
             first = sizeof(ViCtrlSeg);
-            tr = m_w.translation.translate(ready, handle, qp.pdn, addr, first, kLocalWrite, m_spans);
+            tr = m_w.translation.translate(ready, handle, qp.qpc.pdn, addr, first, kLocalWrite, m_spans);
         }
         if (tr.status != Protection::Ok) {
             post_descriptor_error(qp, recv, addr, tr.ready,
@@ -173,7 +173,7 @@ void DescriptorEngine::fetch(QpContext& qp, bool recv, sim::Tick t, bool demand)
             std::memcpy(body.data(), head, std::min(first, need));
             if (need > first) {
                 m_spans.clear();
-                tr = m_w.translation.translate(done, handle, qp.pdn, addr + first, need - first, kLocalWrite, m_spans);
+                tr = m_w.translation.translate(done, handle, qp.qpc.pdn, addr + first, need - first, kLocalWrite, m_spans);
                 if (tr.status != Protection::Ok) {
                     post_descriptor_error(qp, recv, addr, tr.ready, "its segments run past its memory region");
                     return;
@@ -189,18 +189,18 @@ void DescriptorEngine::fetch(QpContext& qp, bool recv, sim::Tick t, bool demand)
         const bool rdma = op == kViCtrlOpRdmaWrite || op == kViCtrlOpRdmaRead;
         if (recv && op != kViCtrlOpSendRecv) f.error |= kViStatusFormatError;
         if (!recv && rdma && f.ctrl.seg_count < 1) f.error |= kViStatusFormatError;
-        if (!recv && op == kViCtrlOpRdmaRead && (!m_p.vi_rdma_read || qp.vi == ViReliability::Unreliable))
+        if (!recv && op == kViCtrlOpRdmaRead && (!m_p.vi_rdma_read || qp.qpc.vi == ViReliability::Unreliable))
             f.error |= kViStatusFormatError;
         if (!(f.error & kViStatusFormatError)) {
             std::uint64_t total = 0;
             for (std::size_t i = rdma ? 1 : 0; i < f.segs.size(); ++i) total += f.segs[i].length;
-            if (total > qp.vi_max_transfer) f.error |= kViStatusLengthError;
+            if (total > qp.qpc.vi_max_transfer) f.error |= kViStatusLengthError;
         }
         // Descriptors reach the transport in queue order.
         const sim::Tick parsed = std::max(m_parser.reserve(done, m_p.desc_parse_cycles).end, q.last_ready);
 
         q.posted.pop_front();
-        if (recv) ++qp.rq_fetched; else ++qp.sq_fetched;
+        if (recv) ++qp.fetch.rq_fetched; else ++qp.fetch.sq_fetched;
         q.next_addr = f.ctrl.next;
         q.next_handle = f.ctrl.next_handle;
         q.last_addr = addr;
@@ -214,7 +214,7 @@ void DescriptorEngine::fetch(QpContext& qp, bool recv, sim::Tick t, bool demand)
             // arriving message waits for it rather than finding none.
             RecvWork w = recv_work(f);
             w.ready_at = parsed;
-            qp.rq_cache.push_back(std::move(w));
+            qp.fetch.rq_cache.push_back(std::move(w));
             f.segs.clear();
             f.addr = 0;
         }
@@ -269,9 +269,11 @@ RecvWork DescriptorEngine::recv_work(const Fetched& f) {
 }
 
 void DescriptorEngine::deliver(std::uint32_t qpn, bool recv, Fetched& f, sim::Tick t) {
-    QpContext* qp = m_w.qps.qp(qpn);
+    const QpAccess found = m_w.qps.context(qpn, t);
+    QpContext* qp = found.qp;
     if (!qp) return;
-    ViQueue& q = recv ? qp->vi_rq : qp->vi_sq;
+    t = found.ready;
+    ViQueue& q = recv ? qp->desc.rq : qp->desc.sq;
     const bool held = f.addr != 0;  // not yet handed to the receive cache
     if (q.fetching == 0) {
         // The VI was reset while this fetch was in flight: it belongs to the
@@ -282,7 +284,7 @@ void DescriptorEngine::deliver(std::uint32_t qpn, bool recv, Fetched& f, sim::Ti
         return;
     }
     --q.fetching;
-    if (qp->state == QpState::Err) {
+    if (qp->qpc.state == QpState::Err) {
         if (held)
             complete(*qp, recv, f.addr, f.handle, kViStatusDone | kViStatusFlushed | (recv ? kViStatusOpReceive : 0), 0,
                      std::nullopt, t);
@@ -292,7 +294,7 @@ void DescriptorEngine::deliver(std::uint32_t qpn, bool recv, Fetched& f, sim::Ti
     if (recv) {
         if (held && f.error) {
             complete(*qp, true, f.addr, f.handle, kViStatusDone | f.error | kViStatusOpReceive, 0, std::nullopt, t);
-            if (qp->vi != ViReliability::Unreliable) {
+            if (qp->qpc.vi != ViReliability::Unreliable) {
                 m_w.errors.enter_error(*qp, t);
                 return;
             }
@@ -303,7 +305,7 @@ void DescriptorEngine::deliver(std::uint32_t qpn, bool recv, Fetched& f, sim::Ti
             w.error = CqeStatus::LocalQpOperation;
             w.vi_error = f.error;
         }
-        qp->send_q.push_back(std::move(w));
+        qp->req.send_q.push_back(std::move(w));
         m_w.tx.kick(*qp, t);
     }
     fetch(*qp, recv, t);
@@ -312,14 +314,14 @@ void DescriptorEngine::deliver(std::uint32_t qpn, bool recv, Fetched& f, sim::Ti
 sim::Tick DescriptorEngine::complete(QpContext& qp, bool recv, std::uint64_t desc_addr, std::uint32_t desc_handle,
                                      std::uint32_t status, std::uint32_t length, std::optional<std::uint32_t> imm,
                                      sim::Tick t) {
-    ViQueue& q = recv ? qp.vi_rq : qp.vi_sq;
+    ViQueue& q = recv ? qp.desc.rq : qp.desc.sq;
     if (q.outstanding) --q.outstanding;
     // Received immediate data goes back with Length and Status in one write;
     // otherwise only Length and Status are written.
     const std::uint64_t at_addr = desc_addr + (imm ? kViWritebackOffset : kViWritebackOffset + 4);
     const std::uint32_t bytes = imm ? kViWritebackBytes : kViWritebackBytes - 4;
     m_spans.clear();
-    const Translation tr = m_w.translation.translate(t, desc_handle, qp.pdn, at_addr, bytes, kLocalWrite, m_spans);
+    const Translation tr = m_w.translation.translate(t, desc_handle, qp.qpc.pdn, at_addr, bytes, kLocalWrite, m_spans);
     if (tr.status != Protection::Ok) {
         // The descriptor's memory went away while the adapter held it.
         counter("completion_protection_errors")++;
@@ -339,7 +341,7 @@ sim::Tick DescriptorEngine::complete(QpContext& qp, bool recv, std::uint64_t des
         m_w.dma.write(tr.ready, m_spans.data(), m_spans.size(), reinterpret_cast<const std::uint8_t*>(wb));
     counter("writebacks")++;
     if (status & 0x1feu) counter("error_completions")++;
-    const std::uint32_t cqn = recv ? qp.recv_cqn : qp.send_cqn;
+    const std::uint32_t cqn = recv ? qp.qpc.recv_cqn : qp.qpc.send_cqn;
     if (cqn) {
         // Issued after the write-back, so posted-write ordering makes it
         // visible after the descriptor's status.
@@ -361,27 +363,27 @@ void DescriptorEngine::flush(QpContext& qp, sim::Tick t) {
     const auto flushed = kViStatusDone | kViStatusFlushed;
     // Fetched work first (it is older), then what was only announced.
     std::deque<SendWork> sends;
-    sends.swap(qp.send_q);
+    sends.swap(qp.req.send_q);
     for (const SendWork& w : sends) complete(qp, false, w.desc_addr, w.desc_handle, flushed | vi_op_bits(w.op), 0, std::nullopt, t);
     std::deque<ViDoorbellToken> tokens;
-    tokens.swap(qp.vi_sq.posted);
+    tokens.swap(qp.desc.sq.posted);
     for (const ViDoorbellToken& tok : tokens) complete(qp, false, tok.addr, tok.handle, flushed, 0, std::nullopt, t);
-    qp.sq_fetched = qp.sq_pi;
+    qp.fetch.sq_fetched = qp.fetch.sq_pi;
     std::deque<RecvWork> recvs;
-    recvs.swap(qp.rq_cache);
+    recvs.swap(qp.fetch.rq_cache);
     for (const RecvWork& r : recvs) complete(qp, true, r.desc_addr, r.desc_handle, flushed | kViStatusOpReceive, 0, std::nullopt, t);
     tokens.clear();
-    tokens.swap(qp.vi_rq.posted);
+    tokens.swap(qp.desc.rq.posted);
     for (const ViDoorbellToken& tok : tokens)
         complete(qp, true, tok.addr, tok.handle, flushed | kViStatusOpReceive, 0, std::nullopt, t);
-    qp.rq_fetched = qp.rq_pi;
-    for (ViQueue* q : {&qp.vi_sq, &qp.vi_rq}) {
+    qp.fetch.rq_fetched = qp.fetch.rq_pi;
+    for (ViQueue* q : {&qp.desc.sq, &qp.desc.rq}) {
         q->next_addr = 0;
         q->last_addr = 0;
     }
-    qp.tx_index = 0;
-    qp.tx_offset = 0;
-    qp.outstanding_reads = 0;
+    qp.req.tx_index = 0;
+    qp.req.tx_offset = 0;
+    qp.req.outstanding_reads = 0;
 }
 
 }  // namespace hcasim::hca

@@ -31,7 +31,8 @@ void DoorbellUnit::decode(sim::Tick t, const DoorbellWrite& w) {
     switch (w.offset) {
     case kUarSendDoorbell:
     case kUarBlueFlame: {
-        QpContext* qp = m_w.qps.qp(w.number);
+        const QpAccess found = m_w.qps.context(w.number, t);
+        QpContext* qp = found.qp;
         if (!qp) {
             counter("doorbells_unknown_qp")++;
             return;
@@ -39,17 +40,18 @@ void DoorbellUnit::decode(sim::Tick t, const DoorbellWrite& w) {
         // A producer index never moves back: a doorbell older than one
         // already decoded names no new work (and its BlueFlame copy is
         // stale), so it is dropped.
-        if (static_cast<std::int16_t>(static_cast<std::uint16_t>(w.index) - qp->sq_pi) < 0) {
+        if (static_cast<std::int16_t>(static_cast<std::uint16_t>(w.index) - qp->fetch.sq_pi) < 0) {
             counter("stale_doorbells")++;
             return;
         }
-        qp->sq_pi = static_cast<std::uint16_t>(w.index);
+        qp->fetch.sq_pi = static_cast<std::uint16_t>(w.index);
+        t = found.ready;
         if (w.offset == kUarBlueFlame) t = m_w.fetch.blueflame(*qp, w.wqe, t);
-        if (qp->state == QpState::Err) {
+        if (qp->qpc.state == QpState::Err) {
             m_w.errors.flush(*qp, t);
             return;
         }
-        if (qp->state == QpState::Sqe) {
+        if (qp->qpc.state == QpState::Sqe) {
             m_w.errors.flush_send(*qp, t);
             return;
         }
@@ -58,16 +60,18 @@ void DoorbellUnit::decode(sim::Tick t, const DoorbellWrite& w) {
     }
     case kUarViSendDoorbell:
     case kUarViRecvDoorbell: {
-        QpContext* qp = m_w.qps.qp(w.number);
+        const QpAccess found = m_w.qps.context(w.number, t);
+        QpContext* qp = found.qp;
         if (!qp || !qp->is_vi()) {
             counter("doorbells_unknown_qp")++;
             return;
         }
-        m_w.descriptors.posted(*qp, w.offset == kUarViRecvDoorbell, w.vi, t);
+        m_w.descriptors.posted(*qp, w.offset == kUarViRecvDoorbell, w.vi, found.ready);
         return;
     }
     case kUarViArm: {
-        QpContext* qp = m_w.qps.qp(w.number);
+        const QpAccess found = m_w.qps.context(w.number, t);
+        QpContext* qp = found.qp;
         if (!qp || !qp->is_vi()) {
             counter("doorbells_unknown_qp")++;
             return;

@@ -34,7 +34,8 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Pcie
       m_responder("responder", m_p, {m_tx, m_fetch, m_translation, *m_dma, *this, *this, m_srqs}),
       m_mcast("multicast", cfg, m_p.core_clock_mhz, {*this, m_responder}),
       m_rx("rx_pipeline", m_p, {*this, m_responder, m_completer, pcie, m_port}),
-      m_doorbell("doorbell_unit", m_p, {*this, pcie, m_fetch, m_descriptors, m_completion, *this, m_tx}) {
+      m_doorbell("doorbell_unit", m_p, {*this, pcie, m_fetch, m_descriptors, m_completion, *this, m_tx}),
+      m_qpc_read(sim::Clock::from_mhz("hca.core", m_p.core_clock_mhz).cycles(m_p.qpc_read_cycles)) {
     m_tx.set_producers(m_responder, m_requester);
     m_completer.set_requester(m_requester);
     m_requester.set_max_datagram(m_port.max_mtu());
@@ -49,12 +50,27 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Pcie
                                " (needs at least " + std::to_string(largest) + " bytes)");
 }
 
-QpContext& Hca::install_qp(std::uint32_t qpn) {
+QpContext& Hca::install_qp(std::uint32_t qpn, const Qpc& image) {
     if (m_qps.size() <= qpn) m_qps.resize(qpn + 1);
     m_qps[qpn] = std::make_unique<QpContext>();
-    m_qps[qpn]->valid = true;
-    m_qps[qpn]->qpn = qpn;
-    return *m_qps[qpn];
+    QpContext& qp = *m_qps[qpn];
+    qp.valid = true;
+    qp.qpn = qpn;
+    qp.qpc = image;
+    qp.req.next_psn = image.sq_psn;
+    qp.req.retries_left = image.retry_cnt;
+    qp.req.rnr_retries_left = image.rnr_retry;
+    qp.resp.epsn = image.rq_psn;
+    return qp;
+}
+
+void Hca::write_qpc(QpContext& qp, const Qpc& image, std::uint32_t loads) {
+    qp.qpc = image;
+    if (loads & kLoadSqPsn) qp.req.next_psn = image.sq_psn & kPsnMask;
+    if (loads & kLoadRqPsn) qp.resp.epsn = image.rq_psn & kPsnMask;
+    if (loads & kLoadRetryCnt) qp.req.retries_left = image.retry_cnt;
+    if (loads & kLoadRnrRetry) qp.req.rnr_retries_left = image.rnr_retry;
+    if (loads & kLoadState) state_changed(qp, sim::now_ps());
 }
 
 void Hca::remove_qp(std::uint32_t qpn) {
@@ -95,18 +111,18 @@ void Hca::fail_catastrophically(sim::Tick t) {
 }
 
 void Hca::enter_error(QpContext& qp, sim::Tick t) {
-    if (qp.state == QpState::Err) return;
+    if (qp.qpc.state == QpState::Err) return;
     HCASIM_LOG(sim::LogLevel::Info, name(), "QP " << qp.qpn << " enters the error state");
-    qp.state = QpState::Err;
+    qp.qpc.state = QpState::Err;
     flush(qp, t);
 }
 
 void Hca::flush(QpContext& qp, sim::Tick t) {
     if (qp.is_vi()) {
         m_descriptors.flush(qp, t);
-        qp.read_jobs.clear();
-        qp.recv_in_progress = false;
-        qp.write_in_progress = false;
+        qp.resp.read_jobs.clear();
+        qp.resp.recv_in_progress = false;
+        qp.resp.write_in_progress = false;
         return;
     }
     auto flushed = [&](std::uint32_t cqn, std::uint16_t index, bool is_send, CqeOpcode op) {
@@ -116,27 +132,27 @@ void Hca::flush(QpContext& qp, sim::Tick t) {
         c.opcode = static_cast<std::uint8_t>(op);
         c.status = static_cast<std::uint8_t>(CqeStatus::WrFlush);
         c.flags = is_send ? kCqeIsSend : 0;
-        if (!is_send && qp.type == QpType::XrcTarget) {
-            c.src_qp = qp.srqn;
+        if (!is_send && qp.xrc_target()) {
+            c.src_qp = qp.recv_srqn();
             c.flags |= kCqeXrcSrq;
         }
         m_completion.post(t, cqn, c);
     };
     flush_send(qp, t);
-    for (const auto& r : qp.rq_cache) flushed(qp.recv_cqn, r.wqe_index, false, CqeOpcode::Recv);
-    qp.rq_cache.clear();
+    for (const auto& r : qp.fetch.rq_cache) flushed(qp.recv_cqn(), r.wqe_index, false, CqeOpcode::Recv);
+    qp.fetch.rq_cache.clear();
     // A QP on an SRQ leaves the SRQ's WQEs to the others; the consumer
     // learns that this one will take no more (IBA 10.3.1, Last WQE Reached).
-    if (qp.srqn && !qp.last_wqe_reached) {
-        qp.last_wqe_reached = true;
+    if (qp.recv_srqn() && !qp.resp.last_wqe_reached) {
+        qp.resp.last_wqe_reached = true;
         raise_async(t, AsyncEvent{AsyncEventType::QpLastWqeReached, qp.qpn});
     }
     // Receives the adapter does not know of yet are in the doorbell record.
-    if (qp.rq_db_record) t = m_fetch.read_recv_record(qp, t);
-    for (; qp.rq_fetched != qp.rq_pi; ++qp.rq_fetched) flushed(qp.recv_cqn, qp.rq_fetched, false, CqeOpcode::Recv);
-    qp.read_jobs.clear();
-    qp.recv_in_progress = false;
-    qp.write_in_progress = false;
+    if (qp.qpc.rq_db_record) t = m_fetch.read_recv_record(qp, t);
+    for (; qp.fetch.rq_fetched != qp.fetch.rq_pi; ++qp.fetch.rq_fetched) flushed(qp.recv_cqn(), qp.fetch.rq_fetched, false, CqeOpcode::Recv);
+    qp.resp.read_jobs.clear();
+    qp.resp.recv_in_progress = false;
+    qp.resp.write_in_progress = false;
 }
 
 void Hca::flush_send(QpContext& qp, sim::Tick t) {
@@ -147,28 +163,28 @@ void Hca::flush_send(QpContext& qp, sim::Tick t) {
         c.opcode = static_cast<std::uint8_t>(CqeOpcode::Send);
         c.status = static_cast<std::uint8_t>(CqeStatus::WrFlush);
         c.flags = kCqeIsSend;
-        m_completion.post(t, qp.send_cqn, c);
+        m_completion.post(t, qp.qpc.send_cqn, c);
     };
-    for (const auto& w : qp.send_q) flushed(w.wqe_index);
-    qp.send_q.clear();
-    qp.tx_index = 0;
-    qp.tx_offset = 0;
-    qp.outstanding_reads = 0;
+    for (const auto& w : qp.req.send_q) flushed(w.wqe_index);
+    qp.req.send_q.clear();
+    qp.req.tx_index = 0;
+    qp.req.tx_offset = 0;
+    qp.req.outstanding_reads = 0;
     // WQEs posted but never fetched: their indices are enough to flush them.
-    if (!qp.sq_fetch_busy) {
-        for (; qp.sq_fetched != qp.sq_pi; ++qp.sq_fetched) flushed(qp.sq_fetched);
+    if (!qp.fetch.sq_fetch_busy) {
+        for (; qp.fetch.sq_fetched != qp.fetch.sq_pi; ++qp.fetch.sq_fetched) flushed(qp.fetch.sq_fetched);
     }
 }
 
 void Hca::enter_send_queue_error(QpContext& qp, sim::Tick t) {
-    if (qp.state == QpState::Err || qp.state == QpState::Sqe) return;
+    if (qp.qpc.state == QpState::Err || qp.qpc.state == QpState::Sqe) return;
     HCASIM_LOG(sim::LogLevel::Info, name(), "QP " << qp.qpn << " enters the send queue error state");
-    qp.state = QpState::Sqe;
+    qp.qpc.state = QpState::Sqe;
     flush_send(qp, t);
 }
 
 void Hca::state_changed(QpContext& qp, sim::Tick t) {
-    if (qp.state == QpState::Err) {
+    if (qp.qpc.state == QpState::Err) {
         flush(qp, t);
         return;
     }
@@ -176,8 +192,8 @@ void Hca::state_changed(QpContext& qp, sim::Tick t) {
         m_descriptors.fetch(qp, true, t);
         m_descriptors.fetch(qp, false, t);
     }
-    if (qp.state == QpState::Rtr || qp.state == QpState::Rts) m_fetch.prefetch_recv(qp, t);
-    if (qp.state == QpState::Rts) m_tx.kick(qp, t);
+    if (qp.qpc.state == QpState::Rtr || qp.qpc.state == QpState::Rts) m_fetch.prefetch_recv(qp, t);
+    if (qp.qpc.state == QpState::Rts) m_tx.kick(qp, t);
 }
 
 std::vector<sim::Block*> Hca::blocks() {

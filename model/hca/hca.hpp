@@ -56,13 +56,20 @@ public:
     void set_interrupt_sink(InterruptSink* s) { m_sink = s; }
 
     // Context tables (written by firmware commands, used by the blocks).
-    QpContext* qp(std::uint32_t qpn) override {
+    QpContext* qp(std::uint32_t qpn) {
         return qpn < m_qps.size() && m_qps[qpn] && m_qps[qpn]->valid ? m_qps[qpn].get() : nullptr;
     }
+    // QpTable: a block's read of a QP's context, which takes
+    // hca.qpc_read_cycles of the core clock.
+    QpAccess context(std::uint32_t qpn, sim::Tick t) override { return {qp(qpn), t + m_qpc_read}; }
     CqContext* cq(std::uint32_t cqn) override {
         return cqn < m_cqs.size() && m_cqs[cqn].valid ? &m_cqs[cqn] : nullptr;
     }
-    QpContext& install_qp(std::uint32_t qpn);
+    // CREATE_QP: a QP with this architected context and no work.
+    QpContext& install_qp(std::uint32_t qpn, const Qpc& image);
+    // MODIFY_QP: writes the QP's architected context and reloads the working
+    // copies that loads (QpcLoad bits) names; a new state takes effect at once.
+    void write_qpc(QpContext& qp, const Qpc& image, std::uint32_t loads);
     void remove_qp(std::uint32_t qpn);
     CqContext& install_cq(std::uint32_t cqn);
     void remove_cq(std::uint32_t cqn) { m_cqs[cqn].valid = false; }
@@ -150,7 +157,7 @@ private:
     MulticastTable m_mcast;
     RxPipeline m_rx;
     DoorbellUnit m_doorbell;
-    sim::Tick m_irq_latency = 0;
+    sim::Tick m_qpc_read = 0;
 };
 
 }  // namespace hcasim::hca

@@ -13,6 +13,10 @@ void declare_hca_params(sim::ParamRegistry& r) {
            "width of the packet datapath (bytes per core cycle)",
            "256-bit datapath: 16 GB/s at 500 MHz, above the 6.8 GB/s of FDR 4x"});
     cyc("hca.doorbell_cycles", "4", "doorbell register write to QP scheduler", "estimate: a register write and a queue push");
+    cyc("hca.qpc_read_cycles", "0",
+        "a block's read of a QP's architected context, beyond the pipeline stage that needs it",
+        "assumption: contexts sit in on-chip memory read within the stage's own cycles (hca.rx_packet_cycles, "
+        "hca.doorbell_cycles, ...); raise it to model a slower context store");
     cyc("hca.scheduler_cycles", "2", "QP scheduler arbitration per decision", "estimate: one round-robin arbiter");
     cyc("hca.wqe_parse_cycles", "8", "parse one fetched WQE", "estimate: one 64 B WQE over a 256-bit datapath plus decode");
     r.add({"hca.wqe_fetch_batch", K::Int, "WQEs", "8", 1, 256, {},
@@ -103,6 +107,7 @@ HcaParams HcaParams::from(const sim::Config& c) {
     p.core_clock_mhz = c.get_real("hca.core_clock_mhz");
     p.datapath_bytes = u("hca.datapath_bytes");
     p.doorbell_cycles = u("hca.doorbell_cycles");
+    p.qpc_read_cycles = u("hca.qpc_read_cycles");
     p.scheduler_cycles = u("hca.scheduler_cycles");
     p.wqe_parse_cycles = u("hca.wqe_parse_cycles");
     p.wqe_fetch_batch = u("hca.wqe_fetch_batch");

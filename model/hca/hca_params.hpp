@@ -12,6 +12,7 @@ struct HcaParams {
     double core_clock_mhz = 500;
     std::uint32_t datapath_bytes = 32;
     std::uint32_t doorbell_cycles = 4;
+    std::uint32_t qpc_read_cycles = 0;
     std::uint32_t scheduler_cycles = 2;
     std::uint32_t wqe_parse_cycles = 8;
     std::uint32_t wqe_fetch_batch = 8;

@@ -96,12 +96,14 @@ void MulticastTable::deliver(const packet::Parsed& p, const packet::PacketPtr& p
     }
     counter("packets")++;
     for (const std::uint32_t qpn : *qps) {
-        QpContext* qp = m_w.qps.qp(qpn);
+        at = m_steering.reserve(at, m_qp_cycles).end;
+        const QpAccess found = m_w.qps.context(qpn, at);
+        QpContext* qp = found.qp;
         if (!qp) {
             counter("dropped_qp_gone")++;
             continue;
         }
-        at = m_steering.reserve(at, m_qp_cycles).end;
+        at = found.ready;
         counter("qp_copies")++;
         // The packet stays alive until the payload writes of every copy land.
         m_w.responder.handle(*qp, p, pkt, payload, at);

@@ -9,8 +9,8 @@ QpScheduler::QpScheduler(const sc_core::sc_module_name& name, const HcaParams& p
 }
 
 void QpScheduler::make_ready(QpContext& qp) {
-    if (qp.scheduled) return;
-    qp.scheduled = true;
+    if (qp.tx.scheduled) return;
+    qp.tx.scheduled = true;
     m_ring.push_back(&qp);
 }
 
@@ -18,7 +18,7 @@ QpContext* QpScheduler::next() {
     if (m_ring.empty()) return nullptr;
     QpContext* qp = m_ring.front();
     m_ring.pop_front();
-    qp->scheduled = false;
+    qp->tx.scheduled = false;
     (*m_n_decisions)++;
     return qp;
 }
@@ -30,7 +30,7 @@ void QpScheduler::remove(QpContext& qp) {
             break;
         }
     }
-    qp.scheduled = false;
+    qp.tx.scheduled = false;
 }
 
 }  // namespace hcasim::hca

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <deque>
 
-#include "model/hca/contexts.hpp"
+#include "model/hca/qp_context.hpp"
 #include "model/hca/hca_params.hpp"
 #include "model/sim/block.hpp"
 

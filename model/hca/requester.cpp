@@ -43,14 +43,14 @@ Requester::Requester(const sc_core::sc_module_name& name, const HcaParams& p, Wi
 void Requester::set_max_datagram(std::uint32_t bytes) { m_max_datagram = bytes; }
 
 bool Requester::has_work(const QpContext& qp) const {
-    if (qp.state != QpState::Rts) return false;
-    return qp.tx_index < qp.send_q.size() || qp.sq_fetched != qp.sq_pi;
+    if (qp.qpc.state != QpState::Rts) return false;
+    return qp.req.tx_index < qp.req.send_q.size() || qp.fetch.sq_fetched != qp.fetch.sq_pi;
 }
 
 void Requester::finish_unsent(QpContext& qp, SendWork& w, sim::Tick t) {
     w.acked = true;
     w.fully_sent = true;
-    ++qp.tx_index;
+    ++qp.req.tx_index;
     m_w.completer.retire(qp, t);
 }
 
@@ -66,14 +66,14 @@ bool Requester::start(QpContext& qp, SendWork& w, sim::Tick now, sim::Tick& star
         return false;
     }
     w.started = true;
-    w.first_psn = qp.next_psn;
+    w.first_psn = qp.req.next_psn;
     w.npsn = packets_for(w.length, mtu_of(qp));
     w.spans.clear();
     if (!(w.flags & kWqeInline)) {
         const std::uint32_t access = is_read ? static_cast<std::uint32_t>(kLocalWrite) : 0u;
         for (const auto& sge : w.sges) {
             if (sge.length == 0) continue;
-            const Translation tr = m_w.translation.translate(now, sge.lkey, qp.pdn, sge.addr, sge.length, access, w.spans);
+            const Translation tr = m_w.translation.translate(now, sge.lkey, qp.qpc.pdn, sge.addr, sge.length, access, w.spans);
             start_at = std::max(start_at, tr.ready);
             if (tr.status != Protection::Ok) {
                 HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " WQE " << w.wqe_index << ": local lkey "
@@ -84,7 +84,7 @@ bool Requester::start(QpContext& qp, SendWork& w, sim::Tick now, sim::Tick& star
             }
         }
     }
-    if (is_read) ++qp.outstanding_reads;
+    if (is_read) ++qp.req.outstanding_reads;
     return true;
 }
 
@@ -97,7 +97,7 @@ std::uint32_t Requester::build_headers(QpContext& qp, const SendWork& w, packet:
         h.bth.opcode = base | op(w.op == WqeOpcode::AtomicCompareSwap ? Opcode::RcCompareSwap : Opcode::RcFetchAdd);
         h.bth.psn = w.first_psn;
         h.atomic_eth = packet::AtomicEth{w.raddr, w.rkey, w.swap_add, w.compare};
-        qp.next_psn = psn_add(w.first_psn, 1);
+        qp.req.next_psn = psn_add(w.first_psn, 1);
         last = true;
         return 0;
     }
@@ -105,31 +105,31 @@ std::uint32_t Requester::build_headers(QpContext& qp, const SendWork& w, packet:
         h.bth.opcode = base | op(Opcode::RcReadRequest);
         h.bth.psn = w.first_psn;
         h.reth = packet::Reth{w.raddr, w.rkey, w.length};
-        qp.next_psn = psn_add(w.first_psn, w.npsn);
+        qp.req.next_psn = psn_add(w.first_psn, w.npsn);
         last = true;
         return 0;
     }
-    const std::uint32_t n = std::min(mtu, w.length - qp.tx_offset);
-    const bool first = qp.tx_offset == 0;
-    last = qp.tx_offset + n == w.length;
+    const std::uint32_t n = std::min(mtu, w.length - qp.req.tx_offset);
+    const bool first = qp.req.tx_offset == 0;
+    last = qp.req.tx_offset + n == w.length;
     // UC, UD and XRC opcodes are RC's with their own transport bits (IBA table 38).
     const Opcode o = static_cast<Opcode>(base | op(request_opcode(w.op, first, last)));
     if (first && packet::opcode_layout(op(o)).reth) h.reth = packet::Reth{w.raddr, w.rkey, w.length};
     h.bth.opcode = op(o);
-    h.bth.psn = psn_add(w.first_psn, qp.tx_offset / mtu);
+    h.bth.psn = psn_add(w.first_psn, qp.req.tx_offset / mtu);
     if (last && packet::opcode_layout(op(o)).immdt) h.immdt = w.imm;
     if (last && packet::opcode_layout(op(o)).ieth) h.ieth = w.imm;
     if (!qp.service().connected) h.deth = packet::Deth{w.ud.qkey, qp.qpn};
-    qp.next_psn = psn_add(h.bth.psn, 1);
+    qp.req.next_psn = psn_add(h.bth.psn, 1);
     return n;
 }
 
 bool Requester::produce(QpContext& qp, sim::Tick now) {
-    if (qp.state != QpState::Rts) return false;
+    if (qp.qpc.state != QpState::Rts) return false;
     // Keep the next WQEs coming while this one is sent.
-    if (qp.send_q.size() - qp.tx_index <= 1 && qp.sq_fetched != qp.sq_pi) m_w.fetch.fetch_send(qp, now);
-    if (qp.tx_index >= qp.send_q.size()) return false;
-    SendWork& w = qp.send_q[qp.tx_index];
+    if (qp.req.send_q.size() - qp.req.tx_index <= 1 && qp.fetch.sq_fetched != qp.fetch.sq_pi) m_w.fetch.fetch_send(qp, now);
+    if (qp.req.tx_index >= qp.req.send_q.size()) return false;
+    SendWork& w = qp.req.send_q[qp.req.tx_index];
     if (w.error != CqeStatus::Success) {
         // A WQE the fetch engine could not parse: completes in order with
         // its error once everything before it has.
@@ -138,13 +138,13 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
     }
     // Outstanding READs and atomics share the max_rd_atomic responder resources.
     const bool is_read = w.op == WqeOpcode::RdmaRead || is_atomic(w.op);
-    if ((w.flags & kWqeFence) && qp.outstanding_reads > 0 && !w.started) return false;
-    if (is_read && !w.started && qp.outstanding_reads >= std::max<std::uint32_t>(1, qp.max_rd_atomic)) return false;
+    if ((w.flags & kWqeFence) && qp.req.outstanding_reads > 0 && !w.started) return false;
+    if (is_read && !w.started && qp.req.outstanding_reads >= std::max<std::uint32_t>(1, qp.qpc.max_rd_atomic)) return false;
     if (is_local_operation(w.op)) {
         execute_local(qp, w, now);
         return true;
     }
-    sim::Tick start_at = std::max(now, qp.local_op_done);
+    sim::Tick start_at = std::max(now, qp.req.local_op_done);
     if (!w.started && !start(qp, w, now, start_at)) return false;
 
     packet::Headers h;
@@ -160,18 +160,18 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
     sim::Tick data = start_at;
     if (n > 0) {
         if (w.flags & kWqeInline) {
-            std::memcpy(payload, w.inline_data.data() + qp.tx_offset, n);
+            std::memcpy(payload, w.inline_data.data() + qp.req.tx_offset, n);
         } else {
             m_slices.clear();
-            slice_spans(w.spans, qp.tx_offset, n, m_slices);
+            slice_spans(w.spans, qp.req.tx_offset, n, m_slices);
             data = m_w.dma.read(start_at, m_slices.data(), m_slices.size(), payload);
         }
     }
-    qp.tx_offset += n;
+    qp.req.tx_offset += n;
     if (last) {
         w.fully_sent = true;
-        ++qp.tx_index;
-        qp.tx_offset = 0;
+        ++qp.req.tx_index;
+        qp.req.tx_offset = 0;
     }
     (*(is_read ? m_n_read_requests : m_n_request_packets))++;
     m_w.tx.launch(qp, std::move(pkt), data);
@@ -180,12 +180,12 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
         // when its last packet has left the port.
         if (last) {
             w.acked = true;
-            w.done_at = qp.last_wire_end;
+            w.done_at = qp.tx.last_wire_end;
             m_w.completer.retire(qp, now);
         }
         return true;
     }
-    m_w.completer.arm_ack_timer(qp, qp.last_wire_end);
+    m_w.completer.arm_ack_timer(qp, qp.tx.last_wire_end);
     return true;
 }
 
@@ -196,10 +196,10 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
 // executed once.
 void Requester::execute_local(QpContext& qp, SendWork& w, sim::Tick now) {
     if (!w.acked) {
-        const sim::Tick start = std::max(now, qp.local_op_done);
+        const sim::Tick start = std::max(now, qp.req.local_op_done);
         const bool bind = w.op == WqeOpcode::BindWindow;
-        const WindowResult r = bind ? m_w.translation.bind_window(start, w.bind, qp.qpn, qp.pdn)
-                                    : m_w.translation.invalidate_window(start, w.imm, qp.qpn, qp.pdn);
+        const WindowResult r = bind ? m_w.translation.bind_window(start, w.bind, qp.qpn, qp.qpc.pdn)
+                                    : m_w.translation.invalidate_window(start, w.imm, qp.qpn, qp.qpc.pdn);
         if (r.status != WindowStatus::Ok) {
             HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " WQE " << w.wqe_index << ": "
                                                           << (bind ? "bind of window " : "local invalidate of key ")
@@ -208,41 +208,41 @@ void Requester::execute_local(QpContext& qp, SendWork& w, sim::Tick now) {
             w.error = CqeStatus::MemoryManagement;
         }
         counter(bind ? "window_binds" : "local_invalidates")++;
-        qp.local_op_done = r.ready;
+        qp.req.local_op_done = r.ready;
         w.done_at = r.ready;
-        w.first_psn = qp.next_psn;
+        w.first_psn = qp.req.next_psn;
         w.acked = true;
     }
     w.started = true;
     w.fully_sent = true;
-    ++qp.tx_index;
+    ++qp.req.tx_index;
     m_w.completer.retire(qp, now);
 }
 
 void Requester::rewind(QpContext& qp, std::uint32_t psn, sim::Tick resume_at) {
     // Find the WQE holding psn and restart from that packet.
-    for (std::size_t i = 0; i < qp.send_q.size(); ++i) {
-        SendWork& w = qp.send_q[i];
+    for (std::size_t i = 0; i < qp.req.send_q.size(); ++i) {
+        SendWork& w = qp.req.send_q[i];
         if (!w.started) break;
         const std::int32_t d = psn_diff(psn, w.first_psn);
         if (d < 0 || d >= static_cast<std::int32_t>(w.npsn)) continue;
-        for (std::size_t j = i; j < qp.send_q.size(); ++j) {
-            SendWork& later = qp.send_q[j];
+        for (std::size_t j = i; j < qp.req.send_q.size(); ++j) {
+            SendWork& later = qp.req.send_q[j];
             const bool read_or_atomic = later.op == WqeOpcode::RdmaRead || is_atomic(later.op);
-            if (later.started && read_or_atomic && !later.acked && qp.outstanding_reads > 0)
-                --qp.outstanding_reads;
+            if (later.started && read_or_atomic && !later.acked && qp.req.outstanding_reads > 0)
+                --qp.req.outstanding_reads;
             later.started = j == i;
             later.fully_sent = false;
         }
-        qp.tx_index = i;
+        qp.req.tx_index = i;
         if (w.op == WqeOpcode::RdmaRead || is_atomic(w.op)) {
-            qp.tx_offset = 0;
+            qp.req.tx_offset = 0;
             w.started = false;
         } else {
-            qp.tx_offset = static_cast<std::uint32_t>(d) * mtu_of(qp);
+            qp.req.tx_offset = static_cast<std::uint32_t>(d) * mtu_of(qp);
         }
-        qp.next_psn = psn;
-        qp.tx_hold_until = resume_at;
+        qp.req.next_psn = psn;
+        qp.req.tx_hold_until = resume_at;
         counter("rewinds")++;
         m_w.tx.kick(qp, resume_at);
         return;

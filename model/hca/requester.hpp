@@ -38,7 +38,7 @@ public:
 private:
     // Packet payload size: the path MTU, or for datagrams the port's MTU
     // (a UD message is one packet).
-    std::uint32_t mtu_of(const QpContext& qp) const { return qp.service().connected ? qp.path_mtu : m_max_datagram; }
+    std::uint32_t mtu_of(const QpContext& qp) const { return qp.service().connected ? qp.qpc.path_mtu : m_max_datagram; }
     // Starts a WQE: assigns its PSNs and translates its local buffer.
     // False if the WQE failed (it completes with its error).
     bool start(QpContext& qp, SendWork& w, sim::Tick now, sim::Tick& start_at);

@@ -43,7 +43,7 @@ void Responder::handle(QpContext& qp, const packet::Parsed& p, const packet::Pac
 }
 
 Responder::Step Responder::check_state(QpContext& qp, Request&) {
-    if (qp.state == QpState::Rtr || qp.state == QpState::Rts || qp.state == QpState::Sqd || qp.state == QpState::Sqe)
+    if (qp.qpc.state == QpState::Rtr || qp.qpc.state == QpState::Rts || qp.qpc.state == QpState::Sqd || qp.qpc.state == QpState::Sqe)
         return Step::Next;
     counter("dropped_qp_state")++;
     return Step::Done;
@@ -53,7 +53,7 @@ Responder::Step Responder::check_state(QpContext& qp, Request&) {
 // dropped silently.
 Responder::Step Responder::check_qkey(QpContext& qp, Request& r) {
     if (qp.service().connected) return Step::Next;
-    if (r.p.h.deth && r.p.h.deth->qkey == qp.qkey) return Step::Next;
+    if (r.p.h.deth && r.p.h.deth->qkey == qp.qpc.qkey) return Step::Next;
     counter("dropped_bad_qkey")++;
     return Step::Done;
 }
@@ -61,7 +61,7 @@ Responder::Step Responder::check_qkey(QpContext& qp, Request& r) {
 Responder::Step Responder::check_psn(QpContext& qp, Request& r) {
     const TransportService& svc = qp.service();
     if (!svc.checks_psn) return Step::Next;
-    std::int32_t d = psn_diff(r.psn, qp.epsn);
+    std::int32_t d = psn_diff(r.psn, qp.resp.epsn);
     if (svc.resync_on_gap && d != 0) {
         // Unacknowledged services: nothing is resent. Late packets are
         // dropped; a gap abandons the message in progress and resynchronises
@@ -71,19 +71,19 @@ Responder::Step Responder::check_psn(QpContext& qp, Request& r) {
             return Step::Done;
         }
         counter("lost_packet_gaps")++;
-        qp.recv_in_progress = false;
-        qp.write_in_progress = false;
+        qp.resp.recv_in_progress = false;
+        qp.resp.write_in_progress = false;
         const bool starts = (r.info.send || r.info.write) && r.info.starts_message();
-        qp.epsn = psn_add(r.psn, 1);
+        qp.resp.epsn = psn_add(r.psn, 1);
         if (!starts) return Step::Done;
-        qp.epsn = r.psn;
+        qp.resp.epsn = r.psn;
         d = 0;
     }
     if (d < 0 && r.info.atomic) {
         // A repeated atomic is answered from its saved result, never
         // executed twice (IBA 9.7.5.2.3); one too old to be saved is dropped.
         counter("duplicate_atomics")++;
-        for (const auto& saved : qp.atomic_results) {
+        for (const auto& saved : qp.resp.atomic_results) {
             if (saved.psn != r.psn) continue;
             queue_atomic_ack(qp, r.t, saved.psn, saved.orig, saved.msn);
             return Step::Done;
@@ -93,33 +93,33 @@ Responder::Step Responder::check_psn(QpContext& qp, Request& r) {
     if (d < 0) {
         // Duplicate: the requester missed our ACK; acknowledge again.
         counter("duplicates")++;
-        respond(qp, r.t, packet::kAethAck | packet::kAethCreditsInvalid, psn_add(qp.epsn, kPsnMask));
+        respond(qp, r.t, packet::kAethAck | packet::kAethCreditsInvalid, psn_add(qp.resp.epsn, kPsnMask));
         return Step::Done;
     }
     if (d > 0) {
         counter("out_of_sequence")++;
-        if (!qp.nak_outstanding) {
-            qp.nak_outstanding = true;
-            respond(qp, r.t, packet::kAethNak | packet::kNakPsnSequenceError, qp.epsn);
+        if (!qp.resp.nak_outstanding) {
+            qp.resp.nak_outstanding = true;
+            respond(qp, r.t, packet::kAethNak | packet::kNakPsnSequenceError, qp.resp.epsn);
         }
         return Step::Done;
     }
-    qp.nak_outstanding = false;
+    qp.resp.nak_outstanding = false;
     return Step::Next;
 }
 
 Responder::Step Responder::check_op_seq(QpContext& qp, Request& r) {
     const bool starts = r.info.starts_message();
     // A new message may not start in the middle of another one.
-    if ((((r.info.send || r.info.write) && starts) || r.info.read) && (qp.recv_in_progress || qp.write_in_progress)) {
+    if ((((r.info.send || r.info.write) && starts) || r.info.read) && (qp.resp.recv_in_progress || qp.resp.write_in_progress)) {
         fail(qp, r.t, packet::kNakInvalidRequest, CqeStatus::Success, r.psn, AsyncEventType::ViRdmaTransport);
         return Step::Done;
     }
-    if ((r.info.send && !starts && !qp.recv_in_progress) || (r.info.write && !starts && !qp.write_in_progress)) {
+    if ((r.info.send && !starts && !qp.resp.recv_in_progress) || (r.info.write && !starts && !qp.resp.write_in_progress)) {
         if (qp.service().resync_on_gap) {
             // The rest of a message whose start was dropped.
             counter("dropped_orphans")++;
-            qp.epsn = psn_add(r.psn, 1);
+            qp.resp.epsn = psn_add(r.psn, 1);
             return Step::Done;
         }
         fail(qp, r.t, packet::kNakInvalidRequest, CqeStatus::Success, r.psn, AsyncEventType::ViRdmaTransport);
@@ -133,70 +133,70 @@ Responder::Step Responder::check_op_seq(QpContext& qp, Request& r) {
 // domain of the memory the request touches (XRC annex). A message keeps
 // the SRQ its first packet named.
 Responder::Step Responder::check_xrc(QpContext& qp, Request& r) {
-    if (qp.type != QpType::XrcTarget || !(r.info.starts_message() || r.info.read || r.info.atomic)) return Step::Next;
+    if (!qp.xrc_target() || !(r.info.starts_message() || r.info.read || r.info.atomic)) return Step::Next;
     SrqContext* srq = r.p.h.xrceth ? m_w.srqs.srq(*r.p.h.xrceth) : nullptr;
-    if (!srq || srq->xrcd != qp.xrcd) {
+    if (!srq || srq->xrcd != qp.qpc.xrcd) {
         counter("xrc_bad_srq")++;
         HCASIM_LOG(sim::LogLevel::Info, path(), "XRC target " << qp.qpn << ": PSN " << r.psn << " names SRQ "
                                                            << r.p.h.xrceth.value_or(0) << ", not one of XRC domain "
-                                                           << qp.xrcd);
+                                                           << qp.qpc.xrcd);
         fail(qp, r.t, packet::kNakInvalidRequest, CqeStatus::Success, r.psn, std::nullopt);
         return Step::Done;
     }
-    qp.srqn = srq->srqn;
-    qp.recv_cqn = srq->cqn;
-    qp.pdn = srq->pdn;
+    qp.resp.xrc_srqn = srq->srqn;
+    qp.resp.xrc_cqn = srq->cqn;
+    qp.resp.xrc_pdn = srq->pdn;
     return Step::Next;
 }
 
 // Messages that consume a receive WQE need one on chip, or RNR NAK.
 Responder::Step Responder::get_recv_wqe(QpContext& qp, Request& r) {
-    if (qp.rq_cache.empty()) {
+    if (qp.fetch.rq_cache.empty()) {
         r.t = m_w.fetch.prefetch_recv(qp, r.t, true);
-        if (qp.rq_cache.empty() && !qp.service().rnr_nak && !qp.is_vi()) {
+        if (qp.fetch.rq_cache.empty() && !qp.service().rnr_nak && !qp.is_vi()) {
             // UC and UD have no receiver-not-ready: the message is dropped.
             counter("dropped_no_recv_wqe")++;
-            qp.epsn = psn_add(r.psn, 1);
+            qp.resp.epsn = psn_add(r.psn, 1);
             return Step::Done;
         }
-        if (qp.rq_cache.empty() && qp.is_vi()) {
+        if (qp.fetch.rq_cache.empty() && qp.is_vi()) {
             // The VI Architecture has no receiver-not-ready retry: the message
             // is lost (unreliable) or the connection breaks (reliable).
             counter("recv_queue_empty")++;
             HCASIM_LOG(sim::LogLevel::Info, path(), "VI " << qp.qpn << " has no receive descriptor for PSN " << r.psn
-                                                          << " (posted " << qp.rq_pi << ", fetched " << qp.rq_fetched
-                                                          << ", in flight " << qp.vi_rq.fetching << ")");
-            if (qp.vi == ViReliability::Unreliable) {
+                                                          << " (posted " << qp.fetch.rq_pi << ", fetched " << qp.fetch.rq_fetched
+                                                          << ", in flight " << qp.desc.rq.fetching << ")");
+            if (qp.qpc.vi == ViReliability::Unreliable) {
                 m_w.errors.raise_async(r.t, AsyncEvent{AsyncEventType::ViRecvQueueEmpty, qp.qpn, 0, 0, true});
-                qp.epsn = psn_add(r.psn, 1);
+                qp.resp.epsn = psn_add(r.psn, 1);
                 return Step::Done;
             }
             fail(qp, r.t, packet::kNakRemoteOperationalError, CqeStatus::Success, r.psn,
                  AsyncEventType::ViRecvQueueEmpty);
             return Step::Done;
         }
-        if (qp.rq_cache.empty()) {
+        if (qp.fetch.rq_cache.empty()) {
             counter("rnr_naks")++;
             HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " has no receive WQE for PSN " << r.psn
-                                                          << " (posted " << qp.rq_pi << ", fetched " << qp.rq_fetched
+                                                          << " (posted " << qp.fetch.rq_pi << ", fetched " << qp.fetch.rq_fetched
                                                           << "): RNR NAK");
-            qp.nak_outstanding = true;
-            respond(qp, r.t, packet::kAethRnrNak | (qp.min_rnr_timer & packet::kAethValueMask), r.psn);
+            qp.resp.nak_outstanding = true;
+            respond(qp, r.t, packet::kAethRnrNak | (qp.qpc.min_rnr_timer & packet::kAethValueMask), r.psn);
             return Step::Done;
         }
     }
-    r.t = std::max(r.t, qp.rq_cache.front().ready_at);
+    r.t = std::max(r.t, qp.fetch.rq_cache.front().ready_at);
     return Step::Next;
 }
 
 Responder::Step Responder::execute_send(QpContext& qp, Request& r) {
     if (r.info.starts_message()) {
-        RecvWork& w = qp.rq_cache.front();
-        qp.recv_spans.clear();
+        RecvWork& w = qp.fetch.rq_cache.front();
+        qp.resp.recv_spans.clear();
         for (const auto& sge : w.sges) {
             if (sge.length == 0) continue;
             const Translation tr =
-                m_w.translation.translate(r.t, sge.lkey, qp.pdn, sge.addr, sge.length, kLocalWrite, qp.recv_spans);
+                m_w.translation.translate(r.t, sge.lkey, qp.recv_pdn(), sge.addr, sge.length, kLocalWrite, qp.resp.recv_spans);
             r.t = std::max(r.t, tr.ready);
             if (tr.status != Protection::Ok) {
                 HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " receive WQE " << w.wqe_index << ": lkey "
@@ -205,8 +205,8 @@ Responder::Step Responder::execute_send(QpContext& qp, Request& r) {
                 return Step::Done;
             }
         }
-        qp.recv_in_progress = true;
-        qp.recv_offset = 0;
+        qp.resp.recv_in_progress = true;
+        qp.resp.recv_offset = 0;
         if (!qp.service().connected) {
             // A UD receive buffer starts with 40 bytes for the GRH, written
             // when one came.
@@ -216,14 +216,14 @@ Responder::Step Responder::execute_send(QpContext& qp, Request& r) {
             }
             if (r.p.h.grh) {
                 m_spans.clear();
-                slice_spans(qp.recv_spans, 0, packet::kGrhBytes, m_spans);
+                slice_spans(qp.resp.recv_spans, 0, packet::kGrhBytes, m_spans);
                 m_w.dma.write(r.t, m_spans.data(), m_spans.size(), r.pkt, r.pkt->bytes.data() + packet::kLrhBytes);
             }
-            qp.recv_offset = packet::kGrhBytes;
+            qp.resp.recv_offset = packet::kGrhBytes;
         }
     }
-    RecvWork& w = qp.rq_cache.front();
-    if (static_cast<std::uint64_t>(qp.recv_offset) + r.len > w.length) {
+    RecvWork& w = qp.fetch.rq_cache.front();
+    if (static_cast<std::uint64_t>(qp.resp.recv_offset) + r.len > w.length) {
         HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " receive WQE " << w.wqe_index << " of " << w.length
                                                       << " bytes too small");
         fail(qp, r.t, packet::kNakInvalidRequest, CqeStatus::LocalLength, r.psn, std::nullopt);
@@ -233,15 +233,15 @@ Responder::Step Responder::execute_send(QpContext& qp, Request& r) {
     // makes it visible only after them.
     if (r.len) {
         m_spans.clear();
-        slice_spans(qp.recv_spans, qp.recv_offset, r.len, m_spans);
+        slice_spans(qp.resp.recv_spans, qp.resp.recv_offset, r.len, m_spans);
         m_w.dma.write(r.t, m_spans.data(), m_spans.size(), r.pkt, r.payload);
     }
-    qp.recv_offset += r.len;
+    qp.resp.recv_offset += r.len;
     if (r.info.ends_message()) {
-        qp.recv_in_progress = false;
+        qp.resp.recv_in_progress = false;
         if (r.p.h.ieth && invalidate_rkey(qp, r) == Step::Done) return Step::Done;
-        qp.msn = psn_add(qp.msn, 1);
-        complete_recv(qp, r.t, r.p, CqeStatus::Success, false, qp.recv_offset);
+        qp.resp.msn = psn_add(qp.resp.msn, 1);
+        complete_recv(qp, r.t, r.p, CqeStatus::Success, false, qp.resp.recv_offset);
     }
     return Step::Next;
 }
@@ -249,10 +249,10 @@ Responder::Step Responder::execute_send(QpContext& qp, Request& r) {
 Responder::Step Responder::execute_write(QpContext& qp, Request& r) {
     if (r.info.starts_message()) {
         const packet::Reth& reth = *r.p.h.reth;
-        qp.write_spans.clear();
-        const Translation tr = (qp.access & kRemoteWrite)
-                                   ? m_w.translation.translate_remote(r.t, reth.rkey, qp.qpn, qp.pdn, reth.va,
-                                                                      reth.dma_len, kRemoteWrite, qp.write_spans)
+        qp.resp.write_spans.clear();
+        const Translation tr = (qp.qpc.access & kRemoteWrite)
+                                   ? m_w.translation.translate_remote(r.t, reth.rkey, qp.qpn, qp.recv_pdn(), reth.va,
+                                                                      reth.dma_len, kRemoteWrite, qp.resp.write_spans)
                                    : Translation{Protection::AccessDenied, r.t};
         r.t = std::max(r.t, tr.ready);
         if (tr.status != Protection::Ok) {
@@ -261,30 +261,30 @@ Responder::Step Responder::execute_write(QpContext& qp, Request& r) {
                                                           << ": " << to_string(tr.status));
             // With immediate data the receive descriptor carries the error;
             // without, only an asynchronous error can.
-            const bool to_desc = qp.is_vi() && r.info.consumes_rwqe && !qp.rq_cache.empty();
+            const bool to_desc = qp.is_vi() && r.info.consumes_rwqe && !qp.fetch.rq_cache.empty();
             fail(qp, r.t, packet::kNakRemoteAccessError, to_desc ? CqeStatus::RemoteAccess : CqeStatus::Success, r.psn,
                  to_desc ? std::nullopt : std::optional(AsyncEventType::ViRdmaWriteProtection));
             return Step::Done;
         }
-        qp.write_in_progress = true;
-        qp.write_total = reth.dma_len;
-        qp.write_remaining = reth.dma_len;
+        qp.resp.write_in_progress = true;
+        qp.resp.write_total = reth.dma_len;
+        qp.resp.write_remaining = reth.dma_len;
     }
     const bool last = r.info.ends_message();
-    if (r.len > qp.write_remaining || (last && r.len != qp.write_remaining)) {
+    if (r.len > qp.resp.write_remaining || (last && r.len != qp.resp.write_remaining)) {
         fail(qp, r.t, packet::kNakInvalidRequest, CqeStatus::Success, r.psn, AsyncEventType::ViRdmaTransport);
         return Step::Done;
     }
     if (r.len) {
         m_spans.clear();
-        slice_spans(qp.write_spans, qp.write_total - qp.write_remaining, r.len, m_spans);
+        slice_spans(qp.resp.write_spans, qp.resp.write_total - qp.resp.write_remaining, r.len, m_spans);
         m_w.dma.write(r.t, m_spans.data(), m_spans.size(), r.pkt, r.payload);
     }
-    qp.write_remaining -= r.len;
+    qp.resp.write_remaining -= r.len;
     if (last) {
-        qp.write_in_progress = false;
-        qp.msn = psn_add(qp.msn, 1);
-        if (r.p.h.immdt) complete_recv(qp, r.t, r.p, CqeStatus::Success, true, qp.write_total);
+        qp.resp.write_in_progress = false;
+        qp.resp.msn = psn_add(qp.resp.msn, 1);
+        if (r.p.h.immdt) complete_recv(qp, r.t, r.p, CqeStatus::Success, true, qp.resp.write_total);
     }
     return Step::Next;
 }
@@ -292,8 +292,8 @@ Responder::Step Responder::execute_write(QpContext& qp, Request& r) {
 Responder::Step Responder::execute_read(QpContext& qp, Request& r) {
     const packet::Reth& reth = *r.p.h.reth;
     ReadResponseJob job;
-    const Translation tr = (qp.access & kRemoteRead)
-                               ? m_w.translation.translate_remote(r.t, reth.rkey, qp.qpn, qp.pdn, reth.va, reth.dma_len,
+    const Translation tr = (qp.qpc.access & kRemoteRead)
+                               ? m_w.translation.translate_remote(r.t, reth.rkey, qp.qpn, qp.recv_pdn(), reth.va, reth.dma_len,
                                                                   kRemoteRead, job.spans)
                                : Translation{Protection::AccessDenied, r.t};
     if (tr.status != Protection::Ok) {
@@ -306,11 +306,11 @@ Responder::Step Responder::execute_read(QpContext& qp, Request& r) {
     job.rkey = reth.rkey;
     job.length = reth.dma_len;
     job.first_psn = r.psn;
-    qp.msn = psn_add(qp.msn, 1);
-    job.msn = qp.msn;
-    const std::uint32_t n = reth.dma_len == 0 ? 1 : (reth.dma_len + qp.path_mtu - 1) / qp.path_mtu;
-    qp.epsn = psn_add(r.psn, n);
-    qp.read_jobs.push_back(std::move(job));
+    qp.resp.msn = psn_add(qp.resp.msn, 1);
+    job.msn = qp.resp.msn;
+    const std::uint32_t n = reth.dma_len == 0 ? 1 : (reth.dma_len + qp.qpc.path_mtu - 1) / qp.qpc.path_mtu;
+    qp.resp.epsn = psn_add(r.psn, n);
+    qp.resp.read_jobs.push_back(std::move(job));
     m_w.tx.kick(qp, tr.ready);
     return Step::Done;
 }
@@ -327,8 +327,8 @@ Responder::Step Responder::execute_atomic(QpContext& qp, Request& r) {
         return Step::Done;
     }
     m_spans.clear();
-    const Translation tr = (qp.access & kRemoteAtomic)
-                               ? m_w.translation.translate_remote(r.t, a.rkey, qp.qpn, qp.pdn, a.va, kAtomicBytes,
+    const Translation tr = (qp.qpc.access & kRemoteAtomic)
+                               ? m_w.translation.translate_remote(r.t, a.rkey, qp.qpn, qp.recv_pdn(), a.va, kAtomicBytes,
                                                                   kRemoteAtomic, m_spans)
                                : Translation{Protection::AccessDenied, r.t};
     if (tr.status != Protection::Ok) {
@@ -354,11 +354,11 @@ Responder::Step Responder::execute_atomic(QpContext& qp, Request& r) {
     }
     m_atomic_busy[bus] = visible;
     counter(cas ? "compare_swaps" : "fetch_adds")++;
-    qp.msn = psn_add(qp.msn, 1);
-    qp.epsn = psn_add(r.psn, 1);
-    qp.atomic_results.push_back({r.psn, orig, qp.msn});
-    while (qp.atomic_results.size() > std::max<std::uint32_t>(1, qp.max_dest_rd_atomic)) qp.atomic_results.pop_front();
-    queue_atomic_ack(qp, have, r.psn, orig, qp.msn);
+    qp.resp.msn = psn_add(qp.resp.msn, 1);
+    qp.resp.epsn = psn_add(r.psn, 1);
+    qp.resp.atomic_results.push_back({r.psn, orig, qp.resp.msn});
+    while (qp.resp.atomic_results.size() > std::max<std::uint32_t>(1, qp.qpc.max_dest_rd_atomic)) qp.resp.atomic_results.pop_front();
+    queue_atomic_ack(qp, have, r.psn, orig, qp.resp.msn);
     return Step::Done;
 }
 
@@ -368,7 +368,7 @@ Responder::Step Responder::execute_atomic(QpContext& qp, Request& r) {
 // receive WQE completes with IBV_WC_REM_INV_REQ_ERR (as rxe does).
 Responder::Step Responder::invalidate_rkey(QpContext& qp, Request& r) {
     const std::uint32_t rkey = *r.p.h.ieth;
-    const WindowResult res = m_w.translation.invalidate_window(r.t, rkey, qp.qpn, qp.pdn);
+    const WindowResult res = m_w.translation.invalidate_window(r.t, rkey, qp.qpn, qp.recv_pdn());
     r.t = std::max(r.t, res.ready);
     if (res.status == WindowStatus::Ok) {
         counter("remote_invalidates")++;
@@ -388,16 +388,16 @@ void Responder::queue_atomic_ack(QpContext& qp, sim::Tick ready, std::uint32_t p
     job.ready = ready;
     job.first_psn = psn;
     job.msn = msn;
-    qp.read_jobs.push_back(std::move(job));
+    qp.resp.read_jobs.push_back(std::move(job));
     m_w.tx.kick(qp, ready);
 }
 
 void Responder::acknowledge(QpContext& qp, Request& r) {
-    qp.epsn = psn_add(r.psn, 1);
+    qp.resp.epsn = psn_add(r.psn, 1);
     const TransportService& svc = qp.service();
     if (!svc.acknowledged) return;
-    if (r.p.h.bth.ack_req || ++qp.unacked_packets >= m_p.ack_coalesce) {
-        qp.unacked_packets = 0;
+    if (r.p.h.bth.ack_req || ++qp.resp.unacked_packets >= m_p.ack_coalesce) {
+        qp.resp.unacked_packets = 0;
         // Reliable reception: acknowledge only what is in host memory.
         const sim::Tick ack_at = svc.ack_when_visible ? std::max(r.t, m_w.dma.last_write_visible()) : r.t;
         respond(qp, ack_at, packet::kAethAck | packet::kAethCreditsInvalid, r.psn);
@@ -405,11 +405,11 @@ void Responder::acknowledge(QpContext& qp, Request& r) {
 }
 
 void Responder::respond(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::uint32_t psn) {
-    if (!qp.read_jobs.empty()) {
+    if (!qp.resp.read_jobs.empty()) {
         // A later response supersedes an earlier held one: it covers it.
-        qp.ack_deferred = true;
-        qp.deferred_syndrome = syndrome;
-        qp.deferred_psn = psn;
+        qp.resp.ack_deferred = true;
+        qp.resp.deferred_syndrome = syndrome;
+        qp.resp.deferred_psn = psn;
         counter("acks_held_behind_reads")++;
         return;
     }
@@ -417,8 +417,8 @@ void Responder::respond(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::
 }
 
 bool Responder::produce(QpContext& qp, sim::Tick now) {
-    if (qp.read_jobs.empty()) return false;
-    ReadResponseJob& job = qp.read_jobs.front();
+    if (qp.resp.read_jobs.empty()) return false;
+    ReadResponseJob& job = qp.resp.read_jobs.front();
     if (job.atomic) {
         packet::Headers h;
         h.bth.opcode = qp.service().opcode_base | op(Opcode::RcAtomicAcknowledge);
@@ -428,16 +428,16 @@ bool Responder::produce(QpContext& qp, sim::Tick now) {
         std::uint8_t* payload = nullptr;
         auto pkt = m_w.tx.make_packet(route_of(qp), h, 0, &payload);
         const sim::Tick ready = std::max(now, job.ready);
-        qp.read_jobs.pop_front();
+        qp.resp.read_jobs.pop_front();
         counter("atomic_acks")++;
         m_w.tx.launch(qp, std::move(pkt), ready);
-        if (qp.read_jobs.empty() && qp.ack_deferred) {
-            qp.ack_deferred = false;
-            m_w.tx.send_ack(qp, now, qp.deferred_syndrome, qp.deferred_psn);
+        if (qp.resp.read_jobs.empty() && qp.resp.ack_deferred) {
+            qp.resp.ack_deferred = false;
+            m_w.tx.send_ack(qp, now, qp.resp.deferred_syndrome, qp.resp.deferred_psn);
         }
         return true;
     }
-    const std::uint32_t mtu = qp.path_mtu;
+    const std::uint32_t mtu = qp.qpc.path_mtu;
     const std::uint32_t n = std::min(mtu, job.length - job.offset);
     const bool first = job.offset == 0;
     const bool last = job.offset + n == job.length;
@@ -456,20 +456,20 @@ bool Responder::produce(QpContext& qp, sim::Tick now) {
     const sim::Tick data = m_w.dma.read(now, slices.data(), slices.size(), payload);
     job.offset += n;
     (*m_n_read_response_packets)++;
-    if (last) qp.read_jobs.pop_front();
+    if (last) qp.resp.read_jobs.pop_front();
     m_w.tx.launch(qp, std::move(pkt), data);
-    if (qp.read_jobs.empty() && qp.ack_deferred) {
-        qp.ack_deferred = false;
-        m_w.tx.send_ack(qp, now, qp.deferred_syndrome, qp.deferred_psn);
+    if (qp.resp.read_jobs.empty() && qp.resp.ack_deferred) {
+        qp.resp.ack_deferred = false;
+        m_w.tx.send_ack(qp, now, qp.resp.deferred_syndrome, qp.resp.deferred_psn);
     }
     return true;
 }
 
 void Responder::complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed& p, CqeStatus status, bool rdma_imm,
                               std::uint32_t byte_len) {
-    if (qp.rq_cache.empty()) return;
-    RecvWork w = std::move(qp.rq_cache.front());
-    qp.rq_cache.pop_front();
+    if (qp.fetch.rq_cache.empty()) return;
+    RecvWork w = std::move(qp.fetch.rq_cache.front());
+    qp.fetch.rq_cache.pop_front();
     if (qp.is_vi()) {
         const std::uint32_t err = vi_error_bits(status);
         const std::uint32_t st = kViStatusDone | err | (rdma_imm ? kViStatusOpRemoteRdmaWrite : kViStatusOpReceive) |
@@ -483,13 +483,13 @@ void Responder::complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed& 
     Cqe c{};
     c.qpn = qp.qpn;
     c.byte_len = byte_len;
-    c.src_qp = p.h.deth ? p.h.deth->src_qp : qp.dest_qpn;
+    c.src_qp = p.h.deth ? p.h.deth->src_qp : qp.qpc.dest_qpn;
     c.wqe_index = w.wqe_index;
     c.slid = p.h.lrh.slid;
     c.sl = p.h.lrh.sl;
     if (p.h.grh && !qp.service().connected) c.flags |= kCqeGrh;
-    if (qp.type == QpType::XrcTarget) {
-        c.src_qp = qp.srqn;
+    if (qp.xrc_target()) {
+        c.src_qp = qp.recv_srqn();
         c.flags |= kCqeXrcSrq;
     }
     c.opcode = static_cast<std::uint8_t>(rdma_imm ? CqeOpcode::RecvRdmaWithImm : CqeOpcode::Recv);
@@ -503,7 +503,7 @@ void Responder::complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed& 
         c.flags |= kCqeWithInvalidate;
     }
     if (p.h.bth.se) c.flags |= kCqeSolicited;
-    if (!m_w.completions.post_cqe(t, qp.recv_cqn, c) && status == CqeStatus::Success) {
+    if (!m_w.completions.post_cqe(t, qp.recv_cqn(), c) && status == CqeStatus::Success) {
         m_w.errors.raise_async(t, AsyncEvent{AsyncEventType::QpFatal, qp.qpn});
         m_w.errors.enter_error(qp, t);
         return;
@@ -517,40 +517,40 @@ void Responder::fail(QpContext& qp, sim::Tick t, std::uint8_t nak_code, CqeStatu
     if (!qp.service().acknowledged && !qp.is_vi()) {
         // UC and UD send no NAKs and stay up: the message is dropped, and a
         // receive WQE it was using completes with the error.
-        if (recv_status != CqeStatus::Success && !qp.rq_cache.empty()) {
+        if (recv_status != CqeStatus::Success && !qp.fetch.rq_cache.empty()) {
             packet::Parsed none;
-            none.h.lrh.slid = qp.dlid;
+            none.h.lrh.slid = qp.qpc.dlid;
             complete_recv(qp, t, none, recv_status, false, 0);
         }
-        qp.recv_in_progress = false;
-        qp.write_in_progress = false;
-        qp.epsn = psn_add(psn, 1);
+        qp.resp.recv_in_progress = false;
+        qp.resp.write_in_progress = false;
+        qp.resp.epsn = psn_add(psn, 1);
         return;
     }
     if (qp.is_vi()) {
         // The VI Architecture reports these through the descriptor or as an
         // asynchronous error; an unreliable VI sends no NAK and stays connected.
-        if (recv_status != CqeStatus::Success && !qp.rq_cache.empty()) {
+        if (recv_status != CqeStatus::Success && !qp.fetch.rq_cache.empty()) {
             packet::Parsed none;
             complete_recv(qp, t, none, recv_status, false, 0);
         }
         if (vi_event)
             m_w.errors.raise_async(t, AsyncEvent{*vi_event, qp.qpn, 0, 0, *vi_event == AsyncEventType::ViRecvQueueEmpty});
-        qp.recv_in_progress = false;
-        qp.write_in_progress = false;
-        if (qp.vi == ViReliability::Unreliable) return;
+        qp.resp.recv_in_progress = false;
+        qp.resp.write_in_progress = false;
+        if (qp.qpc.vi == ViReliability::Unreliable) return;
         m_w.tx.send_ack(qp, t, packet::kAethNak | nak_code, psn);
         m_w.errors.enter_error(qp, t);
         return;
     }
     m_w.tx.send_ack(qp, t, packet::kAethNak | nak_code, psn);
-    if (recv_status != CqeStatus::Success && !qp.rq_cache.empty()) {
+    if (recv_status != CqeStatus::Success && !qp.fetch.rq_cache.empty()) {
         packet::Parsed none;
-        none.h.lrh.slid = qp.dlid;
+        none.h.lrh.slid = qp.qpc.dlid;
         complete_recv(qp, t, none, recv_status, false, 0);
     }
-    qp.recv_in_progress = false;
-    qp.write_in_progress = false;
+    qp.resp.recv_in_progress = false;
+    qp.resp.write_in_progress = false;
     m_w.errors.raise_async(t, AsyncEvent{nak_code == packet::kNakRemoteAccessError ? AsyncEventType::QpAccessError
                                                                                    : AsyncEventType::QpRequestError,
                                          qp.qpn});

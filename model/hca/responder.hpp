@@ -36,7 +36,7 @@ public:
     void handle(QpContext& qp, const packet::Parsed& p, const packet::PacketPtr& pkt, const std::uint8_t* payload,
                 sim::Tick t) override;
     // READ responses waiting to go out.
-    bool has_work(const QpContext& qp) const override { return !qp.read_jobs.empty(); }
+    bool has_work(const QpContext& qp) const override { return !qp.resp.read_jobs.empty(); }
     bool produce(QpContext& qp, sim::Tick now) override;
 
 private:

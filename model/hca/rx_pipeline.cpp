@@ -47,7 +47,8 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t) {
         counter("dropped_wrong_dgid")++;
         return;
     }
-    QpContext* qp = m_w.qps.qp(p.h.bth.dest_qp);
+    const QpAccess found = m_w.qps.context(p.h.bth.dest_qp, done);
+    QpContext* qp = found.qp;
     if (!qp) {
         counter("dropped_unknown_qp")++;
         return;
@@ -61,7 +62,7 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t) {
         return;
     }
     // The packet stays alive until the payload writes that point into it land.
-    (info.request ? m_w.responder : m_w.completer).handle(*qp, p, pkt, payload, done);
+    (info.request ? m_w.responder : m_w.completer).handle(*qp, p, pkt, payload, found.ready);
 }
 
 }  // namespace hcasim::hca

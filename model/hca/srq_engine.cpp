@@ -105,7 +105,7 @@ sim::Tick SrqEngine::fetch(SrqContext& srq, sim::Tick t, bool demand) {
 }
 
 sim::Tick SrqEngine::take(QpContext& qp, SrqContext& srq, sim::Tick t, bool demand) {
-    if (!qp.rq_cache.empty()) return t;
+    if (!qp.fetch.rq_cache.empty()) return t;
     if (srq.cache.empty()) {
         if (!demand) {
             fetch(srq, t, false);
@@ -114,7 +114,7 @@ sim::Tick SrqEngine::take(QpContext& qp, SrqContext& srq, sim::Tick t, bool dema
         t = fetch(srq, t, true);
         if (srq.cache.empty()) return t;
     }
-    qp.rq_cache.push_back(std::move(srq.cache.front()));
+    qp.fetch.rq_cache.push_back(std::move(srq.cache.front()));
     srq.cache.pop_front();
     ++srq.taken;
     counter("wqes_taken")++;

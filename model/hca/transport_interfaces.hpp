@@ -10,6 +10,7 @@
 #include "model/hca/async_event.hpp"
 #include "model/hca/contexts.hpp"
 #include "model/hca/hw_formats.hpp"
+#include "model/hca/qp_context.hpp"
 #include "model/packet/ib_packet.hpp"
 #include "model/packet/packet.hpp"
 #include "model/sim/time.hpp"
@@ -48,11 +49,19 @@ struct WindowResult {
     sim::Tick ready = 0;  // when the operation is done (or has failed)
 };
 
-// The context tables: a QP by number, null when there is none.
+// A QP found by number, and when its context is available to the block
+// that asked.
+struct QpAccess {
+    QpContext* qp = nullptr;  // null when there is none
+    sim::Tick ready = 0;
+};
+
+// The QP context table: the one way blocks find a QP by number.
 class QpTable {
 public:
     virtual ~QpTable() = default;
-    virtual QpContext* qp(std::uint32_t qpn) = 0;
+    // The QP qpn as a block asking at t gets it.
+    virtual QpAccess context(std::uint32_t qpn, sim::Tick t) = 0;
 };
 
 // The shared receive queues by number (the SRQ engine), null when none.
@@ -183,7 +192,7 @@ struct Route {
     const GlobalRoute* grh = nullptr;  // null or not present: no GRH
 };
 // A connected QP's route: its primary path.
-inline Route route_of(const QpContext& qp) { return Route{qp.dlid, qp.sl, qp.dest_qpn, &qp.grh}; }
+inline Route route_of(const QpContext& qp) { return Route{qp.qpc.dlid, qp.qpc.sl, qp.qpc.dest_qpn, &qp.qpc.grh}; }
 
 // The transmit pipeline, as packet producers see it.
 class TransmitPath {

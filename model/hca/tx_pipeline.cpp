@@ -17,7 +17,7 @@ void TxPipeline::set_producers(PacketProducer& responses, PacketProducer& reques
 }
 
 void TxPipeline::kick(QpContext& qp, sim::Tick t) {
-    if (qp.state != QpState::Rts && qp.state != QpState::Rtr && qp.state != QpState::Sqd) return;
+    if (qp.qpc.state != QpState::Rts && qp.qpc.state != QpState::Rtr && qp.qpc.state != QpState::Sqd) return;
     m_w.scheduler.make_ready(qp);
     schedule_pump(m_w.scheduler.decide(t));
 }
@@ -55,10 +55,11 @@ void TxPipeline::pump() {
             return;
         }
         QpContext* qp = m_w.scheduler.next();
-        if (qp->tx_hold_until > now) {
+        if (qp->req.tx_hold_until > now) {
             const std::uint32_t qpn = qp->qpn;
-            at(qp->tx_hold_until, [this, qpn]() {
-                if (QpContext* q = m_w.qps.qp(qpn)) kick(*q, sim::now_ps());
+            at(qp->req.tx_hold_until, [this, qpn]() {
+                const QpAccess found = m_w.qps.context(qpn, sim::now_ps());
+                if (found.qp) kick(*found.qp, found.ready);
             });
             continue;
         }
@@ -96,15 +97,15 @@ void TxPipeline::launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_rea
     packet::seal(pkt->bytes.data(), pkt->bytes.size());
     const std::uint32_t bytes = static_cast<std::uint32_t>(pkt->bytes.size());
     const std::uint64_t cycles = m_p.tx_packet_cycles + (bytes + m_p.datapath_bytes - 1) / m_p.datapath_bytes;
-    const sim::Tick ready = m_pipe.reserve(std::max(data_ready, qp.last_tx_ready), cycles).end;
-    qp.last_tx_ready = ready;
+    const sim::Tick ready = m_pipe.reserve(std::max(data_ready, qp.tx.last_tx_ready), cycles).end;
+    qp.tx.last_tx_ready = ready;
     m_buffer_used += bytes;
     (*m_n_packets)++;
     (*m_n_bytes) += bytes;
     // The port's serialiser takes bookings ahead of time, so the packet is
     // booked now for when the pipeline has it ready.
-    const auto slot = m_w.port.transmit(std::move(pkt), ready, qp.last_wire_end);
-    qp.last_wire_end = slot.end;
+    const auto slot = m_w.port.transmit(std::move(pkt), ready, qp.tx.last_wire_end);
+    qp.tx.last_wire_end = slot.end;
     m_releases.emplace(slot.end, bytes);
 }
 
@@ -112,13 +113,13 @@ void TxPipeline::send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std
     packet::Headers h;
     h.bth.opcode = qp.service().opcode_base | static_cast<std::uint8_t>(packet::Opcode::RcAcknowledge);
     h.bth.psn = psn;
-    h.aeth = packet::Aeth{syndrome, qp.msn};
+    h.aeth = packet::Aeth{syndrome, qp.resp.msn};
     std::uint8_t* payload = nullptr;
     auto pkt = make_packet(route_of(qp), h, 0, &payload);
     packet::seal(pkt->bytes.data(), pkt->bytes.size());
     const sim::Tick ready = m_pipe.reserve(t, m_p.tx_packet_cycles).end;
     counter((syndrome & packet::kAethKindMask) == packet::kAethAck ? "acks" : "naks")++;
-    qp.last_wire_end = m_w.port.transmit(std::move(pkt), ready, qp.last_wire_end).end;
+    qp.tx.last_wire_end = m_w.port.transmit(std::move(pkt), ready, qp.tx.last_wire_end).end;
 }
 
 }  // namespace hcasim::hca

@@ -26,7 +26,7 @@ bool WqeFetchEngine::parse_send(QpContext& qp, const std::uint8_t* wqe, std::uin
     const bool write = w.op == WqeOpcode::RdmaWrite || w.op == WqeOpcode::RdmaWriteImm;
     const bool atomic = is_atomic(w.op);
     if ((read && !svc.reads) || (write && !svc.writes) || (atomic && !svc.atomics)) return false;
-    if (qp.type == QpType::XrcInitiator) {
+    if (qp.qpc.type == QpType::XrcInitiator) {
         XrcSeg xs;
         if (off + sizeof xs > bytes) return false;
         std::memcpy(&xs, wqe + off, sizeof xs);
@@ -63,7 +63,7 @@ bool WqeFetchEngine::parse_send(QpContext& qp, const std::uint8_t* wqe, std::uin
         std::memcpy(&dg, wqe + off, sizeof dg);
         w.ud.dest_qpn = dg.dest_qpn & kPsnMask;
         // IBA 10.2.5: a Q_Key with the high-order bit set means the QP's own.
-        w.ud.qkey = (dg.qkey & 0x80000000u) ? qp.qkey : dg.qkey;
+        w.ud.qkey = (dg.qkey & 0x80000000u) ? qp.qpc.qkey : dg.qkey;
         w.ud.dlid = dg.dlid;
         w.ud.sl = dg.sl;
         w.ud.grh.present = (dg.flags & kDatagramGlobal) != 0;
@@ -75,11 +75,11 @@ bool WqeFetchEngine::parse_send(QpContext& qp, const std::uint8_t* wqe, std::uin
         off += sizeof dg;
     }
     if (w.flags & kWqeInline) {
-        if (ctrl.inline_bytes > qp.max_inline || off + ctrl.inline_bytes > bytes) return false;
+        if (ctrl.inline_bytes > qp.qpc.max_inline || off + ctrl.inline_bytes > bytes) return false;
         w.inline_data.assign(wqe + off, wqe + off + ctrl.inline_bytes);
         w.length = ctrl.inline_bytes;
     } else {
-        if (ctrl.num_sge > qp.max_send_sge || off + ctrl.num_sge * sizeof(DataSeg) > bytes) return false;
+        if (ctrl.num_sge > qp.qpc.max_send_sge || off + ctrl.num_sge * sizeof(DataSeg) > bytes) return false;
         w.sges.resize(ctrl.num_sge);
         std::uint64_t total = 0;
         for (std::uint32_t i = 0; i < ctrl.num_sge; ++i) {
@@ -97,123 +97,126 @@ void WqeFetchEngine::fetch_send(QpContext& qp, sim::Tick t) {
         m_w.descriptors.fetch(qp, false, t);
         return;
     }
-    if (qp.sq_fetch_busy || qp.sq_fetched == qp.sq_pi) return;
-    const std::uint32_t pending = static_cast<std::uint16_t>(qp.sq_pi - qp.sq_fetched);
+    if (qp.fetch.sq_fetch_busy || qp.fetch.sq_fetched == qp.fetch.sq_pi) return;
+    const std::uint32_t pending = static_cast<std::uint16_t>(qp.fetch.sq_pi - qp.fetch.sq_fetched);
     const std::uint32_t mask = qp.sq_entries() - 1;
-    const std::uint32_t first = qp.sq_fetched & mask;
+    const std::uint32_t first = qp.fetch.sq_fetched & mask;
     // One DMA read covers consecutive WQEs up to the end of the ring.
     const std::uint32_t n = std::min({pending, m_p.wqe_fetch_batch, qp.sq_entries() - first});
-    const std::uint32_t stride = 1u << qp.sq_log_stride;
+    const std::uint32_t stride = 1u << qp.qpc.sq_log_stride;
     m_buf.resize(static_cast<std::size_t>(n) * stride);
-    const sim::Tick fetched = m_w.dma.read(t, qp.sq_base + first * stride, n * stride, m_buf.data());
+    const sim::Tick fetched = m_w.dma.read(t, qp.qpc.sq_base + first * stride, n * stride, m_buf.data());
     const sim::Tick parsed = m_parser.reserve(fetched, static_cast<std::uint64_t>(m_p.wqe_parse_cycles) * n).end;
     std::vector<SendWork> works(n);
     bool bad = false;
     for (std::uint32_t i = 0; i < n && !bad; ++i) {
         if (!parse_send(qp, m_buf.data() + static_cast<std::size_t>(i) * stride, stride, works[i])) {
             works[i].error = CqeStatus::LocalQpOperation;
-            works[i].wqe_index = static_cast<std::uint16_t>(qp.sq_fetched + i);
+            works[i].wqe_index = static_cast<std::uint16_t>(qp.fetch.sq_fetched + i);
             works.resize(i + 1);
             bad = true;
         }
     }
-    qp.sq_fetch_busy = true;
+    qp.fetch.sq_fetch_busy = true;
     counter("send_fetches")++;
     counter("send_wqes") += works.size();
     const std::uint32_t qpn = qp.qpn;
     at(parsed, [this, qpn, parsed, works = std::move(works)]() mutable {
-        QpContext* q = m_w.qps.qp(qpn);
+        const QpAccess found = m_w.qps.context(qpn, parsed);
+        QpContext* q = found.qp;
         if (!q) return;
-        q->sq_fetch_busy = false;
+        const sim::Tick t = found.ready;
+        q->fetch.sq_fetch_busy = false;
         for (auto& w : works) {
-            q->send_q.push_back(std::move(w));
-            ++q->sq_fetched;
+            q->req.send_q.push_back(std::move(w));
+            ++q->fetch.sq_fetched;
         }
-        if (q->state == QpState::Sqe) {
-            m_w.errors.flush_send(*q, parsed);
+        if (q->qpc.state == QpState::Sqe) {
+            m_w.errors.flush_send(*q, t);
             return;
         }
-        if (q->state == QpState::Err) {
-            m_w.errors.flush(*q, parsed);
+        if (q->qpc.state == QpState::Err) {
+            m_w.errors.flush(*q, t);
             return;
         }
-        m_w.tx.kick(*q, parsed);
+        m_w.tx.kick(*q, t);
     });
 }
 
 sim::Tick WqeFetchEngine::blueflame(QpContext& qp, const std::vector<std::uint8_t>& wqe, sim::Tick t) {
     // Usable only when it is exactly the next WQE and nothing is being fetched;
     // otherwise the ring copy is fetched as usual.
-    if (qp.sq_fetch_busy || static_cast<std::uint16_t>(qp.sq_pi - qp.sq_fetched) != 1 || wqe.size() < sizeof(SendWqeCtrl))
+    if (qp.fetch.sq_fetch_busy || static_cast<std::uint16_t>(qp.fetch.sq_pi - qp.fetch.sq_fetched) != 1 || wqe.size() < sizeof(SendWqeCtrl))
         return t;
     SendWork w;
-    if (!parse_send(qp, wqe.data(), static_cast<std::uint32_t>(wqe.size()), w) || w.wqe_index != qp.sq_fetched)
+    if (!parse_send(qp, wqe.data(), static_cast<std::uint32_t>(wqe.size()), w) || w.wqe_index != qp.fetch.sq_fetched)
         return t;
     const sim::Tick parsed = m_parser.reserve(t, m_p.wqe_parse_cycles).end;
-    ++qp.sq_fetched;
-    qp.send_q.push_back(std::move(w));
+    ++qp.fetch.sq_fetched;
+    qp.req.send_q.push_back(std::move(w));
     counter("blueflame_wqes")++;
     return parsed;
 }
 
 sim::Tick WqeFetchEngine::read_recv_record(QpContext& qp, sim::Tick t) {
     RqDoorbellRecord rec{};
-    t = m_w.dma.read(t, qp.rq_db_record, sizeof rec, &rec);
+    t = m_w.dma.read(t, qp.qpc.rq_db_record, sizeof rec, &rec);
     counter("recv_record_reads")++;
     // The driver only moves its index forward; a value behind what the
     // adapter already knows is stale and changes nothing.
     const auto posted = static_cast<std::uint16_t>(rec.producer_index);
-    if (static_cast<std::int16_t>(posted - qp.rq_pi) > 0) qp.rq_pi = posted;
+    if (static_cast<std::int16_t>(posted - qp.fetch.rq_pi) > 0) qp.fetch.rq_pi = posted;
     return t;
 }
 
 void WqeFetchEngine::recv_consumed(QpContext& qp, sim::Tick t) {
-    if (qp.srqn) {
-        if (SrqContext* srq = m_w.srqs.srq(qp.srqn)) m_w.srqs.top_up(*srq, t);
+    if (qp.recv_srqn()) {
+        if (SrqContext* srq = m_w.srqs.srq(qp.recv_srqn())) m_w.srqs.top_up(*srq, t);
         return;
     }
-    if (!qp.is_vi() && qp.rq_fetched == qp.rq_pi && qp.rq_db_record) t = read_recv_record(qp, t);
+    if (!qp.is_vi() && qp.fetch.rq_fetched == qp.fetch.rq_pi && qp.qpc.rq_db_record) t = read_recv_record(qp, t);
     prefetch_recv(qp, t);
 }
 
 sim::Tick WqeFetchEngine::prefetch_recv(QpContext& qp, sim::Tick t, bool demand) {
     if (qp.is_vi()) {
-        if (!demand || qp.rq_fetched != qp.rq_pi) m_w.descriptors.fetch(qp, true, t, demand);
+        if (!demand || qp.fetch.rq_fetched != qp.fetch.rq_pi) m_w.descriptors.fetch(qp, true, t, demand);
         return t;
     }
-    if (qp.srqn) {
-        SrqContext* srq = m_w.srqs.srq(qp.srqn);
+    if (qp.recv_srqn()) {
+        SrqContext* srq = m_w.srqs.srq(qp.recv_srqn());
         return srq ? m_w.srqs.take(qp, *srq, t, demand) : t;
     }
-    if (demand && qp.rq_fetched == qp.rq_pi && qp.rq_db_record) t = read_recv_record(qp, t);
-    if ((qp.rq_fetch_busy && !demand) || qp.rq_fetched == qp.rq_pi || qp.rq_cache.size() >= m_p.rq_prefetch_depth) return t;
-    const std::uint32_t pending = static_cast<std::uint16_t>(qp.rq_pi - qp.rq_fetched);
+    if (demand && qp.fetch.rq_fetched == qp.fetch.rq_pi && qp.qpc.rq_db_record) t = read_recv_record(qp, t);
+    if ((qp.fetch.rq_fetch_busy && !demand) || qp.fetch.rq_fetched == qp.fetch.rq_pi || qp.fetch.rq_cache.size() >= m_p.rq_prefetch_depth) return t;
+    const std::uint32_t pending = static_cast<std::uint16_t>(qp.fetch.rq_pi - qp.fetch.rq_fetched);
     const std::uint32_t mask = qp.rq_entries() - 1;
-    const std::uint32_t first = qp.rq_fetched & mask;
-    const std::uint32_t room = m_p.rq_prefetch_depth - static_cast<std::uint32_t>(qp.rq_cache.size());
+    const std::uint32_t first = qp.fetch.rq_fetched & mask;
+    const std::uint32_t room = m_p.rq_prefetch_depth - static_cast<std::uint32_t>(qp.fetch.rq_cache.size());
     const std::uint32_t n = std::min({pending, room, qp.rq_entries() - first});
-    const std::uint32_t stride = 1u << qp.rq_log_stride;
+    const std::uint32_t stride = 1u << qp.qpc.rq_log_stride;
     m_buf.resize(static_cast<std::size_t>(n) * stride);
-    const sim::Tick fetched = m_w.dma.read(t, qp.rq_base + first * stride, n * stride, m_buf.data());
+    const sim::Tick fetched = m_w.dma.read(t, qp.qpc.rq_base + first * stride, n * stride, m_buf.data());
     const sim::Tick parsed = m_parser.reserve(fetched, static_cast<std::uint64_t>(m_p.wqe_parse_cycles) * n).end;
     for (std::uint32_t i = 0; i < n; ++i) {
         RecvWork w;
-        parse_recv_wqe(m_buf.data() + static_cast<std::size_t>(i) * stride, qp.max_recv_sge, w);
+        parse_recv_wqe(m_buf.data() + static_cast<std::size_t>(i) * stride, qp.qpc.max_recv_sge, w);
         w.ready_at = parsed;
-        qp.rq_cache.push_back(std::move(w));
-        ++qp.rq_fetched;
+        qp.fetch.rq_cache.push_back(std::move(w));
+        ++qp.fetch.rq_fetched;
     }
-    HCASIM_ASSERT(qp.rq_cache.size() <= m_p.rq_prefetch_depth);
+    HCASIM_ASSERT(qp.fetch.rq_cache.size() <= m_p.rq_prefetch_depth);
     counter("recv_fetches")++;
     counter("recv_wqes") += n;
     // Keep the cache topped up once this fetch is on chip.
-    qp.rq_fetch_busy = true;
+    qp.fetch.rq_fetch_busy = true;
     const std::uint32_t qpn = qp.qpn;
     at(parsed, [this, qpn, parsed]() {
-        QpContext* q = m_w.qps.qp(qpn);
+        const QpAccess found = m_w.qps.context(qpn, parsed);
+        QpContext* q = found.qp;
         if (!q) return;
-        q->rq_fetch_busy = false;
-        prefetch_recv(*q, parsed);
+        q->fetch.rq_fetch_busy = false;
+        prefetch_recv(*q, found.ready);
     });
     return t;
 }

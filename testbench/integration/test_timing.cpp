@@ -237,3 +237,22 @@ TEST_CASE("a switch between the nodes adds latency compared to back to back", "[
         CHECK(sw.values[i] > b2b.values[i] + 0.1);
     }
 }
+
+TEST_CASE("a slower QP context read delays every message by the reads on its path", "[timing]") {
+    const std::vector<std::uint32_t> sizes{2, 4096};
+    const Measured base = latency({}, Op::Send, sizes);
+    // 50 cycles at 500 MHz: 100 ns per read. A SEND's one-way latency
+    // includes the doorbell unit's read at the sender and the RX
+    // pipeline's at the receiver.
+    const Measured slow = latency({{"hca.qpc_read_cycles", "50"}}, Op::Send, sizes);
+    INFO("base run error: " << base.error);
+    INFO("slow run error: " << slow.error);
+    REQUIRE(base.ok);
+    REQUIRE(slow.ok);
+    REQUIRE(base.values.size() == sizes.size());
+    REQUIRE(slow.values.size() == sizes.size());
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+        INFO(sizes[i] << " B: " << base.values[i] << " us, with slow context reads " << slow.values[i] << " us");
+        CHECK(slow.values[i] >= base.values[i] + 0.2 - 1e-9);
+    }
+}

@@ -141,11 +141,11 @@ struct StubErrors : QpErrorHandler {
     void raise_async(sim::Tick, AsyncEvent e) override { events.push_back(e.type); }
     void enter_error(QpContext& qp, sim::Tick) override {
         ++errors;
-        qp.state = QpState::Err;
+        qp.qpc.state = QpState::Err;
     }
     void enter_send_queue_error(QpContext& qp, sim::Tick) override {
         ++sq_errors;
-        qp.state = QpState::Sqe;
+        qp.qpc.state = QpState::Sqe;
     }
     int flushes = 0;
     void flush(QpContext&, sim::Tick) override { ++flushes; }
@@ -159,23 +159,23 @@ struct StubRewinder : RequestRewinder {
 
 struct StubQps : QpTable {
     QpContext* only = nullptr;
-    QpContext* qp(std::uint32_t) override { return only; }
+    QpAccess context(std::uint32_t, sim::Tick t) override { return {only, t}; }
 };
 
 QpContext rts_qp(QpType type) {
     QpContext qp;
     qp.valid = true;
     qp.qpn = 0x40;
-    qp.type = type;
-    qp.state = QpState::Rts;
-    qp.path_mtu = 1024;
-    qp.dlid = 2;
-    qp.dest_qpn = 0x50;
-    qp.next_psn = 100;
-    qp.epsn = 500;
-    qp.access = kRemoteWrite | kRemoteRead | kRemoteAtomic;
-    qp.qkey = 0x1234;
-    qp.max_rd_atomic = qp.max_dest_rd_atomic = 4;
+    qp.qpc.type = type;
+    qp.qpc.state = QpState::Rts;
+    qp.qpc.path_mtu = 1024;
+    qp.qpc.dlid = 2;
+    qp.qpc.dest_qpn = 0x50;
+    qp.req.next_psn = 100;
+    qp.resp.epsn = 500;
+    qp.qpc.access = kRemoteWrite | kRemoteRead | kRemoteAtomic;
+    qp.qpc.qkey = 0x1234;
+    qp.qpc.max_rd_atomic = qp.qpc.max_dest_rd_atomic = 4;
     return qp;
 }
 
@@ -219,7 +219,7 @@ TEST_CASE("requester on its own: a 5000-byte RC SEND becomes five packets with c
         req.set_max_datagram(4096);
         QpContext qp = rts_qp(QpType::Rc);
         for (int i = 0; i < 5000; ++i) dma.mem[0x1000 + i] = static_cast<std::uint8_t>(i * 7);
-        qp.send_q.push_back(send_wqe(WqeOpcode::Send, 0x1000, 5000));
+        qp.req.send_q.push_back(send_wqe(WqeOpcode::Send, 0x1000, 5000));
         while (req.produce(qp, 0)) {
         }
         EXPECT(tx.packets.size() == 5);
@@ -237,7 +237,7 @@ TEST_CASE("requester on its own: a 5000-byte RC SEND becomes five packets with c
         EXPECT(std::equal(payload.begin(), payload.end(), dma.mem.begin() + 0x1000));
         EXPECT(comp.timers == 5);    // RC: the ACK timer runs
         EXPECT(comp.retires == 0);   // and only the ACK retires it
-        EXPECT(qp.next_psn == 105);
+        EXPECT(qp.req.next_psn == 105);
     });
 }
 
@@ -255,7 +255,7 @@ TEST_CASE("requester on its own: UC uses UC opcodes and no ACK timer, UD one pac
         req.set_max_datagram(2048);
 
         QpContext uc = rts_qp(QpType::Uc);
-        uc.send_q.push_back(send_wqe(WqeOpcode::RdmaWriteImm, 0x1000, 1500));
+        uc.req.send_q.push_back(send_wqe(WqeOpcode::RdmaWriteImm, 0x1000, 1500));
         while (req.produce(uc, 0)) {
         }
         EXPECT(tx.packets.size() == 2);
@@ -266,7 +266,7 @@ TEST_CASE("requester on its own: UC uses UC opcodes and no ACK timer, UD one pac
         }
         EXPECT(comp.timers == 0);
         EXPECT(comp.retires == 1);  // done when its last packet left
-        EXPECT(uc.send_q.front().acked);
+        EXPECT(uc.req.send_q.front().acked);
 
         tx.packets.clear();
         comp.retires = 0;
@@ -275,9 +275,9 @@ TEST_CASE("requester on its own: UC uses UC opcodes and no ACK timer, UD one pac
         w.ud.dlid = 7;
         w.ud.dest_qpn = 0x99;
         w.ud.qkey = 0x1234;
-        ud.send_q.push_back(w);
+        ud.req.send_q.push_back(w);
         SendWork big = send_wqe(WqeOpcode::Send, 0x1000, 2049);
-        ud.send_q.push_back(big);
+        ud.req.send_q.push_back(big);
         while (req.produce(ud, 0)) {
         }
         req.produce(ud, 0);
@@ -289,7 +289,7 @@ TEST_CASE("requester on its own: UC uses UC opcodes and no ACK timer, UD one pac
             EXPECT(h.bth.dest_qp == 0x99);
             EXPECT(h.deth.has_value() && h.deth->qkey == 0x1234 && h.deth->src_qp == 0x40);
         }
-        EXPECT(ud.send_q.size() == 2 && ud.send_q[1].error == CqeStatus::LocalLength);
+        EXPECT(ud.req.send_q.size() == 2 && ud.req.send_q[1].error == CqeStatus::LocalLength);
     });
 }
 
@@ -326,13 +326,13 @@ TEST_CASE("responder on its own: sends, sequence errors, duplicates, RNR and a f
         RecvWork r;
         r.sges.push_back(DataSeg{0x2000, 7, 256});
         r.length = 256;
-        qp.rq_cache.push_back(r);
+        qp.fetch.rq_cache.push_back(r);
         deliver(qp, 0x04, 500, std::vector<std::uint8_t>(100, 0x5a));  // SEND only
         EXPECT(dma.writes.size() == 1 && dma.writes[0].first == 0x2000 && dma.writes[0].second.size() == 100);
         EXPECT(cq.cqes.size() == 1 && cq.cqes[0].byte_len == 100 && cq.cqes[0].src_qp == 0x50);
         EXPECT(tx.acks.size() == 1 && tx.acks[0].second == 500 &&
                (tx.acks[0].first & packet::kAethKindMask) == packet::kAethAck);
-        EXPECT(qp.epsn == 501);
+        EXPECT(qp.resp.epsn == 501);
 
         deliver(qp, 0x04, 503, {1, 2, 3});  // a gap: one sequence NAK for 501
         deliver(qp, 0x04, 504, {1, 2, 3});  // and no second one
@@ -372,7 +372,7 @@ TEST_CASE("responder on its own: sends, sequence errors, duplicates, RNR and a f
         QpContext uc = rts_qp(QpType::Uc);
         deliver(uc, 0x24, 500, {1, 2});
         EXPECT(tx.acks.size() == acks);
-        EXPECT(uc.epsn == 501);
+        EXPECT(uc.resp.epsn == 501);
     });
 }
 
@@ -396,7 +396,7 @@ TEST_CASE("completer on its own: ACKs retire in order, an RNR NAK rewinds, a NAK
             w.started = w.fully_sent = true;
             w.first_psn = 100 + static_cast<std::uint32_t>(i);
             w.npsn = 1;
-            qp.send_q.push_back(w);
+            qp.req.send_q.push_back(w);
         }
         packet::PacketPool pool;
         auto ack = [&](std::uint8_t syndrome, std::uint32_t psn) {
