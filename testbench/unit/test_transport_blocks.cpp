@@ -1,7 +1,8 @@
-// The requester, responder and completer each on their own, with every
-// neighbour stubbed through the narrow interfaces they are wired with
-// (model/hca/transport_interfaces.hpp): what packets a block produces, what
-// it writes, completes and asks of its neighbours for a given input.
+// The requester, responder, completer, doorbell unit and WQE fetch engine
+// each on their own, with every neighbour stubbed through the narrow
+// interfaces they are wired with (model/hca/transport_interfaces.hpp): what
+// packets a block produces, what it reads, writes, completes and asks of its
+// neighbours for a given input.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -9,8 +10,12 @@
 #include <sstream>
 
 #include "model/hca/completer.hpp"
+#include "model/hca/doorbell_unit.hpp"
 #include "model/hca/requester.hpp"
 #include "model/hca/responder.hpp"
+#include "model/hca/wqe_fetch_engine.hpp"
+#include "model/pcie/host_memory.hpp"
+#include "model/pcie/pcie_host_interface.hpp"
 #include "model/packet/opcode_table.hpp"
 #include "model/sim/config.hpp"
 #include "testbench/system/isolated.hpp"
@@ -27,7 +32,9 @@ struct StubDma : DmaEngine {
     std::vector<std::pair<std::uint64_t, std::vector<std::uint8_t>>> writes;
     sim::Tick latency = 1000;
     sim::Block* owner = nullptr;
+    int reads = 0;
     sim::Tick read(sim::Tick t, const DmaSpan* s, std::size_t n, std::uint8_t* dst) override {
+        ++reads;
         for (std::size_t i = 0; i < n; ++i) {
             std::memcpy(dst, mem.data() + s[i].addr, s[i].len);
             dst += s[i].len;
@@ -113,16 +120,33 @@ struct StubCompleter : SendCompleter {
     void arm_ack_timer(QpContext&, sim::Tick) override { ++timers; }
 };
 
-struct StubSrqs : SrqTable {
+struct StubSrqs : SharedReceiveQueues {
     SrqContext* srq(std::uint32_t) override { return nullptr; }
+    sim::Tick take(QpContext&, SrqContext&, sim::Tick t, bool) override { return t; }
+    void top_up(SrqContext&, sim::Tick) override {}
+};
+
+struct StubDescriptors : DescriptorQueues {
+    int posted_count = 0, fetches = 0, arms = 0;
+    void posted(QpContext&, bool, const ViDoorbellToken&, sim::Tick) override { ++posted_count; }
+    void fetch(QpContext&, bool, sim::Tick, bool) override { ++fetches; }
+    void arm(QpContext&, bool) override { ++arms; }
+};
+
+struct StubCqArming : CompletionArming {
+    std::vector<std::uint32_t> armed;  // CQ numbers
+    void arm(sim::Tick, std::uint32_t cqn, std::uint32_t, bool) override { armed.push_back(cqn); }
 };
 
 struct StubFetch : WorkQueueFetcher {
-    int consumed = 0;
+    int consumed = 0, blueflames = 0;
     void fetch_send(QpContext&, sim::Tick) override {}
     sim::Tick prefetch_recv(QpContext&, sim::Tick t, bool) override { return t; }
     void recv_consumed(QpContext&, sim::Tick) override { ++consumed; }
-    sim::Tick blueflame(QpContext&, const std::vector<std::uint8_t>&, sim::Tick t) override { return t; }
+    sim::Tick blueflame(QpContext&, const std::vector<std::uint8_t>&, sim::Tick t) override {
+        ++blueflames;
+        return t;
+    }
 };
 
 struct StubCompletions : CompletionWriter {
@@ -137,7 +161,7 @@ struct StubCompletions : CompletionWriter {
 
 struct StubErrors : QpErrorHandler {
     std::vector<AsyncEventType> events;
-    int errors = 0, sq_errors = 0;
+    int errors = 0, sq_errors = 0, flushes = 0;
     void raise_async(sim::Tick, AsyncEvent e) override { events.push_back(e.type); }
     void enter_error(QpContext& qp, sim::Tick) override {
         ++errors;
@@ -147,7 +171,6 @@ struct StubErrors : QpErrorHandler {
         ++sq_errors;
         qp.qpc.state = QpState::Sqe;
     }
-    int flushes = 0;
     void flush(QpContext&, sim::Tick) override { ++flushes; }
     void flush_send(QpContext&, sim::Tick) override { ++flushes; }
 };
@@ -422,6 +445,128 @@ TEST_CASE("completer on its own: ACKs retire in order, an RNR NAK rewinds, a NAK
             EXPECT(cq.cqes[2].wqe_index == 2 && cq.cqes[2].status == static_cast<std::uint8_t>(CqeStatus::RemoteAccess));
         }
         EXPECT(err.errors == 1);
+    });
+}
+
+namespace {
+
+// A signalled RC SEND WQE of one data segment, as the driver writes it.
+void write_send_wqe(StubDma& dma, std::uint64_t at, std::uint16_t index, std::uint64_t addr, std::uint32_t len) {
+    SendWqeCtrl ctrl{};
+    ctrl.opcode = static_cast<std::uint8_t>(WqeOpcode::Send);
+    ctrl.flags = kWqeSignaled;
+    ctrl.num_sge = 1;
+    ctrl.wqe_index = index;
+    const DataSeg d{addr, 7, len};
+    std::memcpy(dma.mem.data() + at, &ctrl, sizeof ctrl);
+    std::memcpy(dma.mem.data() + at + sizeof ctrl, &d, sizeof d);
+}
+
+}  // namespace
+
+TEST_CASE("fetch engine on its own: one DMA read brings a batch of send WQEs and kicks the transmit path, and a QP "
+          "in the error state is flushed instead",
+          "[unit][fetch]") {
+    isolated([](std::ostream& os) {
+        const sim::Config cfg;
+        const HcaParams p = HcaParams::from(cfg);
+        StubQps qps;
+        StubDma dma;
+        StubDescriptors descriptors;
+        StubSrqs srqs;
+        StubErrors errors;
+        StubTx tx;
+        WqeFetchEngine fetch("wqe_fetch", p, {qps, dma, descriptors, srqs, errors, tx});
+        QpContext qp = rts_qp(QpType::Rc);
+        qp.qpc.sq_base = 0x10000;
+        qp.qpc.sq_log_size = 4;
+        qp.qpc.sq_log_stride = 6;
+        qp.qpc.max_send_sge = 2;
+        qps.only = &qp;
+        for (std::uint16_t i = 0; i < 3; ++i) write_send_wqe(dma, 0x10000 + i * 64u, i, 0x2000 + i * 0x100u, 100u + i);
+        qp.fetch.sq_pi = 3;
+        fetch.fetch_send(qp, 0);
+        EXPECT(qp.fetch.sq_fetch_busy);
+        fetch.fetch_send(qp, 0);  // one fetch at a time
+        sc_core::sc_start();
+        EXPECT(dma.reads == 1);
+        EXPECT(!qp.fetch.sq_fetch_busy);
+        EXPECT(qp.fetch.sq_fetched == 3);
+        EXPECT(qp.req.send_q.size() == 3);
+        for (std::size_t i = 0; i < qp.req.send_q.size() && i < 3; ++i) {
+            const SendWork& w = qp.req.send_q[i];
+            EXPECT(w.wqe_index == i);
+            EXPECT(w.op == WqeOpcode::Send);
+            EXPECT(w.length == 100 + i);
+            EXPECT(w.sges.size() == 1);
+            EXPECT(!w.sges.empty() && w.sges[0].addr == 0x2000 + i * 0x100);
+        }
+        EXPECT(tx.kicks == 1);
+        EXPECT(errors.flushes == 0);
+
+        // Fetched for a QP that went to the error state meanwhile: flushed.
+        write_send_wqe(dma, 0x10000 + 3 * 64u, 3, 0x3000, 64);
+        qp.fetch.sq_pi = 4;
+        fetch.fetch_send(qp, sim::now_ps());
+        qp.qpc.state = QpState::Err;
+        sc_core::sc_start();
+        EXPECT(qp.fetch.sq_fetched == 4);
+        EXPECT(errors.flushes == 1);
+        EXPECT(tx.kicks == 1);
+    });
+}
+
+TEST_CASE("doorbell unit on its own: a send doorbell kicks the transmit path once it has crossed PCIe, a stale one "
+          "is dropped and a CQ arm reaches the completion engine",
+          "[unit][doorbell]") {
+    isolated([](std::ostream& os) {
+        const sim::Config cfg;
+        const HcaParams p = HcaParams::from(cfg);
+        pcie::HostMemory memory(0);
+        pcie::PcieHostInterface pcie("pcie", pcie::PcieParams::from(cfg), memory);
+        StubQps qps;
+        StubFetch fetch;
+        StubDescriptors descriptors;
+        StubCqArming cqs;
+        StubErrors errors;
+        StubTx tx;
+        DoorbellUnit doorbells("doorbell_unit", p, {qps, pcie, fetch, descriptors, cqs, errors, tx});
+        QpContext qp = rts_qp(QpType::Rc);
+        qps.only = &qp;
+
+        DoorbellWrite ring;
+        ring.offset = kUarSendDoorbell;
+        ring.number = qp.qpn;
+        ring.index = 5;
+        doorbells.mmio_write(0, ring);
+        EXPECT(tx.kicks == 0);  // still on its way
+        sc_core::sc_start();
+        EXPECT(sim::now_ps() > 0);
+        EXPECT(qp.fetch.sq_pi == 5);
+        EXPECT(tx.kicks == 1);
+
+        DoorbellWrite stale = ring;
+        stale.index = 4;
+        doorbells.mmio_write(sim::now_ps(), stale);
+        sc_core::sc_start();
+        EXPECT(qp.fetch.sq_pi == 5);
+        EXPECT(tx.kicks == 1);
+        EXPECT(doorbells.counter("stale_doorbells") == 1);
+
+        qp.qpc.state = QpState::Err;
+        ring.index = 6;
+        doorbells.mmio_write(sim::now_ps(), ring);
+        sc_core::sc_start();
+        EXPECT(errors.flushes == 1);
+        EXPECT(tx.kicks == 1);
+
+        DoorbellWrite arm;
+        arm.offset = kUarCqArm;
+        arm.number = 9;
+        doorbells.mmio_write(sim::now_ps(), arm);
+        sc_core::sc_start();
+        EXPECT(cqs.armed == std::vector<std::uint32_t>{9});
+        EXPECT(fetch.blueflames == 0);
     });
 }
 
