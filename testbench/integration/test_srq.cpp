@@ -285,13 +285,17 @@ TEST_CASE("the SRQ limit event fires each time the SRQ runs low and is armed aga
     CHECK(res.num("receiver.limit_rearms") >= 1);
 }
 
-TEST_CASE("random SRQ traffic over many QPs and seeds loses and corrupts nothing", "[srq][stress]") {
+namespace {
+
+// Random SRQ traffic over seeds (HCASIM_STRESS_SEEDS overrides the count)
+// through the DMA engine dma names.
+void srq_stress(const char* dma, int default_seeds, std::uint64_t first_seed, std::uint64_t first_plan_seed) {
     const char* env = std::getenv("HCASIM_STRESS_SEEDS");
-    const int seeds = env ? std::max(1, std::atoi(env)) : 6;
+    const int seeds = env ? std::max(1, std::atoi(env)) : default_seeds;
     for (int i = 0; i < seeds; ++i) {
-        SplitMix64 r{0x5a5a0000u + static_cast<std::uint64_t>(i)};
+        SplitMix64 r{first_seed + static_cast<std::uint64_t>(i)};
         SrqPlan p;
-        p.seed = 100 + static_cast<std::uint64_t>(i);
+        p.seed = first_plan_seed + static_cast<std::uint64_t>(i);
         const int qps = static_cast<int>(r.range(2, 24));
         const bool mixed = i % 2 == 1;
         for (int q = 0; q < qps; ++q)
@@ -311,8 +315,19 @@ TEST_CASE("random SRQ traffic over many QPs and seeds loses and corrupts nothing
             p.slots = static_cast<int>(p.srq_wr);
             p.initial_posts = p.slots;
         }
-        check_srq(run_srq(p), p);
+        INFO(dma << " dma engine, plan seed " << p.seed);
+        check_srq(run_srq(p, {{"hca.dma.impl", dma}}), p);
     }
+}
+
+}  // namespace
+
+TEST_CASE("random SRQ traffic over many QPs and seeds loses and corrupts nothing", "[srq][stress]") {
+    srq_stress("tlm", 6, 0x5a5a0000u, 100);
+}
+
+TEST_CASE("random SRQ traffic through the rtl dma engine loses and corrupts nothing", "[srq][stress][rtl]") {
+    srq_stress("rtl", 3, 0x5a5b0000u, 200);
 }
 
 TEST_CASE("SRQ verbs refuse bad attributes and work requests with the documented errors", "[srq]") {

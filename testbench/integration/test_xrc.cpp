@@ -456,12 +456,15 @@ std::uint64_t xrc_msg_seed(std::uint64_t seed, int q, int j) { return seed * 777
 
 }  // namespace
 
-TEST_CASE("random XRC traffic from many initiators into many SRQs of one domain loses and corrupts nothing",
-          "[xrc][stress]") {
+namespace {
+
+// Random XRC traffic over seeds (HCASIM_STRESS_SEEDS overrides the count)
+// through the DMA engine dma names.
+void xrc_stress(const char* dma, int default_seeds, std::uint64_t first_seed) {
     const char* env = std::getenv("HCASIM_STRESS_SEEDS");
-    const int seeds = env ? std::max(1, std::atoi(env)) : 6;
+    const int seeds = env ? std::max(1, std::atoi(env)) : default_seeds;
     for (int sd = 0; sd < seeds; ++sd) {
-        const XrcStressPlan plan = XrcStressPlan::make(0x3c0000u + static_cast<std::uint64_t>(sd));
+        const XrcStressPlan plan = XrcStressPlan::make(first_seed + static_cast<std::uint64_t>(sd));
         auto sender = [plan](Host& h, Record& rec) {
             SideOptions o;
             o.qps = 0;
@@ -668,12 +671,23 @@ TEST_CASE("random XRC traffic from many initiators into many SRQs of one domain 
             need_rc(ibv_close_xrcd(xrcd), "ibv_close_xrcd");
             s.close();
         };
-        const auto res = run_pair({}, sender, receiver);
-        INFO("seed " << plan.seed << ": " << res.error << " " << res.get("bad"));
+        const auto res = run_pair({{"hca.dma.impl", dma}}, sender, receiver);
+        INFO(dma << " dma engine, seed " << plan.seed << ": " << res.error << " " << res.get("bad"));
         REQUIRE(res.ok);
         CHECK(res.num("bad") == 0);
         CHECK(res.num("received") == res.num("total"));
     }
+}
+
+}  // namespace
+
+TEST_CASE("random XRC traffic from many initiators into many SRQs of one domain loses and corrupts nothing",
+          "[xrc][stress]") {
+    xrc_stress("tlm", 6, 0x3c0000u);
+}
+
+TEST_CASE("random XRC traffic through the rtl dma engine loses and corrupts nothing", "[xrc][stress][rtl]") {
+    xrc_stress("rtl", 3, 0x3d0000u);
 }
 
 }  // namespace hcasim::test
