@@ -559,7 +559,8 @@ int(ibv_query_port)(struct ibv_context* context, uint8_t port_num, struct _compa
     if (port_num != 1) return EINVAL;
     auto* a = reinterpret_cast<ibv_port_attr*>(compat);
     const hca::Port& port = d->hca().port();
-    a->state = IBV_PORT_ACTIVE;
+    const bool up = port.link_up();
+    a->state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
     a->max_mtu = ibv_mtu_of(port.max_mtu());
     a->active_mtu = ibv_mtu_of(port.max_mtu());
     a->gid_tbl_len = static_cast<int>(port.gids().size());
@@ -572,7 +573,7 @@ int(ibv_query_port)(struct ibv_context* context, uint8_t port_num, struct _compa
     a->max_vl_num = 1;
     a->sm_sl = 0;
     a->subnet_timeout = 18;
-    a->phys_state = 5;  // LinkUp
+    a->phys_state = up ? 5 : 3;  // LinkUp, Disabled
     a->link_layer = IBV_LINK_LAYER_INFINIBAND;
     a->active_width = port.rate().width == 1 ? 1 : port.rate().width == 4 ? 2 : port.rate().width == 8 ? 4 : 8;
     const double lane = port.rate().lane_gbps;

@@ -40,6 +40,11 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Pcie
     m_completer.set_requester(m_requester);
     m_requester.set_max_datagram(m_port.max_mtu());
     m_port.on_receive([this](packet::PacketPtr pkt, sim::Tick t) { m_rx.receive(std::move(pkt), t); });
+    // Port state changes are unaffiliated asynchronous events (port 1).
+    m_port.on_link_state([this](bool up, sim::Tick t) {
+        HCASIM_LOG(sim::LogLevel::Info, this->name(), "port 1 link " << (up ? "up" : "down"));
+        raise_async(t, AsyncEvent{up ? AsyncEventType::PortActive : AsyncEventType::PortError, 1});
+    });
     m_rx.set_multicast(&m_mcast);
     m_port.set_multicast_loopback([this](const std::uint8_t* mgid) { return m_mcast.members(mgid) != nullptr; });
     // The transmit buffer must hold the largest packet the port can send.

@@ -82,6 +82,16 @@ void Port::arrive(packet::PacketPtr pkt, sim::Tick, sim::Tick last_bit) {
     at(t, [this, pkt = std::move(pkt), t]() mutable { m_rx(std::move(pkt), t); });
 }
 
+void Port::schedule_outage(sim::Tick start, sim::Tick duration) {
+    auto change = [this](bool up) {
+        m_link_up = up;
+        counter(up ? "link_ups" : "link_downs")++;
+        if (m_link_state) m_link_state(up, sim::now_ps());
+    };
+    at(start, [change]() { change(false); });
+    at(start + duration, [change]() { change(true); });
+}
+
 bool Port::owns_gid(const std::uint8_t* dgid) const {
     for (const auto& g : m_gids)
         if (std::equal(g.begin(), g.end(), dgid)) return true;

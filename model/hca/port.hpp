@@ -61,6 +61,10 @@ public:
     // (fault injection: a cable pulled).
     void set_link_up(bool up) { m_link_up = up; }
     bool link_up() const { return m_link_up; }
+    // The physical link goes down at start and comes back duration later
+    // (fault.link_down); the adapter hears of both.
+    void schedule_outage(sim::Tick start, sim::Tick duration);
+    void on_link_state(std::function<void(bool up, sim::Tick t)> fn) { m_link_state = std::move(fn); }
 
 private:
     LinkRate m_rate;
@@ -74,6 +78,7 @@ private:
     bool m_link_up = true;
     std::function<void(packet::PacketPtr, sim::Tick)> m_rx;
     std::function<bool(const std::uint8_t* mgid)> m_local_members;
+    std::function<void(bool up, sim::Tick t)> m_link_state;
     // Hot counters, looked up once.
     std::uint64_t* m_n_tx_packets = nullptr;
     std::uint64_t* m_n_tx_bytes = nullptr;

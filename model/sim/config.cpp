@@ -158,19 +158,37 @@ const ParamRegistry& parameters() {
     return registry;
 }
 
+bool ParamSpec::matches(const std::string& k) const {
+    const std::size_t star = key.find('*');
+    if (star == std::string::npos) return k == key;
+    const std::size_t tail = key.size() - star - 1;
+    return k.size() > key.size() - 1 && k.compare(0, star, key, 0, star) == 0 &&
+           k.compare(k.size() - tail, tail, key, star + 1, tail) == 0;
+}
+
 void ParamRegistry::add(ParamSpec spec) {
     if (m_index.count(spec.key)) throw ConfigError("parameter declared twice: " + spec.key);
     m_index[spec.key] = m_specs.size();
+    if (spec.is_pattern()) m_patterns.push_back(m_specs.size());
     m_specs.push_back(std::move(spec));
 }
 
 const ParamSpec* ParamRegistry::find(const std::string& key) const {
     auto it = m_index.find(key);
-    return it == m_index.end() ? nullptr : &m_specs[it->second];
+    if (it != m_index.end()) return m_specs[it->second].is_pattern() ? nullptr : &m_specs[it->second];
+    for (const std::size_t i : m_patterns)
+        if (m_specs[i].matches(key)) return &m_specs[i];
+    return nullptr;
 }
 
 Config::Config() {
-    for (const auto& s : parameters().all()) m_values[s.key] = s.default_value;
+    for (const auto& s : parameters().all())
+        if (!s.is_pattern()) m_values[s.key] = s.default_value;
+}
+
+const std::string& Config::value(const std::string& key, const ParamSpec& s) const {
+    auto it = m_values.find(key);
+    return it == m_values.end() ? s.default_value : it->second;
 }
 
 const ParamSpec& Config::spec(const std::string& key) const {
@@ -197,9 +215,11 @@ void Config::set(const std::string& key_in, const std::string& value_in) {
             throw ConfigError(bad);
         }
         return;
-    case ParamSpec::Kind::Text:
-        m_values[key] = value;
+    case ParamSpec::Kind::Text: {
+        std::string& v = m_values[key];
+        v = s.list && !v.empty() && v != s.default_value ? v + "," + value : value;
         return;
+    }
     case ParamSpec::Kind::Choice:
         if (std::find(s.choices.begin(), s.choices.end(), value) == s.choices.end()) throw ConfigError(bad);
         m_values[key] = value;
@@ -343,15 +363,14 @@ void Config::load_preset(const std::string& name) {
 }
 
 const std::string& Config::raw(const std::string& key) const {
-    spec(key);
-    return m_values.at(key);
+    return value(key, spec(key));
 }
 
 std::int64_t Config::get_int(const std::string& key) const {
     const ParamSpec& s = spec(key);
     if (s.kind != ParamSpec::Kind::Int) throw ConfigError(key + " is not an integer parameter");
     std::int64_t x = 0;
-    parse_int(m_values.at(key), x);
+    parse_int(value(key, s), x);
     return x;
 }
 
@@ -360,31 +379,36 @@ double Config::get_real(const std::string& key) const {
     double x = 0;
     if (s.kind == ParamSpec::Kind::Int) return static_cast<double>(get_int(key));
     if (s.kind != ParamSpec::Kind::Real) throw ConfigError(key + " is not a numeric parameter");
-    parse_real(m_values.at(key), x);
+    parse_real(value(key, s), x);
     return x;
 }
 
 bool Config::get_bool(const std::string& key) const {
     const ParamSpec& s = spec(key);
     if (s.kind != ParamSpec::Kind::Bool) throw ConfigError(key + " is not a boolean parameter");
-    return m_values.at(key) == "true";
+    return value(key, s) == "true";
 }
 
 const std::string& Config::get_choice(const std::string& key) const {
     const ParamSpec& s = spec(key);
     if (s.kind != ParamSpec::Kind::Choice) throw ConfigError(key + " is not a choice parameter");
-    return m_values.at(key);
+    return value(key, s);
 }
 
 const std::string& Config::get_text(const std::string& key) const {
     const ParamSpec& s = spec(key);
     if (s.kind != ParamSpec::Kind::Text) throw ConfigError(key + " is not a text parameter");
-    return m_values.at(key);
+    return value(key, s);
 }
 
 std::vector<std::pair<std::string, std::string>> Config::overrides() const {
     std::vector<std::pair<std::string, std::string>> out;
     for (const auto& s : parameters().all()) {
+        if (s.is_pattern()) {
+            for (const auto& [k, v] : m_values)
+                if (s.matches(k) && v != s.default_value) out.emplace_back(k, v);
+            continue;
+        }
         const auto& v = m_values.at(s.key);
         if (v != s.default_value) out.emplace_back(s.key, v);
     }

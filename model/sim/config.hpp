@@ -34,6 +34,13 @@ struct ParamSpec {
     std::vector<std::string> choices;  // Choice: allowed words; Int: if set, allowed values
     std::string doc;          // what it is
     std::string source;       // where the default comes from
+    // Text: each assignment adds one comma-separated entry instead of
+    // replacing the value.
+    bool list = false;
+    // A key with a '*' names a family: "fault.*.drop" stands for every key
+    // with that start and end and at least one character in place of '*'.
+    bool is_pattern() const { return key.find('*') != std::string::npos; }
+    bool matches(const std::string& k) const;
 };
 
 class ParamRegistry {
@@ -45,6 +52,7 @@ public:
 private:
     std::vector<ParamSpec> m_specs;
     std::map<std::string, std::size_t> m_index;
+    std::vector<std::size_t> m_patterns;
 };
 
 // Every declared parameter: the declarations of each block linked into the
@@ -101,6 +109,8 @@ public:
     const std::string& get_choice(const std::string& key) const;
     const std::string& get_text(const std::string& key) const;
     const std::string& raw(const std::string& key) const;
+    // Whether key was assigned (a family's key has no value until it is).
+    bool has(const std::string& key) const { return m_values.count(key) != 0; }
 
     // The keys set away from their defaults, in key order (for reports).
     std::vector<std::pair<std::string, std::string>> overrides() const;
@@ -111,6 +121,8 @@ public:
 
 private:
     const ParamSpec& spec(const std::string& key) const;
+    // key's value, or its spec's default when it has none yet.
+    const std::string& value(const std::string& key, const ParamSpec& s) const;
     std::map<std::string, std::string> m_values;
 };
 

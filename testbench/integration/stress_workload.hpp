@@ -67,6 +67,8 @@ struct Shape {
     bool both_directions = true;            // seeds may also send from node 1 to node 0
     ibv_qp_type qp_type = IBV_QPT_RC;       // RC, UC or UD (UC and UD ignore rnr_retry: no RNR)
     bool global = false;                    // UC and UD: a GRH on every packet
+    Overrides extra;                        // more configuration (fault injection)
+    int timeout = 14;                       // RC local ACK timeout exponent (4.096 us << timeout)
 };
 
 inline const char* qp_type_name(ibv_qp_type t) { return t == IBV_QPT_RC ? "RC" : t == IBV_QPT_UC ? "UC" : "UD"; }
@@ -563,6 +565,7 @@ private:
         }
         ConnOptions c;
         c.rnr_retry = static_cast<std::uint8_t>(m_plan.shape.rnr_retry);
+        c.timeout = static_cast<std::uint8_t>(m_plan.shape.timeout);
         c.mtu = m_plan.mtu;
         c.qp_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
         for (int q = 0; q < m_plan.qps; ++q) {
@@ -873,7 +876,8 @@ private:
     void traffic() {
         // Give up when no completion arrives for this long: far more than any
         // legitimate gap (the longest signaled stretch of 256 KiB WRITEs).
-        const sim::Tick stall = us(4000);
+        // A lossy fabric adds retransmission timeouts.
+        const sim::Tick stall = std::max(us(4000), us(4.096 * 32 * (1u << m_plan.shape.timeout)));
         sim::Tick last_progress = m_h.now();
         int idle = 0;
         std::vector<Tx*> ready;
@@ -1004,6 +1008,10 @@ private:
         m_rec.num("rnr_naks.n" + std::to_string(m_me), m_h.system().counter(hca + "responder.rnr_naks"));
         m_rec.num("blueflame.n" + std::to_string(m_me), m_h.system().counter(hca + "doorbell_unit.blueflame_writes"));
         m_rec.num("polled.n" + std::to_string(m_me), m_polled);
+        m_rec.num("timeouts.n" + std::to_string(m_me), m_h.system().counter(hca + "completer.ack_timeouts"));
+        m_rec.num("rewinds.n" + std::to_string(m_me), m_h.system().counter(hca + "requester.rewinds"));
+        if (m_me == 0)
+            m_rec.num("lost.n0", m_h.system().counter("link0.dropped") + m_h.system().counter("link0.corrupted"));
         m_rec.num("trace.n" + std::to_string(m_me), m_trace);
         if (m_plan.type() == IBV_QPT_RC) return;
         // Unreliable services on a lossless fabric with every receive posted
@@ -1074,6 +1082,7 @@ inline Outcome run_plan(const Plan& plan) {
     Shared shared;  // one copy in the child, for both programs
     const Program prog = [&plan, &shared](Host& h, Record& rec) { Node(h, plan, shared, rec).run(); };
     Overrides cfg{{"hca.dma.impl", plan.shape.dma}};
+    cfg.insert(cfg.end(), plan.shape.extra.begin(), plan.shape.extra.end());
     // UD: a datagram is one packet of up to the port's MTU.
     if (plan.type() == IBV_QPT_UD) cfg.emplace_back("port.max_mtu", std::to_string(plan.mtu_bytes()));
     o.run = run_pair(cfg, prog, prog);
@@ -1127,9 +1136,10 @@ inline void run_seeds(const Shape& shape, std::uint64_t first, int normal) {
             return n;
         };
         if (verbose)
-            std::printf("stress %s: %s in %.2f s wall, %.0f us simulated, %lld RNR NAKs, %lld BlueFlame writes\n",
+            std::printf("stress %s: %s in %.2f s wall, %.0f us simulated, %lld RNR NAKs, %lld BlueFlame writes, "
+                        "%lld packets lost or corrupted, %lld ACK timeouts, %lld rewinds\n",
                         plan.describe().c_str(), o.errors.empty() ? "ok" : "FAILED", o.wall_s, o.run.real("end_us.n0"),
-                        both("rnr_naks"), both("blueflame"));
+                        both("rnr_naks"), both("blueflame"), both("lost"), both("timeouts"), both("rewinds"));
         failed += !o.errors.empty();
         INFO(plan.describe() << ", replay with HCASIM_STRESS_SEED=" << seed << ":" << joined(o.errors));
         CHECK(o.errors.empty());

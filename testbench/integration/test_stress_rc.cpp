@@ -40,6 +40,15 @@ TEST_CASE("random rc traffic through the rtl dma engine delivers every byte and 
     run_seeds(shape, 3001, 5);
 }
 
+TEST_CASE("random rc traffic over links that drop and corrupt 1% of packets delivers every byte and every completion "
+          "exactly once",
+          "[stress][lossy]") {
+    Shape shape;
+    shape.extra = {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}};
+    shape.timeout = 6;
+    run_seeds(shape, 5001, 6);
+}
+
 // Long mode (hidden: run it by its tag): the same four configurations on 16
 // to 32 QPs with longer streams, HCASIM_STRESS_SEEDS seeds each (25 if unset).
 TEST_CASE("random rc traffic on 16 to 32 qps delivers every byte and every completion on both dma engines (long mode)",

@@ -68,6 +68,43 @@ System::System(const sim::Config& cfg, int nodes) : m_cfg(cfg) {
             m_links.push_back(std::move(link));
         }
     }
+    wire_faults();
+}
+
+// Fault injection: rates per transmitting element and link outages, each
+// direction with its own generator seeded from sim.seed and its place.
+void System::wire_faults() {
+    struct End {
+        std::string name;
+        const fabric::Endpoint* endpoint;
+        hca::Port* port;  // null: a switch port
+        fabric::Link* link;
+    };
+    std::vector<End> ends;
+    const bool b2b = !m_switch;
+    for (std::size_t i = 0; i < m_nodes.size() && i < m_links.size() * (b2b ? 2 : 1); ++i) {
+        hca::Port& p = m_nodes[i]->hca().port();
+        ends.push_back({"node" + std::to_string(i) + ".port", &p, &p, m_links[b2b ? 0 : i].get()});
+    }
+    if (m_switch)
+        for (std::size_t i = 0; i < m_links.size(); ++i)
+            ends.push_back({std::string(m_switch->name()) + ".port" + std::to_string(i),
+                            m_switch->port(static_cast<int>(i)), nullptr, m_links[i].get()});
+    std::vector<std::string> names;
+    for (const End& e : ends) names.push_back(e.name);
+    fabric::check_fault_elements(m_cfg, names);
+    const std::uint64_t seed = static_cast<std::uint64_t>(m_cfg.get_int("sim.seed"));
+    for (std::size_t i = 0; i < ends.size(); ++i)
+        ends[i].link->inject_faults(ends[i].endpoint, fabric::fault_rates(m_cfg, ends[i].name),
+                                    seed * 0x9e3779b97f4a7c15ull + 0x1000 + i);
+    for (const fabric::LinkOutage& o : fabric::link_outages(m_cfg)) {
+        const auto e = std::find_if(ends.begin(), ends.end(), [&](const End& x) { return x.name == o.element; });
+        fabric::Link* link = e->link;
+        link->add_outage(o.start, o.duration);
+        // The adapter ports at both ends of the link see it go down.
+        for (const End& x : ends)
+            if (x.link == link && x.port) m_outages.push_back({x.port, o.start, o.duration});
+    }
 }
 
 System::~System() = default;
@@ -126,6 +163,8 @@ void System::run(const std::vector<Program>& programs, const std::vector<std::st
             },
             ("program" + std::to_string(i)).c_str(), &opts);
     }
+    for (const PortOutage& o : m_outages) o.port->schedule_outage(o.start, o.duration);
+    m_outages.clear();
     sc_core::sc_start();
     if (first_failure < programs.size())
         throw std::runtime_error(describe(first_failure) + " failed at " +
@@ -151,7 +190,24 @@ std::string System::counters() const {
     }
     for (const sim::Block* b : fabric_blocks())
         for (const auto& [k, v] : b->counters()) os << b->path() << "." << k << " = " << v << "\n";
+    for (const auto& [k, v] : link_counters()) os << k << " = " << v << "\n";
     return os.str();
+}
+
+// What fault injection did on each link that has faults.
+std::vector<std::pair<std::string, std::uint64_t>> System::link_counters() const {
+    std::vector<std::pair<std::string, std::uint64_t>> out;
+    for (std::size_t i = 0; i < m_links.size(); ++i) {
+        if (!m_links[i]->faulty()) continue;
+        const fabric::Link::FaultCounts c = m_links[i]->fault_counts();
+        const std::string p = "link" + std::to_string(i) + ".";
+        out.emplace_back(p + "packets", m_links[i]->packets());
+        out.emplace_back(p + "dropped", c.dropped);
+        out.emplace_back(p + "corrupted", c.corrupted);
+        out.emplace_back(p + "duplicated", c.duplicated);
+        out.emplace_back(p + "lost_link_down", c.lost_link_down);
+    }
+    return out;
 }
 
 std::vector<const sim::Block*> System::fabric_blocks() const {
@@ -168,6 +224,8 @@ std::uint64_t System::counter(const std::string& path) const {
         blocks.push_back(&n->pcie());
         blocks.push_back(&n->cm());
     }
+    for (const auto& [k, v] : link_counters())
+        if (k == path) return v;
     for (const sim::Block* b : blocks) {
         if (path.rfind(b->path() + ".", 0) != 0) continue;
         auto it = b->counters().find(path.substr(b->path().size() + 1));

@@ -89,6 +89,8 @@ private:
     friend class Host;
     // The switch (if any) and the subnet manager: their counters.
     std::vector<const sim::Block*> fabric_blocks() const;
+    void wire_faults();
+    std::vector<std::pair<std::string, std::uint64_t>> link_counters() const;
     struct Oob {
         std::map<std::string, std::vector<std::uint8_t>> values;
         std::map<std::string, int> barriers;
@@ -101,6 +103,12 @@ private:
     std::vector<std::unique_ptr<fabric::Link>> m_links;
     std::unique_ptr<fabric::IbSwitch> m_switch;
     Oob m_oob;
+    // fault.link_down at the adapter ports, scheduled when the first run starts.
+    struct PortOutage {
+        hca::Port* port;
+        sim::Tick start, duration;
+    };
+    std::vector<PortOutage> m_outages;
     int m_running = 0;
     int m_programs = 0;  // programs of the current run (barrier participants)
 };

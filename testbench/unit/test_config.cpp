@@ -91,8 +91,12 @@ TEST_CASE("every declared parameter has a unique key and a default its own check
         CHECK(keys.insert(s.key).second);
         CHECK(s.key.find('.') != std::string::npos);
         CHECK_FALSE(s.doc.empty());
-        CHECK_NOTHROW(cfg.set(s.key, s.default_value));
-        CHECK(cfg.raw(s.key) == s.default_value);
+        // A family is set through one of its keys.
+        std::string key = s.key;
+        if (s.is_pattern()) key.replace(key.find('*'), 1, "node0.port");
+        CHECK(hcasim::sim::parameters().find(key) == &s);
+        CHECK_NOTHROW(cfg.set(key, s.default_value));
+        CHECK(cfg.raw(key) == s.default_value);
     }
     CHECK(cfg.overrides().empty());
 }
@@ -321,4 +325,27 @@ TEST_CASE("HCASIM_ASSERT throws naming the invariant in the sanitizer build and 
     HCASIM_ASSERT(++evaluated == 1);
     CHECK(evaluated == 0);
 #endif
+}
+
+TEST_CASE("a parameter family takes any key of its shape, keeps its range and lists its assignments in the overrides",
+          "[config][unit]") {
+    Config cfg;
+    CHECK(cfg.get_real("fault.node1.port.drop") == 0);
+    CHECK_FALSE(cfg.has("fault.node1.port.drop"));
+    cfg.set("fault.node1.port.drop", "0.25");
+    CHECK(cfg.has("fault.node1.port.drop"));
+    CHECK(cfg.get_real("fault.node1.port.drop") == 0.25);
+    CHECK_THROWS_WITH(cfg.set("fault.node1.port.drop", "2"), Catch::Contains("fault.node1.port.drop"));
+    CHECK_THROWS_WITH(cfg.set("fault..drop", "0.1"), Catch::Contains("fault..drop"));
+    CHECK_THROWS_WITH(cfg.set("fault.*.drop", "0.1"), Catch::Contains("fault.*.drop"));
+    const auto o = cfg.overrides();
+    CHECK(std::find(o.begin(), o.end(), std::make_pair(std::string("fault.node1.port.drop"), std::string("0.25"))) !=
+          o.end());
+}
+
+TEST_CASE("a list parameter collects one entry per assignment", "[config][unit]") {
+    Config cfg;
+    cfg.set("fault.link_down", "node0.port@1us+2us");
+    cfg.set("fault.link_down", "node1.port@5us+1us");
+    CHECK(cfg.get_text("fault.link_down") == "node0.port@1us+2us,node1.port@5us+1us");
 }
