@@ -103,6 +103,7 @@ void Completer::handle_read_response(QpContext& qp, const packet::Parsed& p, con
         if (!w.started || w.op != WqeOpcode::RdmaRead || w.acked) continue;
         const std::int32_t d = psn_diff(psn, w.first_psn);
         if (d < 0 || d >= static_cast<std::int32_t>(w.npsn)) continue;
+        if (info.starts_message() && implied_nak(qp, w, t)) return;
         const std::uint32_t offset = static_cast<std::uint32_t>(d) * qp.qpc.path_mtu;
         if (offset != w.read_received) {
             counter("read_responses_out_of_order")++;
@@ -151,6 +152,7 @@ void Completer::handle_atomic_ack(QpContext& qp, const packet::Parsed& p, sim::T
     const std::uint32_t psn = p.h.bth.psn;
     for (auto& w : qp.req.send_q) {
         if (!w.started || !is_atomic(w.op) || w.acked || w.first_psn != psn) continue;
+        if (implied_nak(qp, w, t)) return;
         ack_received(qp, psn_add(psn, kPsnMask), t);
         if ((p.h.aeth->syndrome & packet::kAethKindMask) != packet::kAethAck) return;
         std::uint8_t orig[kAtomicBytes];
@@ -162,6 +164,23 @@ void Completer::handle_atomic_ack(QpContext& qp, const packet::Parsed& p, sim::T
     counter("atomic_acks_unmatched")++;
 }
 
+// The responder executes requests in PSN order: an answer to a later
+// READ or atomic while an earlier one still waits for its own means the
+// earlier answer was lost (IBA 9.7.5.2.6, implied NAK). The requester asks
+// again from the earlier one at once instead of waiting for the timeout.
+bool Completer::implied_nak(QpContext& qp, const SendWork& answered, sim::Tick t) {
+    for (const auto& w : qp.req.send_q) {
+        if (&w == &answered || !w.started) return false;
+        if ((w.op == WqeOpcode::RdmaRead || is_atomic(w.op)) && !w.acked) {
+            counter("implied_naks")++;
+            ack_received(qp, psn_add(w.first_psn, kPsnMask), t);
+            m_requester->rewind(qp, w.first_psn, t);
+            return true;
+        }
+    }
+    return false;
+}
+
 void Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
     bool progress = false;
     for (auto& w : qp.req.send_q) {
@@ -169,7 +188,17 @@ void Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
         // READs, atomics and memory management operations are done by
         // their own events, not by ACKs.
         if (w.op == WqeOpcode::RdmaRead || is_atomic(w.op) || is_local_operation(w.op)) {
-            if (!w.acked) break;
+            if (!w.acked) {
+                // Acknowledged past it: its answer was lost (implied NAK).
+                if (!is_local_operation(w.op) && psn_diff(psn, last_psn(w)) >= 0) {
+                    counter("implied_naks")++;
+                    if (progress) restart_ack_timer(qp, t);
+                    retire(qp, t);
+                    m_requester->rewind(qp, w.first_psn, t);
+                    return;
+                }
+                break;
+            }
             continue;
         }
         if (psn_diff(psn, last_psn(w)) < 0) break;

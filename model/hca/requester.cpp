@@ -236,8 +236,13 @@ void Requester::rewind(QpContext& qp, std::uint32_t psn, sim::Tick resume_at) {
         }
         qp.req.tx_index = i;
         if (w.op == WqeOpcode::RdmaRead || is_atomic(w.op)) {
+            // Asked again whole, under its own PSNs: the responder answers
+            // a repeated READ from its first PSN and a repeated atomic from
+            // its saved result.
             qp.req.tx_offset = 0;
             w.started = false;
+            w.read_received = 0;
+            psn = w.first_psn;
         } else {
             qp.req.tx_offset = static_cast<std::uint32_t>(d) * mtu_of(qp);
         }

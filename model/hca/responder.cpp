@@ -90,6 +90,13 @@ Responder::Step Responder::check_psn(QpContext& qp, Request& r) {
         }
         return Step::Done;
     }
+    if (d < 0 && r.info.read) {
+        // A repeated READ is executed again from the PSN it asks for
+        // (IBA 9.7.5.2.2): the requester lost part of the answer.
+        counter("duplicate_reads")++;
+        execute_read(qp, r, true);
+        return Step::Done;
+    }
     if (d < 0) {
         // Duplicate: the requester missed our ACK; acknowledge again.
         counter("duplicates")++;
@@ -289,7 +296,7 @@ Responder::Step Responder::execute_write(QpContext& qp, Request& r) {
     return Step::Next;
 }
 
-Responder::Step Responder::execute_read(QpContext& qp, Request& r) {
+Responder::Step Responder::execute_read(QpContext& qp, Request& r, bool repeated) {
     const packet::Reth& reth = *r.p.h.reth;
     ReadResponseJob job;
     const Translation tr = (qp.qpc.access & kRemoteRead)
@@ -306,10 +313,12 @@ Responder::Step Responder::execute_read(QpContext& qp, Request& r) {
     job.rkey = reth.rkey;
     job.length = reth.dma_len;
     job.first_psn = r.psn;
-    qp.resp.msn = psn_add(qp.resp.msn, 1);
+    if (!repeated) {
+        qp.resp.msn = psn_add(qp.resp.msn, 1);
+        const std::uint32_t n = reth.dma_len == 0 ? 1 : (reth.dma_len + qp.qpc.path_mtu - 1) / qp.qpc.path_mtu;
+        qp.resp.epsn = psn_add(r.psn, n);
+    }
     job.msn = qp.resp.msn;
-    const std::uint32_t n = reth.dma_len == 0 ? 1 : (reth.dma_len + qp.qpc.path_mtu - 1) / qp.qpc.path_mtu;
-    qp.resp.epsn = psn_add(r.psn, n);
     qp.resp.read_jobs.push_back(std::move(job));
     m_w.tx.kick(qp, tr.ready);
     return Step::Done;

@@ -60,7 +60,8 @@ private:
     Step get_recv_wqe(QpContext& qp, Request& r);
     Step execute_send(QpContext& qp, Request& r);
     Step execute_write(QpContext& qp, Request& r);
-    Step execute_read(QpContext& qp, Request& r);
+    // repeated: a duplicate READ, answered again without moving epsn or the MSN.
+    Step execute_read(QpContext& qp, Request& r, bool repeated = false);
     Step execute_atomic(QpContext& qp, Request& r);
     Step invalidate_rkey(QpContext& qp, Request& r);
     // The ATOMIC ACKNOWLEDGE goes out in order behind earlier responses.
