@@ -27,10 +27,11 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t) {
                                         m_p.rx_packet_cycles + (size + m_p.datapath_bytes - 1) / m_p.datapath_bytes)
                                .end;
     packet::Parsed p;
-    const packet::ParseError err = packet::parse(pkt->bytes.data(), size, p);
+    const packet::ParseError err = packet::parse(
+        pkt->bytes.data(), size, p, pkt->sealed_intact ? packet::CrcCheck::SealedIntact : packet::CrcCheck::Verify);
     if (err != packet::ParseError::None) {
         // IBA: a malformed packet is silently dropped and counted.
-        counter(std::string("dropped_") + packet::to_string(err))++;
+        counter(packet::counter_name(err))++;
         HCASIM_LOG(sim::LogLevel::Info, path(), "dropped packet: " << packet::to_string(err));
         return;
     }

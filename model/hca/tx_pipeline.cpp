@@ -95,6 +95,7 @@ packet::PacketPtr TxPipeline::make_packet(const Route& route, packet::Headers& h
 
 void TxPipeline::launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_ready) {
     packet::seal(pkt->bytes.data(), pkt->bytes.size());
+    pkt->sealed_intact = true;
     const std::uint32_t bytes = static_cast<std::uint32_t>(pkt->bytes.size());
     const std::uint64_t cycles = m_p.tx_packet_cycles + (bytes + m_p.datapath_bytes - 1) / m_p.datapath_bytes;
     const sim::Tick ready = m_pipe.reserve(std::max(data_ready, qp.tx.last_tx_ready), cycles).end;
@@ -117,6 +118,7 @@ void TxPipeline::send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std
     std::uint8_t* payload = nullptr;
     auto pkt = make_packet(route_of(qp), h, 0, &payload);
     packet::seal(pkt->bytes.data(), pkt->bytes.size());
+    pkt->sealed_intact = true;
     const sim::Tick ready = m_pipe.reserve(t, m_p.tx_packet_cycles).end;
     counter((syndrome & packet::kAethKindMask) == packet::kAethAck ? "acks" : "naks")++;
     qp.tx.last_wire_end = m_w.port.transmit(std::move(pkt), ready, qp.tx.last_wire_end).end;

@@ -210,6 +210,8 @@ enum class ParseError {
                           // pad than bytes after the headers
 };
 const char* to_string(ParseError e);
+// The receiver's drop counter for e: dropped_bad_vcrc, dropped_truncated, ...
+const char* counter_name(ParseError e);
 
 struct Parsed {
     Headers h;
@@ -217,8 +219,14 @@ struct Parsed {
     std::size_t payload_len = 0;
 };
 
+// Whether parse() recomputes the link CRCs. Bytes the model knows to be
+// exactly what seal() left (no fault touched them on the way) cannot fail
+// the check, so the receiver may skip recomputing it; every other packet is
+// verified.
+enum class CrcCheck { Verify, SealedIntact };
+
 // Parses and validates (lengths, versions, VCRC, ICRC) a packet of n bytes.
-ParseError parse(const std::uint8_t* buf, std::size_t n, Parsed& out);
+ParseError parse(const std::uint8_t* buf, std::size_t n, Parsed& out, CrcCheck crc = CrcCheck::Verify);
 
 // CRCs as IBA defines them (7.8.1, 7.8.2). icrc() covers the packet up to but
 // not including the ICRC field, with the variant fields forced to 1s: in a

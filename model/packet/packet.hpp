@@ -38,6 +38,9 @@ struct Packet {
     Bytes bytes;
     sim::Tick first_bit = 0;  // when its first bit left the last transmitter
     sim::Tick last_bit = 0;   // when its last bit left the last transmitter
+    // Set by the transmitter right after sealing; a copy that a fault alters
+    // is a new packet without it, so its receiver recomputes the CRCs.
+    bool sealed_intact = false;
 };
 
 using PacketPtr = std::shared_ptr<Packet>;
@@ -57,6 +60,7 @@ public:
             p = new Packet;
         }
         p->bytes.resize(bytes);
+        p->sealed_intact = false;
         return PacketPtr(p, [state = m_state](Packet* q) {
             if (state->free.size() < kKeep) state->free.emplace_back(q);
             else delete q;

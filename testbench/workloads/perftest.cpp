@@ -278,7 +278,8 @@ sim::Tick stall_limit(const sim::Config& cfg, std::uint64_t bytes_in_flight) {
                                     static_cast<double>(cfg.get_int("pcie.lanes"));
     const double rate = std::min(pcie_bytes_per_s, hca::link_rate(cfg).data_bytes_per_s());
     const double drain_s = 2.0 * static_cast<double>(bytes_in_flight) / rate;
-    return 100000 * sim::kPsPerUs + static_cast<sim::Tick>(drain_s * 1e12);
+    // A lossy fabric may leave a request waiting out every retry.
+    return 100000 * sim::kPsPerUs + kRcRetryBudget + static_cast<sim::Tick>(drain_s * 1e12);
 }
 
 BandwidthRow bandwidth_row(std::uint32_t size, int iterations, sim::Tick t0, sim::Tick t1,

@@ -269,11 +269,11 @@ void RcEndpoint::connect_connected(ibv_qp* qp, std::uint16_t dlid, std::uint32_t
     a.sq_psn = sq_psn;
     int rts = IBV_QP_STATE | IBV_QP_SQ_PSN;
     if (rc) {
-        a.timeout = 14;
+        a.timeout = kRcAckTimeout;
         rts |= IBV_QP_TIMEOUT;
     }
     if (rc && !xrc_tgt) {
-        a.retry_cnt = 7;
+        a.retry_cnt = kRcRetryCount;
         a.rnr_retry = m_opt.rnr_retry;
         a.max_rd_atomic = m_opt.max_rd_atomic;
         rts |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;

@@ -15,6 +15,13 @@
 
 namespace hcasim::testbench {
 
+// The RC requester's retry budget the workloads set, as perftest does:
+// local ACK timeout 4.096 us x 2^14 (67 ms), seven retries.
+inline constexpr std::uint8_t kRcAckTimeout = 14;
+inline constexpr std::uint8_t kRcRetryCount = 7;
+// How long a request may go unanswered before its QP gives up.
+inline constexpr sim::Tick kRcRetryBudget = (kRcRetryCount + 1) * (sim::Tick{4096} << kRcAckTimeout) * 1000;
+
 struct EndpointOptions {
     std::size_t buffer_bytes = 1 << 20;
     int qps = 1;
