@@ -39,7 +39,8 @@ Commands:
   mcast         UD multicast: node 0 sends to a group every other node joined
                 (fabric.nodes nodes; more than 2 need fabric.topology=switch);
                 latency and bandwidth of each receiver
-  bench         simulator speed: simulated packets per wall second, 1 and 1024 QPs;
+  bench         simulator speed: simulated packets per wall second, 1 and 1024 QPs,
+                and 1 QP with 1% of packets dropped on every link;
                 with --dma rtl: co-simulation speed of the RTL DMA engine (RTL
                 cycles per wall second) and the wall-time ratio of the same
                 bandwidth run with the RTL and with the SystemC DMA engine
@@ -497,9 +498,16 @@ int cmd_bench(const Cli& c) {
     if (c.dma == "rtl") return cmd_bench_rtl(c);
     const BenchPlan plan = plan_bench(c, 4096, 200000);
     nlohmann::json results = nlohmann::json::array();
-    for (int qps : {1, 1024}) {
+    // 1 QP, 1024 QPs, and 1 QP with 1% of the packets lost on every link.
+    struct BenchRun {
+        int qps;
+        bool lossy;
+    };
+    for (const BenchRun run : {BenchRun{1, false}, BenchRun{1024, false}, BenchRun{1, true}}) {
+        const int qps = run.qps;
         const IsolatedResult r = run_isolated([&](std::ostream& os) {
             sim::Config cfg = make_config(c);
+            if (run.lossy) cfg.set("fault.drop", "0.01");
             BandwidthOptions o;
             o.op = Op::Write;
             o.sizes = {plan.size};
@@ -515,6 +523,11 @@ int cmd_bench(const Cli& c) {
             const std::uint64_t data_packets = sys.counter("node0.hca.requester.request_packets");
             nlohmann::json j;
             j["qps"] = qps;
+            if (run.lossy) {
+                j["fault.drop"] = 0.01;
+                const std::uint64_t per_message = std::max<std::uint64_t>(1, (o.sizes.front() + o.mtu - 1) / o.mtu);
+                j["retransmitted_packets"] = data_packets - per_message * static_cast<std::uint64_t>(o.iterations);
+            }
             j["message_bytes"] = o.sizes.front();
             j["messages"] = o.iterations;
             j["packets"] = packets;
@@ -537,6 +550,9 @@ int cmd_bench(const Cli& c) {
     out["wall_us_per_packet"] = results[0]["wall_us_per_packet"];
     out["wall_per_packet_ratio_1024qp_vs_1qp"] =
         results[1]["wall_us_per_packet"].get<double>() / results[0]["wall_us_per_packet"].get<double>();
+    out["lossy_packets_per_wall_second"] = results[2]["packets_per_wall_second"];
+    out["lossy_vs_lossless_rate"] =
+        results[2]["packets_per_wall_second"].get<double>() / results[0]["packets_per_wall_second"].get<double>();
     out["runs"] = results;
     std::cout << out.dump() << "\n";
     return 0;
