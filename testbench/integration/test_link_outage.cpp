@@ -1,0 +1,157 @@
+// A link going down under an RC connection (fault.link_down): the adapters
+// at both ends report the port's state change, and the connection either
+// rides out the outage on retransmissions or, when the outage outlasts its
+// retry budget, fails the request and flushes what follows.
+#include <catch2/catch.hpp>
+
+#include "testbench/integration/harness.hpp"
+
+using namespace hcasim;
+using namespace hcasim::test;
+
+namespace {
+
+constexpr sim::Tick kUs = sim::kPsPerUs;
+constexpr sim::Tick kPostAt = 1000 * kUs;  // the writes are posted here, 10 us into the outage
+constexpr sim::Tick kDownAt = kPostAt - 10 * kUs;
+constexpr int kWrites = 8;
+constexpr std::uint32_t kWriteBytes = 4096;
+// Local ACK timeout 4.096 us x 2^10 = 4.19 ms; retry_cnt 7: about 33.6 ms
+// before the request gives up.
+constexpr std::uint8_t kTimeout = 10;
+
+void sleep_until(Host& h, sim::Tick t) {
+    if (h.now() < t) h.sleep(t - h.now());
+}
+
+// Records the next two async events (type and port) under key.0, key.1.
+void record_port_events(Side& s, Record& rec, const std::string& key) {
+    for (int i = 0; i < 2; ++i) {
+        ibv_async_event ev{};
+        const std::string k = key + "." + std::to_string(i);
+        rec.num(k + ".rc", ibv_get_async_event(s.ctx, &ev));
+        rec.num(k + ".type", static_cast<int>(ev.event_type));
+        rec.num(k + ".port", ev.element.port_num);
+        ibv_ack_async_event(&ev);
+    }
+}
+
+int port_state(Side& s) {
+    ibv_port_attr p{};
+    if (ibv_query_port(s.ctx, 1, &p) != 0) return -1;
+    return static_cast<int>(p.state);
+}
+
+// Node 0 writes kWrites patterned blocks to node 1 into an outage of the
+// given length that started 10 us before they are posted.
+RunResult run_outage(sim::Tick outage) {
+    const std::string down = "node0.port@" + std::to_string(kDownAt / kUs) + "us+" + std::to_string(outage / kUs) + "us";
+    const sim::Tick link_back = kDownAt + outage;
+    return run_pair(
+        {{"fault.link_down", down}},
+        [link_back](Host& h, Record& rec) {
+            Side s(h, {});
+            ConnOptions c;
+            c.timeout = kTimeout;
+            s.connect("o", 1, c);
+            fill_pattern(s.buf, kWrites * kWriteBytes, 77);
+            sleep_until(h, kPostAt);
+            for (int i = 0; i < kWrites; ++i)
+                rec.num("post" + std::to_string(i),
+                        s.post_send(s.qps[0], IBV_WR_RDMA_WRITE, {s.sge(i * kWriteBytes, kWriteBytes)}, IBV_SEND_SIGNALED,
+                                    static_cast<std::uint64_t>(i), s.remote_addr + i * kWriteBytes, s.remote_rkey));
+            const auto w = s.poll(s.send_cq, kWrites, 1e6);
+            rec.num("completions", w.size());
+            rec.num("completed_at_us", static_cast<long long>(h.now() / kUs));
+            for (std::size_t i = 0; i < w.size(); ++i) rec.wc("wc" + std::to_string(i), w[i]);
+            rec.num("qp_state", static_cast<int>(qp_state(s.qps[0])));
+            // A request posted to a QP in error is flushed.
+            rec.num("late_post", s.post_send(s.qps[0], IBV_WR_RDMA_WRITE, {s.sge(0, 64)}, IBV_SEND_SIGNALED, 99,
+                                             s.remote_addr, s.remote_rkey));
+            if (qp_state(s.qps[0]) == IBV_QPS_ERR) {
+                const auto late = s.poll(s.send_cq, 1, 1000);
+                if (!late.empty()) rec.wc("late", late[0]);
+            }
+            sleep_until(h, link_back + 100 * kUs);
+            record_port_events(s, rec, "req_event");
+            rec.num("req_port_after", port_state(s));
+            h.barrier("done");
+            s.close();
+        },
+        [link_back](Host& h, Record& rec) {
+            Side s(h, {});
+            ConnOptions c;
+            c.timeout = kTimeout;
+            s.connect("o", 0, c);
+            sleep_until(h, kPostAt + 20 * kUs);
+            rec.num("resp_port_during", port_state(s));
+            sleep_until(h, link_back + 100 * kUs);
+            rec.num("resp_port_after", port_state(s));
+            record_port_events(s, rec, "resp_event");
+            h.barrier("done");
+            const std::vector<std::uint8_t> want = pattern(kWrites * kWriteBytes, 77);
+            int blocks_intact = 0;
+            for (int i = 0; i < kWrites; ++i)
+                blocks_intact += std::equal(want.begin() + i * kWriteBytes, want.begin() + (i + 1) * kWriteBytes,
+                                            s.buf + i * kWriteBytes);
+            rec.num("blocks_intact", blocks_intact);
+            s.close();
+        });
+}
+
+void check_port_events(const RunResult& r) {
+    for (const char* side : {"req_event", "resp_event"}) {
+        const std::string k = side;
+        CHECK(r.num(k + ".0.rc") == 0);
+        CHECK(r.num(k + ".0.type") == IBV_EVENT_PORT_ERR);
+        CHECK(r.num(k + ".0.port") == 1);
+        CHECK(r.num(k + ".1.rc") == 0);
+        CHECK(r.num(k + ".1.type") == IBV_EVENT_PORT_ACTIVE);
+        CHECK(r.num(k + ".1.port") == 1);
+    }
+    CHECK(r.num("resp_port_during") == IBV_PORT_DOWN);
+    CHECK(r.num("resp_port_after") == IBV_PORT_ACTIVE);
+    CHECK(r.num("req_port_after") == IBV_PORT_ACTIVE);
+}
+
+}  // namespace
+
+TEST_CASE("an rc connection rides out a link outage shorter than its retry budget and every byte arrives",
+          "[integration][lossy][outage]") {
+    const RunResult r = run_outage(6000 * kUs);  // 6 ms: two local ACK timeouts
+    HCASIM_REQUIRE_RUN(r);
+    for (int i = 0; i < kWrites; ++i) CHECK(r.num("post" + std::to_string(i)) == 0);
+    REQUIRE(r.num("completions") == kWrites);
+    for (int i = 0; i < kWrites; ++i) {
+        CHECK(r.num("wc" + std::to_string(i) + ".status") == IBV_WC_SUCCESS);
+        CHECK(r.unum("wc" + std::to_string(i) + ".wr_id") == static_cast<unsigned>(i));
+    }
+    // Not before the link came back (0.99 ms + 6 ms), and within one more timeout.
+    CHECK(r.num("completed_at_us") >= 6990);
+    CHECK(r.num("completed_at_us") < 6990 + 4200);
+    CHECK(r.num("qp_state") == IBV_QPS_RTS);
+    CHECK(r.num("blocks_intact") == kWrites);
+    check_port_events(r);
+}
+
+TEST_CASE("a link outage longer than the retry budget fails the request with IBV_WC_RETRY_EXC_ERR and flushes the rest",
+          "[integration][lossy][outage]") {
+    const RunResult r = run_outage(100000 * kUs);  // 100 ms
+    HCASIM_REQUIRE_RUN(r);
+    REQUIRE(r.num("completions") == kWrites);
+    CHECK(r.num("wc0.status") == IBV_WC_RETRY_EXC_ERR);
+    CHECK(r.unum("wc0.wr_id") == 0);
+    for (int i = 1; i < kWrites; ++i) {
+        CHECK(r.num("wc" + std::to_string(i) + ".status") == IBV_WC_WR_FLUSH_ERR);
+        CHECK(r.unum("wc" + std::to_string(i) + ".wr_id") == static_cast<unsigned>(i));
+    }
+    // retry_cnt 7: eight local ACK timeouts of 4.19 ms after the first send.
+    CHECK(r.num("completed_at_us") >= 1000 + 8 * 4194);
+    CHECK(r.num("completed_at_us") < 1000 + 9 * 4194);
+    CHECK(r.num("qp_state") == IBV_QPS_ERR);
+    CHECK(r.num("late_post") == 0);
+    CHECK(r.num("late.status") == IBV_WC_WR_FLUSH_ERR);
+    CHECK(r.unum("late.wr_id") == 99);
+    CHECK(r.num("blocks_intact") == 0);
+    check_port_events(r);
+}
