@@ -82,11 +82,18 @@ void Completer::handle_ack(QpContext& qp, const packet::Parsed& p, sim::Tick t) 
         counter("naks_received")++;
         switch (syn & packet::kAethValueMask) {
         case packet::kNakPsnSequenceError:
+            counter("sequence_naks_received")++;
             ack_received(qp, psn_add(psn, kPsnMask), t);
             m_requester->rewind(qp, psn, t);
             break;
-        case packet::kNakInvalidRequest: fail_wqe(qp, psn, CqeStatus::RemoteInvalidRequest, t); break;
-        case packet::kNakRemoteAccessError: fail_wqe(qp, psn, CqeStatus::RemoteAccess, t); break;
+        case packet::kNakInvalidRequest:
+            counter("invalid_request_naks_received")++;
+            fail_wqe(qp, psn, CqeStatus::RemoteInvalidRequest, t);
+            break;
+        case packet::kNakRemoteAccessError:
+            counter("access_naks_received")++;
+            fail_wqe(qp, psn, CqeStatus::RemoteAccess, t);
+            break;
         default: fail_wqe(qp, psn, CqeStatus::RemoteOperation, t); break;
         }
         break;

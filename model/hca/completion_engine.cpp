@@ -40,6 +40,15 @@ bool CompletionEngine::post(sim::Tick t, std::uint32_t cqn, Cqe cqe) {
     const sim::Tick visible = m_w.dma.write(ready, cq->ring + static_cast<std::uint64_t>(slot) * sizeof(Cqe), &cqe,
                                                 sizeof(Cqe));
     counter("cqes")++;
+    if (cqe.status != 0) {
+        // As rdma_hw_stats splits them: requester (send queue) or responder
+        // (receive queue), flushes apart from errors.
+        const bool req = cqe.flags & kCqeIsSend;
+        if (static_cast<CqeStatus>(cqe.status) == CqeStatus::WrFlush)
+            counter(req ? "req_cqe_flush_errors" : "resp_cqe_flush_errors")++;
+        else
+            counter(req ? "req_cqe_errors" : "resp_cqe_errors")++;
+    }
     if (cq->listener) cq->listener->cqe_written(cqn, visible);
     if (cq->armed && (!cq->armed_solicited || (cqe.flags & kCqeSolicited) || cqe.status != 0)) {
         cq->armed = false;

@@ -17,6 +17,7 @@ std::uint8_t op(Opcode o) { return static_cast<std::uint8_t>(o); }
 Responder::Responder(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
     : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_w(w), m_p(p) {
     m_n_read_response_packets = &counter("read_response_packets");
+    m_n_write_requests = &counter("write_requests");
 }
 
 void Responder::handle(QpContext& qp, const packet::Parsed& p, const packet::PacketPtr& pkt,
@@ -255,6 +256,7 @@ Responder::Step Responder::execute_send(QpContext& qp, Request& r) {
 
 Responder::Step Responder::execute_write(QpContext& qp, Request& r) {
     if (r.info.starts_message()) {
+        (*m_n_write_requests)++;
         const packet::Reth& reth = *r.p.h.reth;
         qp.resp.write_spans.clear();
         const Translation tr = (qp.qpc.access & kRemoteWrite)
@@ -297,6 +299,7 @@ Responder::Step Responder::execute_write(QpContext& qp, Request& r) {
 }
 
 Responder::Step Responder::execute_read(QpContext& qp, Request& r, bool repeated) {
+    counter("read_requests")++;
     const packet::Reth& reth = *r.p.h.reth;
     ReadResponseJob job;
     const Translation tr = (qp.qpc.access & kRemoteRead)
@@ -329,6 +332,7 @@ Responder::Step Responder::execute_read(QpContext& qp, Request& r, bool repeated
 // it, as the adapter's atomic unit does it. The ATOMIC ACKNOWLEDGE leaves
 // once the original value is on chip.
 Responder::Step Responder::execute_atomic(QpContext& qp, Request& r) {
+    counter("atomic_requests")++;
     const packet::AtomicEth& a = *r.p.h.atomic_eth;
     if (a.va % kAtomicBytes != 0) {
         HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " atomic at misaligned va 0x" << std::hex << a.va);

@@ -84,6 +84,7 @@ private:
     std::map<std::uint64_t, sim::Tick> m_atomic_busy;
     static constexpr std::size_t kAtomicAddressesTracked = 64;
     std::uint64_t* m_n_read_response_packets = nullptr;
+    std::uint64_t* m_n_write_requests = nullptr;
 };
 
 }  // namespace hcasim::hca

@@ -326,6 +326,18 @@ Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes
     return w;
 }
 
+// --counters: every counter after the results, as name = value lines, or
+// with --format json as one more JSON line, {"counters": {name: value}}.
+void print_counters(std::ostream& os, Format format, const System& sys) {
+    if (format != Format::Json) {
+        os << sys.counters();
+        return;
+    }
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [k, v] : sys.counter_values()) j[k] = v;
+    os << nlohmann::json{{"counters", j}}.dump() << "\n";
+}
+
 void run_workload(const Workload& w, std::ostream& os) {
     System sys(w.cfg);
     if (w.msgrate) {
@@ -335,7 +347,7 @@ void run_workload(const Workload& w, std::ostream& os) {
         print_latency(os, w.format, w.info, w.kvipl ? run_latency_kvipl(sys, w.lat) : run_latency(sys, w.lat));
     else
         print_bandwidth(os, w.format, w.info, w.kvipl ? run_bandwidth_kvipl(sys, w.bw) : run_bandwidth(sys, w.bw));
-    if (w.counters) os << sys.counters();
+    if (w.counters) print_counters(os, w.format, sys);
 }
 
 // Each part of a multi-part command runs in its own process: SystemC builds
@@ -404,7 +416,7 @@ int cmd_mcast(const Cli& c) {
     System sys(cfg);
     const std::vector<MulticastRow> rows = run_multicast(sys, o);
     print_multicast(std::cout, format, info, rows);
-    if (c.counters) std::cout << sys.counters();
+    if (c.counters) print_counters(std::cout, format, sys);
     return 0;
 }
 

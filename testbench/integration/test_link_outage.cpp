@@ -4,6 +4,8 @@
 // retry budget, fails the request and flushes what follows.
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "testbench/integration/harness.hpp"
 
 using namespace hcasim;
@@ -75,6 +77,7 @@ RunResult run_outage(sim::Tick outage) {
             sleep_until(h, link_back + 100 * kUs);
             record_port_events(s, rec, "req_event");
             rec.num("req_port_after", port_state(s));
+            for (const auto& [k, v] : h.system().linux_port_counters(0)) rec.num("linux." + k, static_cast<long long>(v));
             h.barrier("done");
             s.close();
         },
@@ -132,6 +135,12 @@ TEST_CASE("an rc connection rides out a link outage shorter than its retry budge
     CHECK(r.num("qp_state") == IBV_QPS_RTS);
     CHECK(r.num("blocks_intact") == kWrites);
     check_port_events(r);
+    // What the port counters say: the timeouts, the packets lost at the
+    // transmitter while the link was down, and no error completion.
+    CHECK(r.num("linux.hw_counters.local_ack_timeout_err") >= 1);
+    CHECK(r.num("linux.counters.port_xmit_discards") >= 1);
+    CHECK(r.num("linux.hw_counters.req_cqe_error") == 0);
+    CHECK(r.num("linux.hw_counters.req_cqe_flush_error") == 0);
 }
 
 TEST_CASE("a link outage longer than the retry budget fails the request with IBV_WC_RETRY_EXC_ERR and flushes the rest",
@@ -154,4 +163,39 @@ TEST_CASE("a link outage longer than the retry budget fails the request with IBV
     CHECK(r.unum("late.wr_id") == 99);
     CHECK(r.num("blocks_intact") == 0);
     check_port_events(r);
+    // Eight timeouts: the first send and seven retries.
+    CHECK(r.num("linux.hw_counters.local_ack_timeout_err") == 8);
+    CHECK(r.num("linux.counters.port_xmit_discards") >= 8);
+    CHECK(r.num("linux.hw_counters.req_cqe_error") == 1);
+    CHECK(r.num("linux.hw_counters.req_cqe_flush_error") == kWrites - 1 + 1);
+}
+
+TEST_CASE("hcasim --counters prints the linux port counters in text and, with --format json, as a json line",
+          "[integration][cli][counters]") {
+    const std::string lossy = "bw --sizes 4096 -n 400 --set fault.drop=0.02 --counters";
+    const auto text = run_hcasim(lossy);
+    REQUIRE(text.exit_code == 0);
+    CHECK(text.out.find("node0.ports.1.counters.port_xmit_packets = ") != std::string::npos);
+    CHECK(text.out.find("node1.ports.1.hw_counters.rx_write_requests = 400\n") != std::string::npos);
+    CHECK(text.out.find("link0.dropped = ") != std::string::npos);
+    const auto json = run_hcasim(lossy + " --format json");
+    REQUIRE(json.exit_code == 0);
+    const auto nl = json.out.find('\n');
+    REQUIRE(nl != std::string::npos);
+    nlohmann::json results, counters;
+    REQUIRE_NOTHROW(results = nlohmann::json::parse(json.out.substr(0, nl)));
+    REQUIRE_NOTHROW(counters = nlohmann::json::parse(json.out.substr(nl + 1)));
+    CHECK(results.contains("rows"));
+    const auto& c = counters.at("counters");
+    CHECK(c.at("node1.ports.1.hw_counters.rx_write_requests").get<int>() == 400);
+    CHECK(c.at("link0.dropped").get<long long>() > 0);
+    // Every packet sent either arrived or was lost on the link.
+    CHECK(c.at("node0.ports.1.counters.port_xmit_packets").get<long long>() +
+              c.at("node1.ports.1.counters.port_xmit_packets").get<long long>() ==
+          c.at("node0.ports.1.counters.port_rcv_packets").get<long long>() +
+              c.at("node1.ports.1.counters.port_rcv_packets").get<long long>() + c.at("link0.dropped").get<long long>());
+    // The JSON and the text carry the same values.
+    CHECK(text.out.find("node0.ports.1.counters.port_xmit_data = " +
+                        std::to_string(c.at("node0.ports.1.counters.port_xmit_data").get<long long>()) + "\n") !=
+          std::string::npos);
 }

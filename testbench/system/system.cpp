@@ -179,19 +179,67 @@ void System::run(const std::vector<Program>& programs, const std::vector<std::st
     }
 }
 
+std::vector<std::pair<std::string, std::uint64_t>> System::counter_values() const {
+    std::vector<std::pair<std::string, std::uint64_t>> out;
+    auto add_block = [&](const sim::Block* b) {
+        for (const auto& [k, v] : b->counters()) out.emplace_back(b->path() + "." + k, v);
+    };
+    for (const auto& n : m_nodes) {
+        for (const sim::Block* b : n->hca().blocks()) add_block(b);
+        add_block(&n->pcie());
+        add_block(&n->cm());
+    }
+    for (const sim::Block* b : fabric_blocks()) add_block(b);
+    for (auto& kv : link_counters()) out.push_back(std::move(kv));
+    for (int i = 0; i < nodes(); ++i)
+        for (auto& [k, v] : linux_port_counters(i)) out.emplace_back("node" + std::to_string(i) + ".ports.1." + k, v);
+    return out;
+}
+
 std::string System::counters() const {
     std::ostringstream os;
-    for (const auto& n : m_nodes) {
-        std::vector<sim::Block*> blocks = n->hca().blocks();
-        blocks.push_back(&n->pcie());
-        blocks.push_back(&n->cm());
-        for (const sim::Block* b : blocks)
-            for (const auto& [k, v] : b->counters()) os << b->path() << "." << k << " = " << v << "\n";
-    }
-    for (const sim::Block* b : fabric_blocks())
-        for (const auto& [k, v] : b->counters()) os << b->path() << "." << k << " = " << v << "\n";
-    for (const auto& [k, v] : link_counters()) os << k << " = " << v << "\n";
+    for (const auto& [k, v] : counter_values()) os << k << " = " << v << "\n";
     return os.str();
+}
+
+// The port counters (IBA PortCounters, as Linux names them in
+// ports/N/counters) and the transport counters (as rdma_hw_stats names them
+// in ports/N/hw_counters) of node n, from its blocks' counters.
+std::vector<std::pair<std::string, std::uint64_t>> System::linux_port_counters(int n) const {
+    const std::string hca = "node" + std::to_string(n) + ".hca.";
+    auto c = [&](const char* block, const char* name) { return counter(hca + block + "." + name); };
+    std::uint64_t rcv_errors = 0;
+    for (const char* e : {"dropped_truncated", "dropped_bad_link_version", "dropped_bad_next_header",
+                          "dropped_bad_length", "dropped_bad_vcrc", "dropped_bad_icrc",
+                          "dropped_bad_transport_version", "dropped_bad_opcode", "dropped_bad_pad_count"})
+        rcv_errors += c("rx_pipeline", e);
+    return {
+        // Data counters are in units of 4 octets, as the IBA defines them.
+        {"counters.port_xmit_data", c("port", "tx_bytes") / 4},
+        {"counters.port_rcv_data", c("port", "rx_bytes") / 4},
+        {"counters.port_xmit_packets", c("port", "tx_packets")},
+        {"counters.port_rcv_packets", c("port", "rx_packets")},
+        {"counters.port_rcv_errors", rcv_errors},
+        {"counters.port_xmit_discards", c("port", "tx_dropped_link_down")},
+        {"counters.port_rcv_switch_relay_errors", c("rx_pipeline", "dropped_wrong_dlid")},
+        {"hw_counters.local_ack_timeout_err", c("completer", "ack_timeouts")},
+        {"hw_counters.packet_seq_err", c("completer", "sequence_naks_received")},
+        {"hw_counters.implied_nak_seq_err", c("completer", "implied_naks")},
+        {"hw_counters.rnr_nak_retry_err", c("completer", "rnr_naks_received")},
+        {"hw_counters.req_remote_access_errors", c("completer", "access_naks_received")},
+        {"hw_counters.req_remote_invalid_request", c("completer", "invalid_request_naks_received")},
+        {"hw_counters.out_of_sequence", c("responder", "out_of_sequence") + c("responder", "lost_packet_gaps")},
+        {"hw_counters.duplicate_request", c("responder", "duplicates") + c("responder", "duplicate_reads") +
+                                              c("responder", "duplicate_atomics") + c("responder", "dropped_duplicates")},
+        {"hw_counters.out_of_buffer", c("responder", "rnr_naks") + c("responder", "dropped_no_recv_wqe")},
+        {"hw_counters.rx_write_requests", c("responder", "write_requests")},
+        {"hw_counters.rx_read_requests", c("responder", "read_requests")},
+        {"hw_counters.rx_atomic_requests", c("responder", "atomic_requests")},
+        {"hw_counters.req_cqe_error", c("completion_engine", "req_cqe_errors")},
+        {"hw_counters.req_cqe_flush_error", c("completion_engine", "req_cqe_flush_errors")},
+        {"hw_counters.resp_cqe_error", c("completion_engine", "resp_cqe_errors")},
+        {"hw_counters.resp_cqe_flush_error", c("completion_engine", "resp_cqe_flush_errors")},
+    };
 }
 
 // What fault injection did on each link that has faults.

@@ -81,9 +81,16 @@ public:
     // its node, the program (names[i] when given) and what it threw.
     void run(const std::vector<Program>& programs, const std::vector<std::string>& names = {});
 
-    // Hardware counters of every block, "node0.hca.tx_pipeline.packets = 12".
+    // Hardware counters of every block, "node0.hca.tx_pipeline.packets = 12",
+    // then of each faulty link, then each node's port counters under the
+    // names Linux gives them in sysfs ("node0.ports.1.counters.port_xmit_data",
+    // "node0.ports.1.hw_counters.local_ack_timeout_err").
+    std::vector<std::pair<std::string, std::uint64_t>> counter_values() const;
+    // counter_values() as "name = value" lines.
     std::string counters() const;
     std::uint64_t counter(const std::string& path) const;
+    // Node n's port counters under their Linux names (without the prefix).
+    std::vector<std::pair<std::string, std::uint64_t>> linux_port_counters(int n) const;
 
 private:
     friend class Host;
