@@ -68,6 +68,7 @@ struct Cli {
     std::string config_file;
     std::vector<std::string> sets;
     bool counters = false;
+    bool verify = false;
     std::string vcd;
     std::string dma = "tlm";
 
@@ -86,8 +87,8 @@ const std::map<std::string, std::set<std::string>>& options_of() {
     };
     static const std::map<std::string, std::set<std::string>> m{
         {"run", with(workload, {"tx-depth", "qps"})},
-        {"lat", with(workload, {"op", "qp-type", "srq", "post-list"})},
-        {"bw", with(workload, {"op", "tx-depth", "qps", "qp-type", "srq", "post-list"})},
+        {"lat", with(workload, {"op", "qp-type", "srq", "post-list", "verify"})},
+        {"bw", with(workload, {"op", "tx-depth", "qps", "qp-type", "srq", "post-list", "verify"})},
         {"msgrate", with(config, {"op", "sizes", "iters", "tx-depth", "qps", "qp-type", "srq", "post-list", "mtu", "inline",
                                   "format", "counters", "vcd"})},
         {"mcast", with(config, {"sizes", "iters", "tx-depth", "inline", "format", "counters"})},
@@ -210,6 +211,10 @@ Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes
                              latency ? "lat posts one work request at a time; post lists are for bw and msgrate"
                                      : "work requests per ibv_post_send, at most --tx-depth")
             : (w.msgrate ? 16 : 1);
+    if (c.verify && w.kvipl) throw std::invalid_argument("--verify applies to --api verbs only");
+    if (c.verify && is_atomic(op))
+        throw std::invalid_argument(std::string("--verify does not apply to --op ") + op_name(op) +
+                                    " (an atomic moves no payload to check)");
     if (is_atomic(op) && c.has("inline"))
         throw std::invalid_argument(std::string("--inline does not apply to --op ") + op_name(op) +
                                     " (an atomic request carries its operands in the work request)");
@@ -276,6 +281,7 @@ Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes
         o.vi_reliability = reliability;
         o.qp_type = qp_type;
         o.srq = c.srq;
+        o.verify = c.verify;
         // The default is perftest's 220 B, or less if the device inlines less.
         o.inline_max = c.has("inline") ? inline_max : std::min(o.inline_max, device.max_inline);
         if (w.kvipl) check_latency_kvipl_options(o, w.cfg);
@@ -291,6 +297,7 @@ Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes
     o.qp_type = qp_type;
     o.srq = c.srq;
     o.post_list = post_list;
+    o.verify = c.verify;
     if (w.kvipl) {
         if (c.has("qps") && c.qps != "1") throw std::invalid_argument("--api kvipl runs one VI: --qps must be 1");
         o.qps = 1;
@@ -654,6 +661,8 @@ int sc_main(int argc, char** argv) {
         ("config,c", po::value(&c.config_file), "INI file of parameter overrides")
         ("set,s", po::value(&c.sets), "override one parameter: --set pcie.lanes=16 (repeatable)")
         ("counters", po::bool_switch(&c.counters), "print the hardware counters after the run")
+        ("verify", po::bool_switch(&c.verify),
+         "lat/bw: check every received byte against the sender's pattern; the run fails naming the first bad offset")
         ("vcd", po::value(&c.vcd), "with --set hca.dma.impl=rtl: write VCD waveforms of the RTL DMA engine "
                                     "(FILE's stem + .<engine>.ch<k>.vcd per engine instance)")
         ("dma", po::value(&c.dma), "bench: tlm (default) or rtl (RTL co-simulation speed and wall ratio)");

@@ -270,6 +270,28 @@ void fill_pattern(Host& h, std::uint8_t* p, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::uint8_t>(rng() >> 56);
 }
 
+// The bytes fill_pattern() gives node's buffer: what a receiver expects
+// from that node.
+std::vector<std::uint8_t> pattern_of(Host& h, int node, std::size_t n) {
+    std::vector<std::uint8_t> v(n);
+    std::mt19937_64 rng(static_cast<std::uint64_t>(h.system().config().get_int("sim.seed")) * 1000003u +
+                        static_cast<std::uint64_t>(node));
+    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(rng() >> 56);
+    return v;
+}
+
+// --verify: got must equal want; else the run fails naming the first bad
+// offset (from the start of the message).
+void verify_bytes(const std::uint8_t* got, const std::uint8_t* want, std::size_t n, std::uint32_t size,
+                  const char* what) {
+    const auto bad = std::mismatch(got, got + n, want);
+    if (bad.first == got + n) return;
+    std::ostringstream os;
+    os << "--verify: " << what << " of " << size << " bytes: byte at offset " << (bad.first - got) << " is 0x"
+       << std::hex << static_cast<int>(*bad.first) << ", the sender's pattern has 0x" << static_cast<int>(*bad.second);
+    throw std::runtime_error(os.str());
+}
+
 sim::Tick stall_limit(const sim::Config& cfg, std::uint64_t bytes_in_flight) {
     static const double kGtPerLane[] = {2.5, 5.0, 8.0, 16.0};
     const std::int64_t gen = cfg.get_int("pcie.gen");
@@ -485,6 +507,7 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
         // Only the outgoing half: the incoming half starts at zero, below
         // every tag the peer writes.
         fill_pattern(h, ep.buf, max_size);
+        const std::vector<std::uint8_t> peer = opt.verify ? pattern_of(h, 1 - h.index(), max_size) : std::vector<std::uint8_t>{};
         ep.connect("lat", 1 - h.index());
         ibv_qp* qp = ep.qps[0];
         std::uint8_t* out = ep.buf;                   // what we send
@@ -494,8 +517,24 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
         // Receives are sized for the largest message, so they serve every size.
         if (opt.op == Op::Send)
             for (int i = 0; i < rx_depth; ++i) post_recv(ep, 0, in, recv_bytes, 0);
+        // What a ping brought: the peer's pattern with its tag in the last byte.
+        const std::uint32_t data_at = opt.op == Op::Send && opt.qp_type == QpType::Ud ? kGrhBytes : 0;
+        auto check_ping = [&](std::uint32_t size, std::uint8_t tag, std::uint32_t byte_len) {
+            if (!opt.verify) return;
+            const char* what = opt.op == Op::Write ? "RDMA WRITE" : "SEND";
+            if (opt.op == Op::Send && byte_len != size + data_at)
+                throw std::runtime_error(std::string("--verify: ") + what + " of " + std::to_string(size) +
+                                         " bytes completed with byte_len " + std::to_string(byte_len));
+            const std::uint8_t* got = in + data_at;
+            verify_bytes(got, peer.data(), size - 1, size, what);
+            verify_bytes(got + size - 1, &tag, 1, size, what);
+        };
         for (std::uint32_t size : opt.sizes) {
             h.barrier("size" + std::to_string(size));
+            // The tag goes over this byte of the pattern; put back once both
+            // sides are done with the size (a DMA read of the last message
+            // may still be due), so the next size sends the pattern again.
+            const std::uint8_t untagged = out[size - 1];
             std::vector<sim::Tick> samples;
             samples.reserve(static_cast<std::size_t>(opt.iterations));
             int outstanding = 0;
@@ -513,6 +552,10 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
                              IBV_SEND_SIGNALED, static_cast<std::uint64_t>(it));
                     poll_n(ep.send_cq, 1, opt.op == Op::Read ? "RDMA READ" : "atomic");
                     samples.push_back(h.now() - t0);
+                    if (opt.verify) {
+                        verify_bytes(in, peer.data(), size, size, "RDMA READ");
+                        std::memset(in, 0, size);  // the next read must bring them again
+                    }
                     continue;
                 }
                 const sim::Tick t0 = h.now();
@@ -520,8 +563,10 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
                     // The server answers each ping.
                     if (opt.op == Op::Write) {
                         spin_until(h, in + size - 1, tag);
+                        check_ping(size, tag, size);
                     } else {
-                        poll_n(ep.recv_cq, 1, "receive");
+                        const auto wc = poll_n(ep.recv_cq, 1, "receive");
+                        check_ping(size, tag, wc[0].byte_len);
                         post_recv(ep, 0, in, recv_bytes, 0);
                     }
                 }
@@ -539,8 +584,10 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
                 if (client) {
                     if (opt.op == Op::Write) {
                         spin_until(h, in + size - 1, tag);
+                        check_ping(size, tag, size);
                     } else {
-                        poll_n(ep.recv_cq, 1, "receive");
+                        const auto wc = poll_n(ep.recv_cq, 1, "receive");
+                        check_ping(size, tag, wc[0].byte_len);
                         post_recv(ep, 0, in, recv_bytes, 0);
                     }
                     // Ping-pong: half the round trip is the one-way latency.
@@ -550,6 +597,7 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
             }
             while (outstanding > 0) reap(ep.send_cq, outstanding);
             h.barrier("done" + std::to_string(size));
+            if (opt.verify) out[size - 1] = untagged;
             if (client) rows.push_back(latency_stats(size, std::move(samples)));
         }
     };
@@ -588,6 +636,8 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
         if (!opened) return;
         RcEndpoint& ep = *opened;
         fill_pattern(h, ep.buf, eo.buffer_bytes);
+        const std::vector<std::uint8_t> peer =
+            opt.verify ? pattern_of(h, 1 - h.index(), eo.buffer_bytes) : std::vector<std::uint8_t>{};
         ep.connect("bw", 1 - h.index());
         const int nq = static_cast<int>(ep.qps.size());
         // Receives a size left posted (UC and UD: for messages that were
@@ -732,6 +782,9 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
                     for (int i = 0; i < n; ++i) {
                         if (wc[i].status != IBV_WC_SUCCESS)
                             throw std::runtime_error(std::string("receive completion: ") + ibv_wc_status_str(wc[i].status));
+                        if (opt.verify && wc[i].byte_len != size + (recv_bytes - max_size))
+                            throw std::runtime_error("--verify: SEND of " + std::to_string(size) +
+                                                     " bytes completed with byte_len " + std::to_string(wc[i].byte_len));
                         ++received;
                         ++per_qp_received[static_cast<std::size_t>(wc[i].wr_id)];
                         ++got[static_cast<std::size_t>(wc[i].wr_id)];
@@ -756,6 +809,16 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
                         left[static_cast<std::size_t>(q)] = posted[static_cast<std::size_t>(q)] - got[static_cast<std::size_t>(q)];
             }
             h.barrier("bwdone" + std::to_string(size));
+            if (opt.verify) {
+                // Every message of a size carries the same bytes to the same
+                // place, over what the last size or the receiver's own
+                // pattern left there: all of them must be the sender's.
+                if (opt.op == Op::Read && client)
+                    verify_bytes(ep.buf, peer.data() + max_size, size, size, "RDMA READ");
+                else if (opt.op != Op::Read && !client)
+                    verify_bytes(ep.buf + max_size + (recv_bytes - max_size), peer.data(), size, size,
+                                 opt.op == Op::Write ? "RDMA WRITE" : "SEND");
+            }
         }
     };
     sys.run({program, program}, {"bandwidth client", "bandwidth server"});

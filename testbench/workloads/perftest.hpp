@@ -48,6 +48,7 @@ struct LatencyOptions {
     int vi_reliability = 2;  // --api kvipl: VIP_SERVICE_* of the VIs
     QpType qp_type = QpType::Rc;
     bool srq = false;        // receives from one shared receive queue
+    bool verify = false;     // check every received byte against the sender's pattern
 };
 
 struct BandwidthOptions {
@@ -63,6 +64,7 @@ struct BandwidthOptions {
     QpType qp_type = QpType::Rc;
     bool srq = false;        // every QP's receives from one shared receive queue
     int post_list = 1;       // work requests per ibv_post_send call, linked (perftest's --post_list)
+    bool verify = false;     // check every received byte against the sender's pattern
 };
 
 // What the device said no to in a run: the host programs found out at set-up
@@ -113,5 +115,11 @@ BandwidthRow bandwidth_row(std::uint32_t size, int iterations, sim::Tick t0, sim
 // powers of two), "4096", or "64,1024,65536" (each size once). Decimal only;
 // throws std::invalid_argument naming --sizes.
 std::vector<std::uint32_t> parse_sizes(const std::string& spec);
+
+// --verify's check: got[0, n) must equal want[0, n), else std::runtime_error
+// naming what (RDMA WRITE, SEND, RDMA READ), the message size, the first bad
+// offset and both bytes there.
+void verify_bytes(const std::uint8_t* got, const std::uint8_t* want, std::size_t n, std::uint32_t size,
+                  const char* what);
 
 }  // namespace hcasim::testbench
