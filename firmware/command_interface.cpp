@@ -135,6 +135,7 @@ bool CommandInterface::apply_modify_qp(std::uint32_t qpn, const QpAttributes& a,
         c.grh = a.grh;
     }
     if (mask & kAttrQkey) c.qkey = a.qkey;
+    if (mask & kAttrSqdNotify) c.sqd_notify = a.sqd_notify;
     if (mask & kAttrDestQpn) c.dest_qpn = a.dest_qpn;
     if (mask & kAttrRqPsn) {
         c.rq_psn = a.rq_psn & hca::kPsnMask;

@@ -33,6 +33,7 @@ enum QpAttrMask : std::uint32_t {
     kAttrRnrRetry = 1 << 13,
     kAttrMaxRdAtomic = 1 << 14,
     kAttrQkey = 1 << 15,
+    kAttrSqdNotify = 1 << 16,  // with a move to SQD: report SQ drained
 };
 
 struct QpAttributes {
@@ -52,6 +53,7 @@ struct QpAttributes {
     std::uint8_t rnr_retry = 7;
     std::uint32_t qkey = 0;
     hca::GlobalRoute grh;  // with kAttrAv: the path's GRH, when global
+    bool sqd_notify = false;
 };
 
 struct QpRings {

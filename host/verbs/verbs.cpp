@@ -751,6 +751,8 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
     case hca::AsyncEventType::CqError: event->event_type = IBV_EVENT_CQ_ERR; break;
     case hca::AsyncEventType::SrqLimitReached: event->event_type = IBV_EVENT_SRQ_LIMIT_REACHED; break;
     case hca::AsyncEventType::QpLastWqeReached: event->event_type = IBV_EVENT_QP_LAST_WQE_REACHED; break;
+    case hca::AsyncEventType::CommEstablished: event->event_type = IBV_EVENT_COMM_EST; break;
+    case hca::AsyncEventType::SqDrained: event->event_type = IBV_EVENT_SQ_DRAINED; break;
     case hca::AsyncEventType::QpFatal: event->event_type = IBV_EVENT_QP_FATAL; break;
     case hca::AsyncEventType::QpRequestError: event->event_type = IBV_EVENT_QP_REQ_ERR; break;
     case hca::AsyncEventType::QpAccessError: event->event_type = IBV_EVENT_QP_ACCESS_ERR; break;
@@ -773,7 +775,8 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
         }
     }
     if (e.type == hca::AsyncEventType::QpFatal || e.type == hca::AsyncEventType::QpRequestError ||
-        e.type == hca::AsyncEventType::QpAccessError || e.type == hca::AsyncEventType::QpLastWqeReached) {
+        e.type == hca::AsyncEventType::QpAccessError || e.type == hca::AsyncEventType::QpLastWqeReached ||
+        e.type == hca::AsyncEventType::CommEstablished || e.type == hca::AsyncEventType::SqDrained) {
         if (host::DriverQp* qp = d->find_qp(e.number)) {
             event->element.qp = static_cast<ibv_qp*>(qp->user_context);
             ++sim(event->element.qp)->async_events_reported;
@@ -929,6 +932,17 @@ int ibv_modify_qp(struct ibv_qp* ibqp, struct ibv_qp_attr* attr, int mask) {
         a.qkey = attr->qkey;
         m |= fw::kAttrQkey;
     }
+    // The adapter has one port and no automatic path migration (the device
+    // does not report IBV_DEVICE_AUTO_PATH_MIG): an alternate path cannot be
+    // loaded, so asking for one fails rather than being dropped, and the
+    // only migration state is MIGRATED (no alternate path armed).
+    if (mask & IBV_QP_ALT_PATH) return EOPNOTSUPP;
+    if ((mask & IBV_QP_PATH_MIG_STATE) && attr->path_mig_state != IBV_MIG_MIGRATED) return EOPNOTSUPP;
+    if (next == IBV_QPS_SQD && cur != IBV_QPS_SQD) {
+        // Each move to SQD says again whether the drained event is wanted.
+        a.sqd_notify = (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) && attr->en_sqd_async_notify;
+        m |= fw::kAttrSqdNotify;
+    }
     if (mask & IBV_QP_DEST_QPN) {
         if (attr->dest_qp_num > 0xffffff) return EINVAL;
         a.dest_qpn = attr->dest_qp_num;
@@ -1010,6 +1024,9 @@ int ibv_query_qp(struct ibv_qp* ibqp, struct ibv_qp_attr* attr, int, struct ibv_
     attr->timeout = a.timeout;
     attr->retry_cnt = a.retry_cnt;
     attr->rnr_retry = a.rnr_retry;
+    attr->path_mig_state = IBV_MIG_MIGRATED;  // no alternate path
+    attr->sq_draining = qp->dqp->state == hca::QpState::Sqd && !drv(ibqp->context)->hca().sq_drained(qp->dqp->qpn);
+    attr->en_sqd_async_notify = a.sqd_notify;
     attr->cap = qp->init.cap;
     *init = qp->init;
     return 0;

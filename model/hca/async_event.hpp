@@ -14,6 +14,8 @@ enum class AsyncEventType {
     CqError,
     SrqLimitReached,   // a shared receive queue fell below its armed limit
     QpLastWqeReached,  // a QP on an SRQ in the error state will take no more WQEs
+    CommEstablished,   // a connected QP in RTR received its first request
+    SqDrained,         // a QP in SQD has no send work in progress left
     PortActive,
     PortError,
     ViPostDescriptor,

@@ -302,6 +302,19 @@ bool Completer::retire_vi(QpContext& qp, sim::Tick t) {
 }
 
 void Completer::retire(QpContext& qp, sim::Tick t) {
+    retire_acknowledged(qp, t);
+    report_drained(qp, t);
+}
+
+void Completer::report_drained(QpContext& qp, sim::Tick t) {
+    if (qp.qpc.state != QpState::Sqd || !qp.qpc.sqd_notify || qp.req.sq_drained_reported) return;
+    // WQEs start in order: if the oldest has not, none has.
+    if (!qp.req.send_q.empty() && qp.req.send_q.front().started) return;
+    qp.req.sq_drained_reported = true;
+    m_w.errors.raise_async(t, AsyncEvent{AsyncEventType::SqDrained, qp.qpn});
+}
+
+void Completer::retire_acknowledged(QpContext& qp, sim::Tick t) {
     while (!qp.req.send_q.empty() && qp.qpc.state != QpState::Err) {
         SendWork& w = qp.req.send_q.front();
         if (!w.acked) break;

@@ -36,8 +36,12 @@ public:
     // with no acknowledged progress, the requester resends from the oldest
     // unacknowledged PSN, retry_cnt times.
     void arm_ack_timer(QpContext& qp, sim::Tick t) override;
+    // A QP in SQD that asked to be told: once no started WQE is left, raise
+    // SQ drained (once per stay in SQD).
+    void report_drained(QpContext& qp, sim::Tick t);
 
 private:
+    void retire_acknowledged(QpContext& qp, sim::Tick t);
     void handle_ack(QpContext& qp, const packet::Parsed& p, sim::Tick t);
     void handle_atomic_ack(QpContext& qp, const packet::Parsed& p, sim::Tick t);
     void response_complete(QpContext& qp, SendWork& w, sim::Tick t);

@@ -199,6 +199,8 @@ void Hca::state_changed(QpContext& qp, sim::Tick t) {
     }
     if (qp.qpc.state == QpState::Rtr || qp.qpc.state == QpState::Rts) m_fetch.prefetch_recv(qp, t);
     if (qp.qpc.state == QpState::Rts) m_tx.kick(qp, t);
+    if (qp.qpc.state == QpState::Sqd) m_completer.report_drained(qp, t);
+    else qp.req.sq_drained_reported = false;
 }
 
 std::vector<sim::Block*> Hca::blocks() {

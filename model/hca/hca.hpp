@@ -71,6 +71,11 @@ public:
     // copies that loads (QpcLoad bits) names; a new state takes effect at once.
     void write_qpc(QpContext& qp, const Qpc& image, std::uint32_t loads);
     void remove_qp(std::uint32_t qpn);
+    // QUERY_QP's SQ-draining bit: no started send WQE is left.
+    bool sq_drained(std::uint32_t qpn) {
+        const QpContext* q = qp(qpn);
+        return !q || q->req.send_q.empty() || !q->req.send_q.front().started;
+    }
     CqContext& install_cq(std::uint32_t cqn);
     void remove_cq(std::uint32_t cqn) { m_cqs[cqn].valid = false; }
     ProtectionTable& mpt() { return m_mpt_table; }

@@ -57,6 +57,7 @@ struct Qpc {
     std::uint8_t timeout = 14;
     std::uint8_t max_rd_atomic = 1;
     std::uint8_t max_dest_rd_atomic = 1;
+    bool sqd_notify = false;         // in SQD: raise SQ drained once no send work is in progress
     GlobalRoute grh;                 // connected QPs whose path is global
 };
 static_assert(std::is_trivially_copyable_v<Qpc>, "the QPC is a fixed image firmware copies");
@@ -105,6 +106,7 @@ struct RequesterState {
     sim::Tick ack_deadline = 0;     // it fires a retry if still unacknowledged then
     sim::Tick tx_hold_until = 0;    // RNR back-off
     sim::Tick local_op_done = 0;    // the last bind or local invalidate is done: later WQEs start after it
+    bool sq_drained_reported = false;  // SQD: the drained event went out
 };
 
 // The transmit pipeline's ordering state and the scheduler's mark.
@@ -116,6 +118,7 @@ struct TransmitState {
 
 // The responder's state of the inbound request stream.
 struct ResponderState {
+    bool comm_established = false;  // a request arrived (in RTR: reported once)
     std::uint32_t epsn = 0;
     std::uint32_t msn = 0;
     bool nak_outstanding = false;   // sent RNR/sequence NAK, dropping until epsn

@@ -42,7 +42,14 @@ Requester::Requester(const sc_core::sc_module_name& name, const HcaParams& p, Wi
 
 void Requester::set_max_datagram(std::uint32_t bytes) { m_max_datagram = bytes; }
 
+// SQD (send queue drain): WQEs already started finish, including their
+// retransmissions; none starts.
+bool Requester::draining_blocks(const QpContext& qp) const {
+    return qp.req.tx_index >= qp.req.send_q.size() || !qp.req.send_q[qp.req.tx_index].started;
+}
+
 bool Requester::has_work(const QpContext& qp) const {
+    if (qp.qpc.state == QpState::Sqd) return !draining_blocks(qp);
     if (qp.qpc.state != QpState::Rts) return false;
     return qp.req.tx_index < qp.req.send_q.size() || qp.fetch.sq_fetched != qp.fetch.sq_pi;
 }
@@ -125,9 +132,14 @@ std::uint32_t Requester::build_headers(QpContext& qp, const SendWork& w, packet:
 }
 
 bool Requester::produce(QpContext& qp, sim::Tick now) {
-    if (qp.qpc.state != QpState::Rts) return false;
+    if (qp.qpc.state == QpState::Sqd) {
+        if (draining_blocks(qp)) return false;
+    } else if (qp.qpc.state != QpState::Rts) {
+        return false;
+    }
     // Keep the next WQEs coming while this one is sent.
-    if (qp.req.send_q.size() - qp.req.tx_index <= 1 && qp.fetch.sq_fetched != qp.fetch.sq_pi) m_w.fetch.fetch_send(qp, now);
+    if (qp.qpc.state == QpState::Rts && qp.req.send_q.size() - qp.req.tx_index <= 1 && qp.fetch.sq_fetched != qp.fetch.sq_pi)
+        m_w.fetch.fetch_send(qp, now);
     if (qp.req.tx_index >= qp.req.send_q.size()) return false;
     SendWork& w = qp.req.send_q[qp.req.tx_index];
     if (w.error != CqeStatus::Success) {

@@ -32,6 +32,8 @@ public:
     void set_max_datagram(std::uint32_t bytes);
 
     bool has_work(const QpContext& qp) const override;
+    // In SQD: the next WQE has not started, so nothing more may be sent.
+    bool draining_blocks(const QpContext& qp) const;
     bool produce(QpContext& qp, sim::Tick now) override;
     void rewind(QpContext& qp, std::uint32_t psn, sim::Tick resume_at) override;
 

@@ -43,9 +43,17 @@ void Responder::handle(QpContext& qp, const packet::Parsed& p, const packet::Pac
     acknowledge(qp, r);
 }
 
-Responder::Step Responder::check_state(QpContext& qp, Request&) {
-    if (qp.qpc.state == QpState::Rtr || qp.qpc.state == QpState::Rts || qp.qpc.state == QpState::Sqd || qp.qpc.state == QpState::Sqe)
+Responder::Step Responder::check_state(QpContext& qp, Request& r) {
+    if (qp.qpc.state == QpState::Rtr || qp.qpc.state == QpState::Rts || qp.qpc.state == QpState::Sqd || qp.qpc.state == QpState::Sqe) {
+        if (!qp.resp.comm_established) {
+            // IBA 11.6.3: the first request a connected QP receives while in
+            // RTR tells the consumer the connection is up (its RTU may be lost).
+            qp.resp.comm_established = true;
+            if (qp.qpc.state == QpState::Rtr && qp.service().connected && !qp.is_vi())
+                m_w.errors.raise_async(r.t, AsyncEvent{AsyncEventType::CommEstablished, qp.qpn});
+        }
         return Step::Next;
+    }
     counter("dropped_qp_state")++;
     return Step::Done;
 }
