@@ -566,9 +566,9 @@ int(ibv_query_port)(struct ibv_context* context, uint8_t port_num, struct _compa
     a->gid_tbl_len = static_cast<int>(port.gids().size());
     a->port_cap_flags = 0;
     a->max_msg_sz = 0x80000000u;
-    a->pkey_tbl_len = 1;
+    a->pkey_tbl_len = static_cast<std::uint16_t>(port.pkeys().size());
     a->lid = port.lid();
-    a->sm_lid = 1;
+    a->sm_lid = port.sm_lid();
     a->lmc = 0;
     a->max_vl_num = 1;
     a->sm_sl = 0;
@@ -593,9 +593,11 @@ int ibv_query_gid(struct ibv_context* context, uint8_t port_num, int index, unio
 
 int ibv_query_pkey(struct ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
     if (!context || !pkey) return EINVAL;
-    drv(context)->control_call();
-    if (port_num != 1 || index != 0) return EINVAL;
-    *pkey = htobe16(0xffff);
+    Driver* d = drv(context);
+    d->control_call();
+    const auto& pkeys = d->hca().port().pkeys();
+    if (port_num != 1 || index < 0 || static_cast<std::size_t>(index) >= pkeys.size()) return EINVAL;
+    *pkey = htobe16(pkeys[static_cast<std::size_t>(index)]);
     return 0;
 }
 
@@ -758,6 +760,10 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
     case hca::AsyncEventType::QpAccessError: event->event_type = IBV_EVENT_QP_ACCESS_ERR; break;
     case hca::AsyncEventType::PortActive: event->event_type = IBV_EVENT_PORT_ACTIVE; break;
     case hca::AsyncEventType::PortError: event->event_type = IBV_EVENT_PORT_ERR; break;
+    case hca::AsyncEventType::LidChange: event->event_type = IBV_EVENT_LID_CHANGE; break;
+    case hca::AsyncEventType::PkeyChange: event->event_type = IBV_EVENT_PKEY_CHANGE; break;
+    case hca::AsyncEventType::SmChange: event->event_type = IBV_EVENT_SM_CHANGE; break;
+    case hca::AsyncEventType::ClientReregister: event->event_type = IBV_EVENT_CLIENT_REREGISTER; break;
     case hca::AsyncEventType::Catastrophic: event->event_type = IBV_EVENT_DEVICE_FATAL; break;
     default: event->event_type = IBV_EVENT_DEVICE_FATAL; break;  // VI events never reach verbs
     }
@@ -782,7 +788,9 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
             ++sim(event->element.qp)->async_events_reported;
         }
     }
-    if (e.type == hca::AsyncEventType::PortActive || e.type == hca::AsyncEventType::PortError)
+    if (e.type == hca::AsyncEventType::PortActive || e.type == hca::AsyncEventType::PortError ||
+        e.type == hca::AsyncEventType::LidChange || e.type == hca::AsyncEventType::PkeyChange ||
+        e.type == hca::AsyncEventType::SmChange || e.type == hca::AsyncEventType::ClientReregister)
         event->element.port_num = static_cast<int>(e.number);
     return 0;
 }

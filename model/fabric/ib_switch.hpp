@@ -28,6 +28,7 @@ public:
     Endpoint* port(int i) { return m_ports[static_cast<std::size_t>(i)].get(); }
     void attach(int port, Link* link) { m_ports[static_cast<std::size_t>(port)]->link = link; }
     void route(std::uint16_t lid, int port) { m_lft[lid] = port; }
+    void unroute(std::uint16_t lid) { m_lft.erase(lid); }
     // The multicast forwarding table entry of mlid: the ports that lead to
     // the group's members (an empty set removes the entry).
     void set_multicast_ports(std::uint16_t mlid, const std::set<int>& ports);

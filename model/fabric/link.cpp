@@ -45,26 +45,7 @@ FaultRates fault_rates(const sim::Config& cfg, const std::string& element) {
 
 namespace {
 
-// "10us", "1.5ms", "200ns", "2s": a time with its unit.
-bool parse_time(const std::string& s, sim::Tick& out) {
-    std::size_t n = 0;
-    double v = 0;
-    try {
-        v = std::stod(s, &n);
-    } catch (...) {
-        return false;
-    }
-    const std::string unit = s.substr(n);
-    double ps_per = 0;
-    if (unit == "ns") ps_per = 1e3;
-    else if (unit == "us") ps_per = 1e6;
-    else if (unit == "ms") ps_per = 1e9;
-    else if (unit == "s") ps_per = 1e12;
-    else return false;
-    if (!(v >= 0) || v * ps_per > 1e18) return false;
-    out = static_cast<sim::Tick>(v * ps_per + 0.5);
-    return true;
-}
+bool parse_time(const std::string& s, sim::Tick& out) { return sim::parse_time_with_unit(s, out); }
 
 }  // namespace
 

@@ -1,12 +1,28 @@
 #include "model/fabric/subnet_manager.hpp"
 
 #include <algorithm>
+#include <sstream>
 
 #include "model/packet/multicast.hpp"
 
 namespace hcasim::fabric {
 
 void declare_subnet_manager_params(sim::ParamRegistry& r) {
+    using K = sim::ParamSpec::Kind;
+    const char* src = "scheduled subnet management: none by default";
+    auto list = [&](const char* key, const char* meaning) {
+        sim::ParamSpec p{key, K::Text, "", "", 0, 0, {}, meaning, src};
+        p.list = true;
+        r.add(p);
+    };
+    list("sm.lid_change", "nodeN@TIME (ns, us, ms or s): the SM gives node N's port a new LID then, reprograms the "
+                          "switch and the port reports IBV_EVENT_LID_CHANGE; repeatable");
+    list("sm.pkey_change", "nodeN@TIME: the SM adds partition 0x8001 to node N's P_Key table and the port reports "
+                           "IBV_EVENT_PKEY_CHANGE; repeatable");
+    list("sm.handover", "TIME: another SM becomes master (the SM LID moves to the last node's port) and every port "
+                        "reports IBV_EVENT_SM_CHANGE; repeatable");
+    list("sm.client_reregister", "TIME: the SM sets ClientReregister on every port, which reports "
+                                 "IBV_EVENT_CLIENT_REREGISTER; repeatable");
     r.add({"sm.join_latency_us", sim::ParamSpec::Kind::Real, "us", "50", 0, 1e6, {},
            "multicast join or leave: from the host's MCMemberRecord request to the subnet administrator's answer, "
            "the switch's multicast forwarding table programmed in between",
@@ -16,6 +32,65 @@ void declare_subnet_manager_params(sim::ParamRegistry& r) {
 
 const sim::ParamDeclarations kParams{sim::param_rank::kModel + 60, "fabric.subnet_manager",
                                      declare_subnet_manager_params};
+
+std::vector<ScheduledPortChange> scheduled_port_changes(const sim::Config& cfg, int nodes) {
+    std::vector<ScheduledPortChange> out;
+    struct Key {
+        const char* key;
+        PortChange what;
+        bool per_node;
+    };
+    for (const Key k : {Key{"sm.lid_change", PortChange::Lid, true}, Key{"sm.pkey_change", PortChange::PkeyTable, true},
+                        Key{"sm.handover", PortChange::SmLid, false},
+                        Key{"sm.client_reregister", PortChange::ClientReregister, false}}) {
+        std::stringstream all(cfg.get_text(k.key));
+        for (std::string entry; std::getline(all, entry, ',');) {
+            if (entry.empty()) continue;
+            ScheduledPortChange c{k.what, -1, 0};
+            bool ok = false;
+            if (k.per_node) {
+                const std::size_t at = entry.find('@');
+                if (at != std::string::npos && entry.rfind("node", 0) == 0 && at > 4 &&
+                    entry.find_first_not_of("0123456789", 4) == at) {
+                    c.node = std::stoi(entry.substr(4, at - 4));
+                    ok = c.node < nodes && sim::parse_time_with_unit(entry.substr(at + 1), c.at);
+                }
+            } else {
+                ok = sim::parse_time_with_unit(entry, c.at);
+            }
+            if (!ok)
+                throw sim::ConfigError("invalid value '" + sim::printable(entry) + "' for " + k.key + ": expected " +
+                                       (k.per_node ? "nodeN@TIME with N below " + std::to_string(nodes) +
+                                                         ", for example node1@100us"
+                                                   : std::string("TIME, for example 100us")));
+            out.push_back(c);
+        }
+    }
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.at < b.at; });
+    return out;
+}
+
+std::uint16_t SubnetManager::reassign_lid(std::uint16_t old_lid) {
+    std::uint16_t lid = static_cast<std::uint16_t>(*m_lids.rbegin() + 1);
+    m_lids.erase(old_lid);
+    m_lids.insert(lid);
+    const auto it = m_ports.find(old_lid);
+    if (it != m_ports.end()) {
+        const Attachment a = it->second;
+        m_ports.erase(it);
+        a.sw->unroute(old_lid);
+        connect(lid, *a.sw, a.port);
+    }
+    counter("lid_changes")++;
+    return lid;
+}
+
+std::uint16_t SubnetManager::hand_over() {
+    // The standby SM on the highest-LID port becomes master.
+    m_sm_lid = m_sm_lid == *m_lids.rbegin() ? *m_lids.begin() : *m_lids.rbegin();
+    counter("handovers")++;
+    return m_sm_lid;
+}
 
 SubnetManager::SubnetManager(const sc_core::sc_module_name& name, const sim::Config& cfg)
     : sim::Block(name, sim::Clock("sm", 1e6)),  // a software agent: 1 us ticks

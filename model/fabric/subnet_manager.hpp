@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <map>
 #include <set>
 #include <vector>
@@ -26,6 +27,25 @@ namespace hcasim::fabric {
 
 void declare_subnet_manager_params(sim::ParamRegistry& r);
 
+// What the subnet manager changes in a port's PortInfo or P_Key table while
+// the fabric runs (IBA 14.2.5.6, 14.4.11), each of which the port reports
+// with an unaffiliated event.
+enum class PortChange {
+    Lid,               // the port gets a new LID (LID_CHANGE)
+    PkeyTable,         // a partition is added to the port's P_Key table (PKEY_CHANGE)
+    SmLid,             // another SM takes over as master: a new SM LID (SM_CHANGE)
+    ClientReregister,  // the SM asks the port's clients to register again (CLIENT_REREGISTER)
+};
+struct ScheduledPortChange {
+    PortChange what;
+    int node;  // the node whose port changes; -1: every port
+    sim::Tick at;
+};
+// The sm.lid_change, sm.pkey_change (nodeN@TIME), sm.handover and
+// sm.client_reregister (TIME) entries, in time order; a malformed entry or
+// one naming no node of the nodes is a ConfigError naming it.
+std::vector<ScheduledPortChange> scheduled_port_changes(const sim::Config& cfg, int nodes);
+
 class SubnetManager : public sim::Block {
 public:
     using Gid = std::array<std::uint8_t, 16>;
@@ -34,6 +54,12 @@ public:
 
     // The sweep: the LID of the port of node index (node i: LID i + 1).
     std::uint16_t assign_lid(int index);
+    // A later sweep moves the port at old_lid to the next free LID and
+    // reprograms the switch; returns the new LID.
+    std::uint16_t reassign_lid(std::uint16_t old_lid);
+    // The master SM's LID, as ports report it; a handover moves it.
+    std::uint16_t sm_lid() const { return m_sm_lid; }
+    std::uint16_t hand_over();
     // The port with this LID is cabled to port `port` of sw: unicast
     // packets to the LID leave sw there, and multicast to its groups too.
     void connect(std::uint16_t lid, IbSwitch& sw, int port);
@@ -81,6 +107,7 @@ private:
 
     sim::Tick m_join_latency;
     std::set<std::uint16_t> m_lids;               // assigned by the sweep
+    std::uint16_t m_sm_lid = 1;                   // the master SM runs on node 0's host
     std::map<std::uint16_t, Attachment> m_ports;  // port LID -> where it is cabled
     std::vector<IbSwitch*> m_switches;            // in the order the sweep found them
     std::map<Gid, Group> m_groups;

@@ -18,6 +18,10 @@ enum class AsyncEventType {
     SqDrained,         // a QP in SQD has no send work in progress left
     PortActive,
     PortError,
+    LidChange,         // the SM gave the port a new LID
+    PkeyChange,        // the SM changed the port's P_Key table
+    SmChange,          // another SM became master
+    ClientReregister,  // the SM asks the port's clients to register again
     ViPostDescriptor,
     ViConnectionLost,
     ViRecvQueueEmpty,

@@ -97,6 +97,12 @@ void declare_hca_params(sim::ParamRegistry& r) {
            "estimate"});
     r.add({"hca.vi_rdma_read", K::Bool, "", "true", 0, 0, {}, "RDMAReadSupport: the NIC executes VI RDMA reads",
            "the IB transport supports RDMA READ"});
+    sim::ParamSpec cat{"fault.catastrophic", sim::ParamSpec::Kind::Text, "", "", 0, 0, {},
+                       "nodeN@TIME (ns, us, ms or s): node N's adapter fails catastrophically then: every QP to the "
+                       "error state, IBV_EVENT_DEVICE_FATAL; repeatable",
+                       "fault injection: none by default"};
+    cat.list = true;
+    r.add(cat);
 }
 
 const sim::ParamDeclarations kParams{sim::param_rank::kModel + 20, "hca", declare_hca_params};

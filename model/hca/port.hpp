@@ -49,6 +49,11 @@ public:
     const LinkRate& rate() const { return m_rate; }
     std::uint16_t lid() const { return m_lid; }
     void set_lid(std::uint16_t lid) { m_lid = lid; }
+    // PortInfo's master SM LID and the P_Key table, as the SM sets them.
+    std::uint16_t sm_lid() const { return m_sm_lid; }
+    void set_sm_lid(std::uint16_t lid) { m_sm_lid = lid; }
+    const std::vector<std::uint16_t>& pkeys() const { return m_pkeys; }
+    void add_pkey(std::uint16_t pkey) { m_pkeys.push_back(pkey); }
     // The port's GID table (IBA 4.1.1), as the subnet manager assigns it:
     // index 0 is the default GID (link-local prefix and the port GUID).
     using Gid = std::array<std::uint8_t, 16>;
@@ -73,6 +78,8 @@ private:
     sim::Tick m_phy_latency;
     std::uint32_t m_max_mtu;
     std::uint16_t m_lid = 0;
+    std::uint16_t m_sm_lid = 1;
+    std::vector<std::uint16_t> m_pkeys{0xffff};  // the default partition, full member
     std::vector<Gid> m_gids;
     fabric::Link* m_link = nullptr;
     bool m_link_up = true;

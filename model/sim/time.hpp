@@ -23,6 +23,28 @@ inline sc_core::sc_time to_sc(Tick t) { return sc_core::sc_time::from_value(t); 
 inline double ps_to_us(Tick t) { return static_cast<double>(t) / 1e6; }
 inline Tick ns_to_ps(double ns) { return static_cast<Tick>(std::llround(ns * 1000.0)); }
 
+// "10us", "1.5ms", "200ns", "2s": a time with its unit, as configuration
+// keys that schedule events take it. False when malformed.
+inline bool parse_time_with_unit(const std::string& s, Tick& out) {
+    std::size_t n = 0;
+    double v = 0;
+    try {
+        v = std::stod(s, &n);
+    } catch (...) {
+        return false;
+    }
+    const std::string unit = s.substr(n);
+    double ps_per = 0;
+    if (unit == "ns") ps_per = 1e3;
+    else if (unit == "us") ps_per = 1e6;
+    else if (unit == "ms") ps_per = 1e9;
+    else if (unit == "s") ps_per = 1e12;
+    else return false;
+    if (!(v >= 0) || v * ps_per > 1e18) return false;
+    out = static_cast<Tick>(v * ps_per + 0.5);
+    return true;
+}
+
 // A clock domain: a frequency and the edge arithmetic that keeps every delay
 // of a block on its own clock edges. Edges are at k * period from time zero,
 // rounded up to whole picoseconds; the period is kept in femtoseconds so the

@@ -69,6 +69,61 @@ System::System(const sim::Config& cfg, int nodes) : m_cfg(cfg) {
         }
     }
     wire_faults();
+    m_port_changes = fabric::scheduled_port_changes(m_cfg, nodes);
+    std::stringstream all(m_cfg.get_text("fault.catastrophic"));
+    for (std::string entry; std::getline(all, entry, ',');) {
+        if (entry.empty()) continue;
+        const std::size_t at = entry.find('@');
+        sim::Tick t = 0;
+        int node = -1;
+        if (at != std::string::npos && entry.rfind("node", 0) == 0 && at > 4 &&
+            entry.find_first_not_of("0123456789", 4) == at)
+            node = std::stoi(entry.substr(4, at - 4));
+        if (node < 0 || node >= nodes || !sim::parse_time_with_unit(entry.substr(at + 1), t))
+            throw sim::ConfigError("invalid value '" + sim::printable(entry) +
+                                   "' for fault.catastrophic: expected nodeN@TIME with N below " + std::to_string(nodes) +
+                                   ", for example node0@100us");
+        m_catastrophes.emplace_back(node, t);
+    }
+}
+
+// What the subnet manager changes at c.at, and the events the ports raise.
+void System::apply_port_change(const fabric::ScheduledPortChange& c) {
+    const sim::Tick t = sim::now_ps();
+    std::uint16_t sm_lid = 0;
+    if (c.what == fabric::PortChange::SmLid) sm_lid = m_sm->hand_over();
+    for (int i = 0; i < nodes(); ++i) {
+        if (c.node >= 0 && c.node != i) continue;
+        hca::Hca& h = m_nodes[static_cast<std::size_t>(i)]->hca();
+        hca::Port& port = h.port();
+        hca::AsyncEventType e = hca::AsyncEventType::ClientReregister;
+        switch (c.what) {
+        case fabric::PortChange::Lid:
+            port.set_lid(m_sm->reassign_lid(port.lid()));
+            e = hca::AsyncEventType::LidChange;
+            break;
+        case fabric::PortChange::PkeyTable:
+            port.add_pkey(static_cast<std::uint16_t>(0x8000 | port.pkeys().size()));
+            e = hca::AsyncEventType::PkeyChange;
+            break;
+        case fabric::PortChange::SmLid:
+            port.set_sm_lid(sm_lid);
+            e = hca::AsyncEventType::SmChange;
+            break;
+        case fabric::PortChange::ClientReregister: break;
+        }
+        h.raise_async(t, hca::AsyncEvent{e, 1});
+    }
+}
+
+void System::schedule_subnet_and_device_events() {
+    for (const auto& c : m_port_changes) m_sm->at(c.at, [this, c]() { apply_port_change(c); });
+    for (const auto& [node, t] : m_catastrophes) {
+        hca::Hca& h = m_nodes[static_cast<std::size_t>(node)]->hca();
+        m_sm->at(t, [&h]() { h.fail_catastrophically(sim::now_ps()); });
+    }
+    m_port_changes.clear();
+    m_catastrophes.clear();
 }
 
 // Fault injection: rates per transmitting element and link outages, each
@@ -165,6 +220,7 @@ void System::run(const std::vector<Program>& programs, const std::vector<std::st
     }
     for (const PortOutage& o : m_outages) o.port->schedule_outage(o.start, o.duration);
     m_outages.clear();
+    schedule_subnet_and_device_events();
     sc_core::sc_start();
     if (first_failure < programs.size())
         throw std::runtime_error(describe(first_failure) + " failed at " +

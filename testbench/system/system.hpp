@@ -97,6 +97,7 @@ private:
     // The switch (if any) and the subnet manager: their counters.
     std::vector<const sim::Block*> fabric_blocks() const;
     void wire_faults();
+    void apply_port_change(const fabric::ScheduledPortChange& c);
     std::vector<std::pair<std::string, std::uint64_t>> link_counters() const;
     struct Oob {
         std::map<std::string, std::vector<std::uint8_t>> values;
@@ -116,6 +117,10 @@ private:
         sim::Tick start, duration;
     };
     std::vector<PortOutage> m_outages;
+    // sm.* port changes and fault.catastrophic, scheduled with the outages.
+    std::vector<fabric::ScheduledPortChange> m_port_changes;
+    std::vector<std::pair<int, sim::Tick>> m_catastrophes;  // node, when
+    void schedule_subnet_and_device_events();
     int m_running = 0;
     int m_programs = 0;  // programs of the current run (barrier participants)
 };
