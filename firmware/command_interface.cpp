@@ -135,6 +135,14 @@ bool CommandInterface::apply_modify_qp(std::uint32_t qpn, const QpAttributes& a,
         c.grh = a.grh;
     }
     if (mask & kAttrQkey) c.qkey = a.qkey;
+    if (mask & kAttrPort) c.port = a.port;
+    if (mask & kAttrAltPath) c.alt = a.alt;
+    if (mask & kAttrPathMigState) {
+        if (a.mig == hca::PathMigState::Migrated && c.mig == hca::PathMigState::Armed)
+            hca::load_alternate_path(c);  // software-initiated migration
+        else
+            c.mig = a.mig;
+    }
     if (mask & kAttrSqdNotify) c.sqd_notify = a.sqd_notify;
     if (mask & kAttrDestQpn) c.dest_qpn = a.dest_qpn;
     if (mask & kAttrRqPsn) {
@@ -183,6 +191,22 @@ hca::QpState CommandInterface::query_qp_state(std::uint32_t qpn) {
     execute();
     const hca::QpContext* qp = m_hca.qp(qpn);
     return qp ? qp->qpc.state : hca::QpState::Err;
+}
+
+bool CommandInterface::query_qp(std::uint32_t qpn, QpAttributes& a) {
+    execute();
+    const hca::QpContext* qp = m_hca.qp(qpn);
+    if (!qp) return false;
+    const hca::Qpc& c = qp->qpc;
+    a.state = c.state;
+    a.dlid = c.dlid;
+    a.sl = c.sl;
+    a.grh = c.grh;
+    a.port = c.port;
+    a.timeout = c.timeout;
+    a.alt = c.alt;
+    a.mig = c.mig;
+    return true;
 }
 
 bool CommandInterface::destroy_qp(std::uint32_t qpn) {

@@ -34,6 +34,8 @@ enum QpAttrMask : std::uint32_t {
     kAttrMaxRdAtomic = 1 << 14,
     kAttrQkey = 1 << 15,
     kAttrSqdNotify = 1 << 16,  // with a move to SQD: report SQ drained
+    kAttrAltPath = 1 << 17,    // the alternate path
+    kAttrPathMigState = 1 << 18,
 };
 
 struct QpAttributes {
@@ -54,6 +56,9 @@ struct QpAttributes {
     std::uint32_t qkey = 0;
     hca::GlobalRoute grh;  // with kAttrAv: the path's GRH, when global
     bool sqd_notify = false;
+    std::uint8_t port = 1;
+    hca::AddressPath alt;
+    hca::PathMigState mig = hca::PathMigState::Migrated;
 };
 
 struct QpRings {
@@ -111,6 +116,9 @@ public:
     bool destroy_qp(std::uint32_t qpn);
     // The state the adapter has the QP in (it may have moved it to error).
     hca::QpState query_qp_state(std::uint32_t qpn);
+    // QUERY_QP: the state and what the adapter may change of the paths
+    // (automatic path migration) into a; false when there is no such QP.
+    bool query_qp(std::uint32_t qpn, QpAttributes& a);
     // Registers [va, va+length), which the driver pinned at bus address bus.
     std::uint32_t register_mr(std::uint32_t pdn, std::uint64_t va, std::uint64_t length, std::uint32_t access,
                               std::uint64_t bus);

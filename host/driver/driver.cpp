@@ -368,6 +368,9 @@ int Driver::modify_qp(DriverQp& qp, const firmware::QpAttributes& a, std::uint32
         s.grh = a.grh;
     }
     if (fw_mask & firmware::kAttrQkey) s.qkey = a.qkey;
+    if (fw_mask & firmware::kAttrPort) s.port = a.port;
+    if (fw_mask & firmware::kAttrAltPath) s.alt = a.alt;
+    if (fw_mask & firmware::kAttrPathMigState) s.mig = a.mig;
     if (fw_mask & firmware::kAttrDestQpn) s.dest_qpn = a.dest_qpn;
     if (fw_mask & firmware::kAttrRqPsn) s.rq_psn = a.rq_psn;
     if (fw_mask & firmware::kAttrSqPsn) s.sq_psn = a.sq_psn;
@@ -382,8 +385,9 @@ int Driver::modify_qp(DriverQp& qp, const firmware::QpAttributes& a, std::uint32
 
 void Driver::query_qp_state(DriverQp& qp) {
     control_call();
-    qp.state = m_fw.query_qp_state(qp.qpn);
-    qp.attr.state = qp.state;
+    // The adapter may have changed the state and, migrating, the paths.
+    if (!m_fw.query_qp(qp.qpn, qp.attr)) qp.attr.state = hca::QpState::Err;
+    qp.state = qp.attr.state;
 }
 
 int Driver::destroy_qp(DriverQp* qp) {

@@ -23,6 +23,34 @@ using namespace hcasim::verbs;
 
 namespace {
 
+// An address vector's GRH as a QP context holds it.
+hca::GlobalRoute global_route(const ibv_ah_attr& ah) {
+    hca::GlobalRoute g;
+    if (!ah.is_global) return g;
+    g.present = true;
+    g.sgid_index = ah.grh.sgid_index;
+    g.hop_limit = ah.grh.hop_limit;
+    g.traffic_class = ah.grh.traffic_class;
+    g.flow_label = ah.grh.flow_label & 0xfffff;
+    std::memcpy(g.dgid, ah.grh.dgid.raw, sizeof g.dgid);
+    return g;
+}
+
+ibv_ah_attr ah_attr_of(std::uint16_t dlid, std::uint8_t sl, const hca::GlobalRoute& g) {
+    ibv_ah_attr ah{};
+    ah.dlid = dlid;
+    ah.sl = sl;
+    if (g.present) {
+        ah.is_global = 1;
+        ah.grh.sgid_index = g.sgid_index;
+        ah.grh.hop_limit = g.hop_limit;
+        ah.grh.traffic_class = g.traffic_class;
+        ah.grh.flow_label = g.flow_label;
+        std::memcpy(ah.grh.dgid.raw, g.dgid, sizeof g.dgid);
+    }
+    return ah;
+}
+
 ibv_wc_status wc_status(hca::CqeStatus s) {
     switch (s) {
     case hca::CqeStatus::Success: return IBV_WC_SUCCESS;
@@ -292,7 +320,7 @@ Transition transition(ibv_qp_state cur, ibv_qp_state next) {
                     IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER |
                         IBV_QP_PATH_MIG_STATE,
                     true};
-        if (next == IBV_QPS_SQD) return {IBV_QP_STATE, IBV_QP_AV | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_PATH_MIG_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_PKEY_INDEX, true};
+        if (next == IBV_QPS_SQD) return {IBV_QP_STATE, IBV_QP_AV | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_PATH_MIG_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_PKEY_INDEX, true};
         break;
     case IBV_QPS_SQE:
         if (next == IBV_QPS_RTS) return {IBV_QP_STATE, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER, true};
@@ -522,6 +550,8 @@ int ibv_query_device(struct ibv_context* context, struct ibv_device_attr* a) {
     // Memory windows of type 1 and 2B; they share the protection table with
     // the regions.
     a->device_cap_flags |= IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+    // Connected QPs take an alternate path and migrate to it.
+    a->device_cap_flags |= IBV_DEVICE_AUTO_PATH_MIG;
     a->max_mw = static_cast<int>(p.max_mr);
     a->max_sge = static_cast<int>(p.max_sge);
     a->max_sge_rd = static_cast<int>(p.max_sge);
@@ -546,7 +576,7 @@ int ibv_query_device(struct ibv_context* context, struct ibv_device_attr* a) {
     a->max_pkeys = 1;
     a->max_ah = std::numeric_limits<int>::max();  // address handles live in host memory only
     a->local_ca_ack_delay = 15;
-    a->phys_port_cnt = 1;
+    a->phys_port_cnt = static_cast<std::uint8_t>(drv(context)->hca().port_count());
     return 0;
 }
 
@@ -556,9 +586,9 @@ int(ibv_query_port)(struct ibv_context* context, uint8_t port_num, struct _compa
     if (!context || !compat) return EINVAL;
     Driver* d = drv(context);
     d->control_call();
-    if (port_num != 1) return EINVAL;
+    if (!d->hca().ports().valid(port_num)) return EINVAL;
     auto* a = reinterpret_cast<ibv_port_attr*>(compat);
-    const hca::Port& port = d->hca().port();
+    const hca::Port& port = d->hca().port(port_num);
     const bool up = port.link_up();
     a->state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
     a->max_mtu = ibv_mtu_of(port.max_mtu());
@@ -585,8 +615,9 @@ int ibv_query_gid(struct ibv_context* context, uint8_t port_num, int index, unio
     if (!context || !gid) return EINVAL;
     Driver* d = drv(context);
     d->control_call();
-    const auto& gids = d->hca().port().gids();
-    if (port_num != 1 || index < 0 || static_cast<std::size_t>(index) >= gids.size()) return EINVAL;
+    if (!d->hca().ports().valid(port_num)) return EINVAL;
+    const auto& gids = d->hca().port(port_num).gids();
+    if (index < 0 || static_cast<std::size_t>(index) >= gids.size()) return EINVAL;
     std::memcpy(gid->raw, gids[static_cast<std::size_t>(index)].data(), sizeof gid->raw);
     return 0;
 }
@@ -595,8 +626,9 @@ int ibv_query_pkey(struct ibv_context* context, uint8_t port_num, int index, __b
     if (!context || !pkey) return EINVAL;
     Driver* d = drv(context);
     d->control_call();
-    const auto& pkeys = d->hca().port().pkeys();
-    if (port_num != 1 || index < 0 || static_cast<std::size_t>(index) >= pkeys.size()) return EINVAL;
+    if (!d->hca().ports().valid(port_num)) return EINVAL;
+    const auto& pkeys = d->hca().port(port_num).pkeys();
+    if (index < 0 || static_cast<std::size_t>(index) >= pkeys.size()) return EINVAL;
     *pkey = htobe16(pkeys[static_cast<std::size_t>(index)]);
     return 0;
 }
@@ -755,6 +787,9 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
     case hca::AsyncEventType::QpLastWqeReached: event->event_type = IBV_EVENT_QP_LAST_WQE_REACHED; break;
     case hca::AsyncEventType::CommEstablished: event->event_type = IBV_EVENT_COMM_EST; break;
     case hca::AsyncEventType::SqDrained: event->event_type = IBV_EVENT_SQ_DRAINED; break;
+    case hca::AsyncEventType::PathMigrated: event->event_type = IBV_EVENT_PATH_MIG; break;
+    case hca::AsyncEventType::PathMigrationError: event->event_type = IBV_EVENT_PATH_MIG_ERR; break;
+    case hca::AsyncEventType::SrqError: event->event_type = IBV_EVENT_SRQ_ERR; break;
     case hca::AsyncEventType::QpFatal: event->event_type = IBV_EVENT_QP_FATAL; break;
     case hca::AsyncEventType::QpRequestError: event->event_type = IBV_EVENT_QP_REQ_ERR; break;
     case hca::AsyncEventType::QpAccessError: event->event_type = IBV_EVENT_QP_ACCESS_ERR; break;
@@ -774,7 +809,7 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
             ++scq->async_events_reported;
         }
     }
-    if (e.type == hca::AsyncEventType::SrqLimitReached) {
+    if (e.type == hca::AsyncEventType::SrqLimitReached || e.type == hca::AsyncEventType::SrqError) {
         if (host::DriverSrq* srq = d->find_srq(e.number)) {
             event->element.srq = static_cast<ibv_srq*>(srq->user_context);
             ++sim(event->element.srq)->async_events_reported;
@@ -782,7 +817,8 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
     }
     if (e.type == hca::AsyncEventType::QpFatal || e.type == hca::AsyncEventType::QpRequestError ||
         e.type == hca::AsyncEventType::QpAccessError || e.type == hca::AsyncEventType::QpLastWqeReached ||
-        e.type == hca::AsyncEventType::CommEstablished || e.type == hca::AsyncEventType::SqDrained) {
+        e.type == hca::AsyncEventType::CommEstablished || e.type == hca::AsyncEventType::SqDrained ||
+        e.type == hca::AsyncEventType::PathMigrated || e.type == hca::AsyncEventType::PathMigrationError) {
         if (host::DriverQp* qp = d->find_qp(e.number)) {
             event->element.qp = static_cast<ibv_qp*>(qp->user_context);
             ++sim(event->element.qp)->async_events_reported;
@@ -899,8 +935,11 @@ int ibv_modify_qp(struct ibv_qp* ibqp, struct ibv_qp_attr* attr, int mask) {
         a.state = to_hw(next);
         m |= fw::kAttrState;
     }
+    const hca::PortSet& ports = d->hca().ports();
     if (mask & IBV_QP_PORT) {
-        if (attr->port_num != 1) return EINVAL;
+        if (!ports.valid(attr->port_num)) return EINVAL;
+        a.port = attr->port_num;
+        m |= fw::kAttrPort;
     }
     if (mask & IBV_QP_PKEY_INDEX) {
         if (attr->pkey_index != 0) return EINVAL;
@@ -921,31 +960,46 @@ int ibv_modify_qp(struct ibv_qp* ibqp, struct ibv_qp_attr* attr, int mask) {
     }
     if (mask & IBV_QP_AV) {
         const ibv_ah_attr& ah = attr->ah_attr;
-        if (ah.dlid == 0 || ah.port_num > 1 || ah.sl > 15) return EINVAL;
-        if (ah.is_global && ah.grh.sgid_index >= d->hca().port().gids().size()) return EINVAL;
+        // The primary path leaves from the QP's port (ah_attr.port_num, when
+        // given, must be a port of the device).
+        const unsigned port = (mask & IBV_QP_PORT) ? attr->port_num : a.port;
+        if (ah.dlid == 0 || (ah.port_num != 0 && !ports.valid(ah.port_num)) || ah.sl > 15) return EINVAL;
+        if (ah.is_global && ah.grh.sgid_index >= ports(port).gids().size()) return EINVAL;
         a.dlid = ah.dlid;
         a.sl = ah.sl;
-        a.grh = hca::GlobalRoute{};
-        if (ah.is_global) {
-            a.grh.present = true;
-            a.grh.sgid_index = ah.grh.sgid_index;
-            a.grh.hop_limit = ah.grh.hop_limit;
-            a.grh.traffic_class = ah.grh.traffic_class;
-            a.grh.flow_label = ah.grh.flow_label & 0xfffff;
-            std::memcpy(a.grh.dgid, ah.grh.dgid.raw, sizeof a.grh.dgid);
-        }
+        a.grh = global_route(ah);
         m |= fw::kAttrAv;
     }
     if (mask & IBV_QP_QKEY) {
         a.qkey = attr->qkey;
         m |= fw::kAttrQkey;
     }
-    // The adapter has one port and no automatic path migration (the device
-    // does not report IBV_DEVICE_AUTO_PATH_MIG): an alternate path cannot be
-    // loaded, so asking for one fails rather than being dropped, and the
-    // only migration state is MIGRATED (no alternate path armed).
-    if (mask & IBV_QP_ALT_PATH) return EOPNOTSUPP;
-    if ((mask & IBV_QP_PATH_MIG_STATE) && attr->path_mig_state != IBV_MIG_MIGRATED) return EOPNOTSUPP;
+    // Automatic path migration: the alternate path (its own port, which may
+    // be the primary one) and the migration state software asks for.
+    if (mask & IBV_QP_ALT_PATH) {
+        const ibv_ah_attr& ah = attr->alt_ah_attr;
+        if (!ports.valid(attr->alt_port_num) || ah.dlid == 0 || ah.sl > 15 || attr->alt_timeout > 31 ||
+            attr->alt_pkey_index != 0 || (ah.port_num != 0 && ah.port_num != attr->alt_port_num))
+            return EINVAL;
+        if (ah.is_global && ah.grh.sgid_index >= ports(attr->alt_port_num).gids().size()) return EINVAL;
+        a.alt.dlid = ah.dlid;
+        a.alt.sl = ah.sl;
+        a.alt.port = attr->alt_port_num;
+        a.alt.timeout = attr->alt_timeout;
+        a.alt.grh = global_route(ah);
+        m |= fw::kAttrAltPath;
+    }
+    if (mask & IBV_QP_PATH_MIG_STATE) {
+        switch (attr->path_mig_state) {
+        case IBV_MIG_MIGRATED: a.mig = hca::PathMigState::Migrated; break;
+        case IBV_MIG_REARM: a.mig = hca::PathMigState::Rearm; break;
+        case IBV_MIG_ARMED: a.mig = hca::PathMigState::Armed; break;
+        default: return EINVAL;
+        }
+        // Arming needs an alternate path to arm.
+        if (a.mig != hca::PathMigState::Migrated && a.alt.dlid == 0) return EINVAL;
+        m |= fw::kAttrPathMigState;
+    }
     if (next == IBV_QPS_SQD && cur != IBV_QPS_SQD) {
         // Each move to SQD says again whether the drained event is wanted.
         a.sqd_notify = (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) && attr->en_sqd_async_notify;
@@ -1013,26 +1067,25 @@ int ibv_query_qp(struct ibv_qp* ibqp, struct ibv_qp_attr* attr, int, struct ibv_
     attr->rq_psn = a.rq_psn;
     attr->sq_psn = a.sq_psn;
     attr->dest_qp_num = a.dest_qpn;
-    attr->ah_attr.dlid = a.dlid;
-    attr->ah_attr.sl = a.sl;
+    attr->ah_attr = ah_attr_of(a.dlid, a.sl, a.grh);
     attr->qkey = a.qkey;
-    if (a.grh.present) {
-        attr->ah_attr.is_global = 1;
-        attr->ah_attr.grh.sgid_index = a.grh.sgid_index;
-        attr->ah_attr.grh.hop_limit = a.grh.hop_limit;
-        attr->ah_attr.grh.traffic_class = a.grh.traffic_class;
-        attr->ah_attr.grh.flow_label = a.grh.flow_label;
-        std::memcpy(attr->ah_attr.grh.dgid.raw, a.grh.dgid, sizeof a.grh.dgid);
+    attr->ah_attr.port_num = a.port;
+    attr->port_num = a.port;
+    if (a.alt.dlid != 0) {
+        attr->alt_ah_attr = ah_attr_of(a.alt.dlid, a.alt.sl, a.alt.grh);
+        attr->alt_ah_attr.port_num = a.alt.port;
+        attr->alt_port_num = a.alt.port;
+        attr->alt_timeout = a.alt.timeout;
     }
-    attr->ah_attr.port_num = 1;
-    attr->port_num = 1;
     attr->max_rd_atomic = a.max_rd_atomic;
     attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
     attr->min_rnr_timer = a.min_rnr_timer;
     attr->timeout = a.timeout;
     attr->retry_cnt = a.retry_cnt;
     attr->rnr_retry = a.rnr_retry;
-    attr->path_mig_state = IBV_MIG_MIGRATED;  // no alternate path
+    attr->path_mig_state = a.mig == hca::PathMigState::Armed  ? IBV_MIG_ARMED
+                           : a.mig == hca::PathMigState::Rearm ? IBV_MIG_REARM
+                                                               : IBV_MIG_MIGRATED;
     attr->sq_draining = qp->dqp->state == hca::QpState::Sqd && !drv(ibqp->context)->hca().sq_drained(qp->dqp->qpn);
     attr->en_sqd_async_notify = a.sqd_notify;
     attr->cap = qp->init.cap;
@@ -1046,8 +1099,8 @@ struct ibv_ah* ibv_create_ah(struct ibv_pd* pd, struct ibv_ah_attr* attr) {
     if (!pd || !attr) return fail<ibv_ah>(EINVAL);
     Driver* d = drv(pd->context);
     d->control_call();
-    const auto& gids = d->hca().port().gids();
-    if (attr->port_num != 1 || attr->dlid == 0 || attr->sl > 15) return fail<ibv_ah>(EINVAL);
+    if (!d->hca().ports().valid(attr->port_num) || attr->dlid == 0 || attr->sl > 15) return fail<ibv_ah>(EINVAL);
+    const auto& gids = d->hca().port(attr->port_num).gids();
     if (attr->is_global && attr->grh.sgid_index >= gids.size()) return fail<ibv_ah>(EINVAL);
     auto* ah = new (std::nothrow) SimAh{};
     if (!ah) return fail<ibv_ah>(ENOMEM);
@@ -1077,7 +1130,7 @@ int ibv_destroy_ah(struct ibv_ah* ah) {
 // it): back to its source LID and SL, and through its GRH, swapped, if one came.
 int ibv_init_ah_from_wc(struct ibv_context* context, uint8_t port_num, struct ibv_wc* wc, struct ibv_grh* grh,
                         struct ibv_ah_attr* ah_attr) {
-    if (!context || !wc || !ah_attr || port_num != 1) return EINVAL;
+    if (!context || !wc || !ah_attr || !drv(context)->hca().ports().valid(port_num)) return EINVAL;
     std::memset(ah_attr, 0, sizeof *ah_attr);
     ah_attr->dlid = wc->slid;
     ah_attr->sl = wc->sl;
@@ -1086,7 +1139,7 @@ int ibv_init_ah_from_wc(struct ibv_context* context, uint8_t port_num, struct ib
     if (wc->wc_flags & IBV_WC_GRH) {
         if (!grh) return EINVAL;
         // Our GID the sender addressed becomes the source GID index.
-        const auto& gids = drv(context)->hca().port().gids();
+        const auto& gids = drv(context)->hca().port(port_num).gids();
         std::size_t index = gids.size();
         for (std::size_t i = 0; i < gids.size(); ++i)
             if (std::memcmp(gids[i].data(), grh->dgid.raw, 16) == 0) index = i;

@@ -16,6 +16,9 @@ enum class AsyncEventType {
     QpLastWqeReached,  // a QP on an SRQ in the error state will take no more WQEs
     CommEstablished,   // a connected QP in RTR received its first request
     SqDrained,         // a QP in SQD has no send work in progress left
+    PathMigrated,      // a connected QP now uses its alternate path as its primary one
+    PathMigrationError,  // a connected QP could not migrate to its alternate path
+    SrqError,          // a shared receive queue can give out no more WQEs
     PortActive,
     PortError,
     LidChange,         // the SM gave the port a new LID

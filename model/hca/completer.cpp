@@ -275,11 +275,15 @@ void Completer::ack_timeout(std::uint32_t qpn) {
     }
     counter("ack_timeouts")++;
     if (qp->req.retries_left == 0) {
-        HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qpn << ": no ACK, retries exhausted");
-        fail_wqe(*qp, oldest->first_psn, CqeStatus::RetryExceeded, now);
-        return;
+        // An armed QP fails over to its alternate path and retries there.
+        if (!m_migration || !m_migration->fail_over(*qp, now)) {
+            HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qpn << ": no ACK, retries exhausted");
+            fail_wqe(*qp, oldest->first_psn, CqeStatus::RetryExceeded, now);
+            return;
+        }
+    } else {
+        --qp->req.retries_left;
     }
-    --qp->req.retries_left;
     m_requester->rewind(*qp, oldest->first_psn, now);
     arm_ack_timer(*qp, now);
 }

@@ -28,6 +28,8 @@ public:
     Completer(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w);
     // The requester it sends back (built after this block).
     void set_requester(RequestRewinder& r) { m_requester = &r; }
+    // Automatic path migration, asked before retries run out for good.
+    void set_path_migration(PathMigrator& m) { m_migration = &m; }
 
     void handle(QpContext& qp, const packet::Parsed& p, const packet::PacketPtr& pkt, const std::uint8_t* payload,
                 sim::Tick t) override;
@@ -58,6 +60,7 @@ private:
 
     Wiring m_w;
     RequestRewinder* m_requester = nullptr;
+    PathMigrator* m_migration = nullptr;
     HcaParams m_p;
     std::vector<DmaSpan> m_spans;
 };

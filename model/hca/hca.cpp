@@ -21,32 +21,44 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Pcie
       m_pcie(pcie),
       m_mpt_table(m_p.max_mr),
       m_port("port", cfg),
+      m_port2(cfg.get_int("port.count") > 1 ? std::make_unique<Port>("port2", cfg) : nullptr),
+      m_ports(&m_port, m_port2.get()),
+      m_migration("path_migration", m_p, {m_ports, *this}),
       m_dma(make_dma_engine(m_p, pcie)),
       m_translation("translation", m_p, m_mpt_table, pcie),
       m_completion("completion_engine", m_p, {*this, *m_dma, *this, *this}),
       m_scheduler("qp_scheduler", m_p),
       m_srqs("srq_engine", m_p, *m_dma, *this),
-      m_tx("tx_pipeline", m_p, {*this, m_scheduler, m_port}),
+      m_tx("tx_pipeline", m_p, {*this, m_scheduler, m_ports}),
       m_descriptors("descriptor_engine", m_p, {*this, *m_dma, m_translation, *this, *this, *this, m_tx}),
       m_fetch("wqe_fetch", m_p, {*this, *m_dma, m_descriptors, m_srqs, *this, m_tx}),
       m_completer("completer", m_p, {*this, m_tx, *m_dma, *this, *this}),
       m_requester("requester", m_p, {m_tx, m_completer, m_fetch, m_translation, *m_dma}),
       m_responder("responder", m_p, {m_tx, m_fetch, m_translation, *m_dma, *this, *this, m_srqs}),
       m_mcast("multicast", cfg, m_p.core_clock_mhz, {*this, m_responder}),
-      m_rx("rx_pipeline", m_p, {*this, m_responder, m_completer, pcie, m_port}),
+      m_rx("rx_pipeline", m_p, {*this, m_responder, m_completer, pcie, m_ports, m_migration}),
       m_doorbell("doorbell_unit", m_p, {*this, pcie, m_fetch, m_descriptors, m_completion, *this, m_tx}),
       m_qpc_read(sim::Clock::from_mhz("hca.core", m_p.core_clock_mhz).cycles(m_p.qpc_read_cycles)) {
     m_tx.set_producers(m_responder, m_requester);
     m_completer.set_requester(m_requester);
+    m_completer.set_path_migration(m_migration);
     m_requester.set_max_datagram(m_port.max_mtu());
-    m_port.on_receive([this](packet::PacketPtr pkt, sim::Tick t) { m_rx.receive(std::move(pkt), t); });
-    // Port state changes are unaffiliated asynchronous events (port 1).
-    m_port.on_link_state([this](bool up, sim::Tick t) {
-        HCASIM_LOG(sim::LogLevel::Info, this->name(), "port 1 link " << (up ? "up" : "down"));
-        raise_async(t, AsyncEvent{up ? AsyncEventType::PortActive : AsyncEventType::PortError, 1});
-    });
+    for (unsigned num = 1; num <= static_cast<unsigned>(m_ports.count()); ++num) {
+        Port& port = m_ports(num);
+        port.on_receive([this, num](packet::PacketPtr pkt, sim::Tick t) { m_rx.receive(std::move(pkt), t, num); });
+        // Port state changes are unaffiliated asynchronous events; a port
+        // going down makes the armed QPs whose primary path leaves from it
+        // migrate.
+        port.on_link_state([this, num](bool up, sim::Tick t) {
+            HCASIM_LOG(sim::LogLevel::Info, this->name(), "port " << num << " link " << (up ? "up" : "down"));
+            raise_async(t, AsyncEvent{up ? AsyncEventType::PortActive : AsyncEventType::PortError, num});
+            if (!up)
+                for (auto& qp : m_qps)
+                    if (qp && qp->valid) m_migration.port_down(*qp, num, t);
+        });
+        port.set_multicast_loopback([this](const std::uint8_t* mgid) { return m_mcast.members(mgid) != nullptr; });
+    }
     m_rx.set_multicast(&m_mcast);
-    m_port.set_multicast_loopback([this](const std::uint8_t* mgid) { return m_mcast.members(mgid) != nullptr; });
     // The transmit buffer must hold the largest packet the port can send.
     const std::uint32_t largest = m_port.max_mtu() + kPacketOverheadBytes;
     if (m_p.tx_buffer_bytes < largest)
@@ -204,7 +216,11 @@ void Hca::state_changed(QpContext& qp, sim::Tick t) {
 }
 
 std::vector<sim::Block*> Hca::blocks() {
-    return {&m_doorbell, &m_scheduler, &m_fetch, &m_srqs, &m_descriptors, &m_translation, &m_dma->block(), &m_tx, &m_requester, &m_responder, &m_completer, &m_rx, &m_completion, &m_port, &m_mcast};
+    std::vector<sim::Block*> all{&m_doorbell, &m_scheduler, &m_fetch, &m_srqs, &m_descriptors, &m_translation,
+                                 &m_dma->block(), &m_tx, &m_requester, &m_responder, &m_completer, &m_rx,
+                                 &m_completion, &m_port, &m_mcast, &m_migration};
+    if (m_port2) all.push_back(m_port2.get());
+    return all;
 }
 
 }  // namespace hcasim::hca

@@ -17,6 +17,7 @@
 #include "model/hca/doorbell_unit.hpp"
 #include "model/hca/hca_params.hpp"
 #include "model/hca/multicast_table.hpp"
+#include "model/hca/path_migration.hpp"
 #include "model/hca/port.hpp"
 #include "model/hca/qp_scheduler.hpp"
 #include "model/hca/requester.hpp"
@@ -103,7 +104,11 @@ public:
     void state_changed(QpContext& qp, sim::Tick t);
 
     pcie::PcieHostInterface& pcie() { return m_pcie; }
-    Port& port() { return m_port; }
+    // Port num (1..port_count()); port 1 when omitted.
+    Port& port(unsigned num = 1) { return m_ports(num); }
+    const PortSet& ports() const { return m_ports; }
+    int port_count() const { return m_ports.count(); }
+    PathMigration& migration() { return m_migration; }
     DoorbellUnit& doorbells() { return m_doorbell; }
     QpScheduler& scheduler() { return m_scheduler; }
     WqeFetchEngine& fetch() { return m_fetch; }
@@ -148,6 +153,9 @@ private:
     InterruptSink* m_sink = nullptr;
 
     Port m_port;
+    std::unique_ptr<Port> m_port2;  // port.count=2
+    PortSet m_ports;
+    PathMigration m_migration;
     std::unique_ptr<DmaEngine> m_dma;  // hca.dma.impl picks the implementation
     TranslationUnit m_translation;
     CompletionEngine m_completion;

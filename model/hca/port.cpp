@@ -18,6 +18,10 @@ void declare_port_params(sim::ParamRegistry& r) {
            "estimate; typical SerDes transmit+receive latency of tens of ns"});
     r.add({"port.max_mtu", K::Int, "bytes", "4096", 256, 4096, {"256", "512", "1024", "2048", "4096"},
            "largest path MTU the port supports", "IBA path MTUs (calibration-facts); ConnectX-3 supports 4096"});
+    r.add({"port.count", K::Int, "ports", "1", 1, kMaxPorts, {},
+           "ports on each adapter; port 2 is cabled to the switch (fabric.topology=switch) or to the peer's port 2, "
+           "and gives automatic path migration an alternate path",
+           "ConnectX-3/4 adapters come with one or two ports"});
 }
 
 const sim::ParamDeclarations kParams{sim::param_rank::kModel + 30, "hca.port", declare_port_params};

@@ -18,6 +18,8 @@ namespace hcasim::hca {
 
 void declare_port_params(sim::ParamRegistry& r);
 
+inline constexpr int kMaxPorts = 2;
+
 struct LinkRate {
     double lane_gbps;       // signalling rate per lane
     double encoding;        // data bits per line bit
@@ -91,6 +93,20 @@ private:
     std::uint64_t* m_n_tx_bytes = nullptr;
     std::uint64_t* m_n_rx_packets = nullptr;
     std::uint64_t* m_n_rx_bytes = nullptr;
+};
+
+// The adapter's ports, numbered from 1 as the verbs API numbers them.
+class PortSet {
+public:
+    PortSet(Port* port1, Port* port2) : m_ports{port1, port2}, m_count(port2 ? 2 : 1) {}
+    int count() const { return m_count; }
+    bool valid(unsigned num) const { return num >= 1 && num <= static_cast<unsigned>(m_count); }
+    // Port num (1..count()); out-of-range numbers mean port 1.
+    Port& operator()(unsigned num) const { return *m_ports[valid(num) ? num - 1 : 0]; }
+
+private:
+    std::array<Port*, kMaxPorts> m_ports;
+    int m_count;
 };
 
 }  // namespace hcasim::hca

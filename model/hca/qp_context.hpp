@@ -15,9 +15,28 @@
 
 namespace hcasim::hca {
 
+// An address path of a connected QP (IBA 11.2.4.2): the primary path it
+// uses and the alternate path automatic path migration moves it to.
+struct AddressPath {
+    std::uint16_t dlid = 0;
+    std::uint8_t sl = 0;
+    std::uint8_t port = 1;           // the adapter port it leaves from (1..port.count)
+    std::uint8_t timeout = 14;       // local ACK timeout on this path: 4.096 us x 2^timeout
+    GlobalRoute grh;
+};
+
+// The path migration state machine (IBA 17.2.8). MIGRATED has no alternate
+// path to go to and its packets carry BTH MigReq set; software loads an
+// alternate path and asks for REARM, whose packets carry MigReq clear; a
+// rearmed QP arms when the peer's packets carry MigReq clear too (both ends
+// rearmed); an armed QP migrates when its primary path fails, or follows a
+// peer whose packets carry MigReq set again.
+enum class PathMigState : std::uint8_t { Migrated = 0, Rearm = 1, Armed = 2 };
+
 // The architected QP context (QPC): the fixed-size entry of the adapter's
 // context table that firmware writes at CREATE_QP and MODIFY_QP and reads
-// at QUERY_QP. The hardware changes only its state (to an error state).
+// at QUERY_QP. The hardware changes only its state (to an error state) and,
+// when it migrates, its path.
 struct Qpc {
     QpState state = QpState::Reset;
     QpType type = QpType::Rc;        // a VI's transport comes from its reliability level
@@ -59,10 +78,26 @@ struct Qpc {
     std::uint8_t max_dest_rd_atomic = 1;
     bool sqd_notify = false;         // in SQD: raise SQ drained once no send work is in progress
     GlobalRoute grh;                 // connected QPs whose path is global
+    std::uint8_t port = 1;           // the port the primary path leaves from
+    PathMigState mig = PathMigState::Migrated;
+    AddressPath alt;                 // the alternate path (valid when mig is Armed)
 };
 static_assert(std::is_trivially_copyable_v<Qpc>, "the QPC is a fixed image firmware copies");
-inline constexpr std::size_t kQpcBytes = 128;  // one context table entry
+// One context table entry: as on ConnectX-class adapters, room for the
+// primary and the alternate address path.
+inline constexpr std::size_t kQpcBytes = 256;
 static_assert(sizeof(Qpc) <= kQpcBytes, "the QPC outgrew its context table entry");
+
+// Path migration (IBA 17.2.8): the alternate path becomes the primary one
+// and nothing is left armed.
+inline void load_alternate_path(Qpc& c) {
+    c.dlid = c.alt.dlid;
+    c.sl = c.alt.sl;
+    c.port = c.alt.port;
+    c.timeout = c.alt.timeout;
+    c.grh = c.alt.grh;
+    c.mig = PathMigState::Migrated;
+}
 
 // What MODIFY_QP changed beyond the image itself: the adapter (re)loads its
 // working copies from these fields.

@@ -167,7 +167,7 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
 
     std::uint8_t* payload = nullptr;
     const TransportService& svc = qp.service();
-    const Route route = svc.connected ? route_of(qp) : Route{w.ud.dlid, w.ud.sl, w.ud.dest_qpn, &w.ud.grh};
+    const Route route = svc.connected ? route_of(qp) : Route{w.ud.dlid, w.ud.sl, w.ud.dest_qpn, &w.ud.grh, qp.qpc.port};
     auto pkt = m_w.tx.make_packet(route, h, n, &payload);
     sim::Tick data = start_at;
     if (n > 0) {

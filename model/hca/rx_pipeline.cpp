@@ -16,7 +16,7 @@ RxPipeline::RxPipeline(const sc_core::sc_module_name& name, const HcaParams& p, 
     m_n_packets = &counter("packets");
 }
 
-void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t) {
+void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num) {
     const std::size_t size = pkt->bytes.size();
     // The receive path drains into host memory: a packet is processed only
     // once the PCIe writes of those before it have left the adapter, so a
@@ -40,11 +40,12 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t) {
         else counter("dropped_multicast")++;
         return;
     }
-    if (p.h.lrh.dlid != m_w.port.lid()) {
+    const Port& port = m_w.ports(port_num);
+    if (p.h.lrh.dlid != port.lid()) {
         counter("dropped_wrong_dlid")++;
         return;
     }
-    if (p.h.grh && !m_w.port.owns_gid(p.h.grh->dgid)) {
+    if (p.h.grh && !port.owns_gid(p.h.grh->dgid)) {
         counter("dropped_wrong_dgid")++;
         return;
     }
@@ -62,6 +63,10 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t) {
         counter("dropped_wrong_transport")++;
         return;
     }
+    // MigReq tells a rearmed QP that the peer is armed too, and an armed
+    // one that the peer migrated (IBA 17.2.8).
+    if (qp->qpc.mig != PathMigState::Migrated && qp->service().connected)
+        m_w.migration.peer_state(*qp, p.h.bth.migreq, found.ready);
     // The packet stays alive until the payload writes that point into it land.
     (info.request ? m_w.responder : m_w.completer).handle(*qp, p, pkt, payload, found.ready);
 }

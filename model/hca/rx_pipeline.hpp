@@ -24,13 +24,14 @@ public:
         PacketHandler& responder;
         PacketHandler& completer;
         pcie::PcieHostInterface& pcie;
-        Port& port;
+        const PortSet& ports;
+        PathMigrator& migration;
     };
 
     RxPipeline(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w);
 
-    // The port delivers a whole packet at t.
-    void receive(packet::PacketPtr pkt, sim::Tick t);
+    // Port port_num delivers a whole packet at t.
+    void receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num);
     // Packets to a multicast LID go to the adapter's group table.
     void set_multicast(MulticastReceiver* m) { m_multicast = m; }
 

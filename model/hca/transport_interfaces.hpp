@@ -190,9 +190,26 @@ struct Route {
     std::uint8_t sl = 0;
     std::uint32_t dest_qpn = 0;
     const GlobalRoute* grh = nullptr;  // null or not present: no GRH
+    std::uint8_t port = 1;             // the adapter port it leaves from
+    bool migreq = false;               // BTH MigReq
 };
-// A connected QP's route: its primary path.
-inline Route route_of(const QpContext& qp) { return Route{qp.qpc.dlid, qp.qpc.sl, qp.qpc.dest_qpn, &qp.qpc.grh}; }
+// A connected QP's route: its primary path, and MigReq set while it has no
+// alternate path armed (IBA 17.2.8).
+inline Route route_of(const QpContext& qp) {
+    return Route{qp.qpc.dlid, qp.qpc.sl, qp.qpc.dest_qpn, &qp.qpc.grh, qp.qpc.port, qp.qpc.mig == PathMigState::Migrated};
+}
+
+// Automatic path migration, as the transport blocks ask for it.
+class PathMigrator {
+public:
+    virtual ~PathMigrator() = default;
+    // The requester ran out of retries on the primary path: true when the
+    // QP migrated to its alternate path (and may retry there).
+    virtual bool fail_over(QpContext& qp, sim::Tick t) = 0;
+    // A packet from the peer reached the QP; its MigReq bit says whether
+    // the peer is migrated or (re)armed.
+    virtual void peer_state(QpContext& qp, bool migreq, sim::Tick t) = 0;
+};
 
 // The transmit pipeline, as packet producers see it.
 class TransmitPath {

@@ -6,7 +6,7 @@ namespace hcasim::hca {
 
 TxPipeline::TxPipeline(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
     : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_w(w), m_p(p), m_pipe(&m_clock) {
-    m_max_packet = w.port.max_mtu() + kPacketOverheadBytes;
+    m_max_packet = w.ports(1).max_mtu() + kPacketOverheadBytes;
     m_n_packets = &counter("packets");
     m_n_bytes = &counter("bytes");
 }
@@ -69,8 +69,10 @@ void TxPipeline::pump() {
 
 packet::PacketPtr TxPipeline::make_packet(const Route& route, packet::Headers& h, std::uint32_t payload_len,
                                           std::uint8_t** payload) {
+    const Port& port = m_w.ports(route.port);
     h.lrh.dlid = route.dlid;
-    h.lrh.slid = m_w.port.lid();
+    h.lrh.slid = port.lid();
+    h.bth.migreq = route.migreq;
     h.lrh.sl = route.sl;
     h.lrh.lnh = 2;
     h.bth.dest_qp = route.dest_qpn;
@@ -80,7 +82,7 @@ packet::PacketPtr TxPipeline::make_packet(const Route& route, packet::Headers& h
         g.tclass = route.grh->traffic_class;
         g.flow_label = route.grh->flow_label;
         g.hop_limit = route.grh->hop_limit;
-        const auto& gids = m_w.port.gids();
+        const auto& gids = port.gids();
         if (route.grh->sgid_index < gids.size())
             std::copy(gids[route.grh->sgid_index].begin(), gids[route.grh->sgid_index].end(), g.sgid);
         std::copy(route.grh->dgid, route.grh->dgid + 16, g.dgid);
@@ -105,7 +107,7 @@ void TxPipeline::launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_rea
     (*m_n_bytes) += bytes;
     // The port's serialiser takes bookings ahead of time, so the packet is
     // booked now for when the pipeline has it ready.
-    const auto slot = m_w.port.transmit(std::move(pkt), ready, qp.tx.last_wire_end);
+    const auto slot = m_w.ports(qp.qpc.port).transmit(std::move(pkt), ready, qp.tx.last_wire_end);
     qp.tx.last_wire_end = slot.end;
     m_releases.emplace(slot.end, bytes);
 }
@@ -121,7 +123,7 @@ void TxPipeline::send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std
     pkt->sealed_intact = true;
     const sim::Tick ready = m_pipe.reserve(t, m_p.tx_packet_cycles).end;
     counter((syndrome & packet::kAethKindMask) == packet::kAethAck ? "acks" : "naks")++;
-    qp.tx.last_wire_end = m_w.port.transmit(std::move(pkt), ready, qp.tx.last_wire_end).end;
+    qp.tx.last_wire_end = m_w.ports(qp.qpc.port).transmit(std::move(pkt), ready, qp.tx.last_wire_end).end;
 }
 
 }  // namespace hcasim::hca

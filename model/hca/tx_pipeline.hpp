@@ -25,7 +25,7 @@ public:
     struct Wiring {
         QpTable& qps;
         QpScheduler& scheduler;
-        Port& port;
+        const PortSet& ports;
     };
     TxPipeline(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w);
     // The producers it asks, in priority order (they need this pipeline to

@@ -1,7 +1,6 @@
 // QP asynchronous events of the connection's life: COMM_EST when a QP still
 // in RTR receives its first request, SQ_DRAINED when a QP moved to SQD has
-// finished the work it had started; and the path attributes a one-port
-// adapter without automatic path migration refuses instead of dropping.
+// finished the work it had started.
 #include <catch2/catch.hpp>
 
 #include "testbench/integration/harness.hpp"
@@ -168,60 +167,4 @@ TEST_CASE("a qp moved to sqd finishes the writes it started, raises IBV_EVENT_SQ
     CHECK(r.num("in_order") == 1);
     INFO("first bad byte at " << r.num("first_bad"));
     CHECK(r.num("intact") == 1);
-}
-
-TEST_CASE("ibv_modify_qp refuses an alternate path and an armed migration state instead of ignoring them",
-          "[integration][events]") {
-    const auto r = run_pair(
-        {},
-        [](Host& h, Record& rec) {
-            Side s(h, {});
-            const SideInfo peer = publish(h, s, "p");
-            const ConnOptions c;
-            need_rc(qp_to_init(s.qps[0], c.qp_access), "INIT");
-            need_rc(qp_to_rtr(s.qps[0], peer.lid, peer.qpn[0], 0, c), "RTR");
-            ibv_qp_attr a{};
-            a.qp_state = IBV_QPS_RTS;
-            a.sq_psn = 0;
-            a.timeout = 14;
-            a.retry_cnt = 7;
-            a.rnr_retry = 7;
-            a.max_rd_atomic = 1;
-            const int rts = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                            IBV_QP_MAX_QP_RD_ATOMIC;
-            a.alt_ah_attr.dlid = peer.lid;
-            a.alt_ah_attr.port_num = 1;
-            a.alt_port_num = 1;
-            a.alt_timeout = 14;
-            rec.num("alt_path", ibv_modify_qp(s.qps[0], &a, rts | IBV_QP_ALT_PATH));
-            a.path_mig_state = IBV_MIG_ARMED;
-            rec.num("armed", ibv_modify_qp(s.qps[0], &a, rts | IBV_QP_PATH_MIG_STATE));
-            rec.num("state_after_refusals", static_cast<int>(qp_state(s.qps[0])));
-            a.path_mig_state = IBV_MIG_MIGRATED;
-            rec.num("migrated", ibv_modify_qp(s.qps[0], &a, rts | IBV_QP_PATH_MIG_STATE));
-            ibv_qp_attr q{};
-            ibv_qp_init_attr qi{};
-            need_rc(ibv_query_qp(s.qps[0], &q, IBV_QP_STATE | IBV_QP_PATH_MIG_STATE, &qi), "ibv_query_qp");
-            rec.num("mig_state", q.path_mig_state);
-            rec.num("state", q.qp_state);
-            ibv_device_attr d{};
-            need_rc(ibv_query_device(s.ctx, &d), "ibv_query_device");
-            rec.num("apm_cap", (d.device_cap_flags & IBV_DEVICE_AUTO_PATH_MIG) != 0);
-            h.barrier("done");
-            s.close();
-        },
-        [](Host& h, Record&) {
-            Side s(h, {});
-            publish(h, s, "p");
-            h.barrier("done");
-            s.close();
-        });
-    HCASIM_REQUIRE_RUN(r);
-    CHECK(r.num("alt_path") == EOPNOTSUPP);
-    CHECK(r.num("armed") == EOPNOTSUPP);
-    CHECK(r.num("state_after_refusals") == IBV_QPS_RTR);
-    CHECK(r.num("migrated") == 0);
-    CHECK(r.num("mig_state") == IBV_MIG_MIGRATED);
-    CHECK(r.num("state") == IBV_QPS_RTS);
-    CHECK(r.num("apm_cap") == 0);
 }

@@ -16,8 +16,10 @@ namespace hcasim::testbench {
 
 class Node : public sc_core::sc_module {
 public:
-    // lid: the LID the subnet manager gave the adapter's port.
-    Node(const sc_core::sc_module_name& name, const sim::Config& cfg, int index, std::uint16_t lid);
+    // lid: the LID the subnet manager gave the adapter's port (lid2: its
+    // second port's, with port.count=2).
+    Node(const sc_core::sc_module_name& name, const sim::Config& cfg, int index, std::uint16_t lid,
+         std::uint16_t lid2 = 0);
 
     int index() const { return m_index; }
     host::Driver& driver() { return *m_driver; }

@@ -40,32 +40,54 @@ System::System(const sim::Config& cfg, int nodes) : m_cfg(cfg) {
         throw sim::ConfigError("fabric.topology=back_to_back connects at most 2 nodes, not " + std::to_string(nodes) +
                                " (fabric.nodes=" + std::to_string(nodes) + "); use fabric.topology=switch");
     m_sm = std::make_unique<fabric::SubnetManager>("subnet_manager", cfg);
+    const int ports = static_cast<int>(cfg.get_int("port.count"));
     for (int i = 0; i < nodes; ++i) {
+        // Port 1 of node i gets LID i + 1; a port 2 gets LID nodes + i + 1.
         const std::uint16_t lid = m_sm->assign_lid(i);
-        m_nodes.push_back(std::make_unique<Node>(("node" + std::to_string(i)).c_str(), cfg, i, lid));
+        const std::uint16_t lid2 = ports > 1 ? m_sm->assign_lid(nodes + i) : 0;
+        m_nodes.push_back(std::make_unique<Node>(("node" + std::to_string(i)).c_str(), cfg, i, lid, lid2));
         m_nodes.back()->driver().set_subnet_manager(m_sm.get());
     }
     const double cable = cfg.get_real("link.cable_m");
     const double ns_per_m = cfg.get_real("link.ns_per_m");
+    auto port_name = [](int node, unsigned num) {
+        return "node" + std::to_string(node) + (num == 1 ? ".port" : ".port" + std::to_string(num));
+    };
     if (topo == "back_to_back") {
-        if (nodes == 2) {
-            m_links.push_back(std::make_unique<fabric::Link>(cable, ns_per_m));
-            m_links[0]->connect(&m_nodes[0]->hca().port(), &m_nodes[1]->hca().port());
-            m_nodes[0]->hca().port().attach(m_links[0].get());
-            m_nodes[1]->hca().port().attach(m_links[0].get());
+        // Port n of one node to port n of the other.
+        for (unsigned num = 1; nodes == 2 && num <= static_cast<unsigned>(ports); ++num) {
+            auto link = std::make_unique<fabric::Link>(cable, ns_per_m);
+            hca::Port& a = m_nodes[0]->hca().port(num);
+            hca::Port& b = m_nodes[1]->hca().port(num);
+            link->connect(&a, &b);
+            a.attach(link.get());
+            b.attach(link.get());
+            m_ends.push_back({port_name(0, num), &a, &a, link.get()});
+            m_ends.push_back({port_name(1, num), &b, &b, link.get()});
+            m_links.push_back(std::move(link));
         }
     } else {
+        // Every port on its own switch port: node i's port n on switch port
+        // (n - 1) x nodes + i.
         const double rate = hca::link_rate(cfg).data_bytes_per_s();
-        m_switch = std::make_unique<fabric::IbSwitch>("switch0", cfg, rate, nodes);
-        for (int i = 0; i < nodes; ++i) {
-            Node& n = *m_nodes[static_cast<std::size_t>(i)];
-            auto link = std::make_unique<fabric::Link>(cable, ns_per_m);
-            link->connect(&n.hca().port(), m_switch->port(i));
-            n.hca().port().attach(link.get());
-            m_switch->attach(i, link.get());
-            // The subnet manager's sweep finds the port on switch port i.
-            m_sm->connect(n.hca().port().lid(), *m_switch, i);
-            m_links.push_back(std::move(link));
+        m_switch = std::make_unique<fabric::IbSwitch>("switch0", cfg, rate, nodes * ports);
+        for (unsigned num = 1; num <= static_cast<unsigned>(ports); ++num) {
+            std::vector<End> switch_ends;
+            for (int i = 0; i < nodes; ++i) {
+                const int sw_port = static_cast<int>(num - 1) * nodes + i;
+                hca::Port& p = m_nodes[static_cast<std::size_t>(i)]->hca().port(num);
+                auto link = std::make_unique<fabric::Link>(cable, ns_per_m);
+                link->connect(&p, m_switch->port(sw_port));
+                p.attach(link.get());
+                m_switch->attach(sw_port, link.get());
+                // The subnet manager's sweep finds the port on its switch port.
+                m_sm->connect(p.lid(), *m_switch, sw_port);
+                m_ends.push_back({port_name(i, num), &p, &p, link.get()});
+                switch_ends.push_back({std::string(m_switch->name()) + ".port" + std::to_string(sw_port),
+                                       m_switch->port(sw_port), nullptr, link.get()});
+                m_links.push_back(std::move(link));
+            }
+            m_ends.insert(m_ends.end(), switch_ends.begin(), switch_ends.end());
         }
     }
     wire_faults();
@@ -129,22 +151,7 @@ void System::schedule_subnet_and_device_events() {
 // Fault injection: rates per transmitting element and link outages, each
 // direction with its own generator seeded from sim.seed and its place.
 void System::wire_faults() {
-    struct End {
-        std::string name;
-        const fabric::Endpoint* endpoint;
-        hca::Port* port;  // null: a switch port
-        fabric::Link* link;
-    };
-    std::vector<End> ends;
-    const bool b2b = !m_switch;
-    for (std::size_t i = 0; i < m_nodes.size() && i < m_links.size() * (b2b ? 2 : 1); ++i) {
-        hca::Port& p = m_nodes[i]->hca().port();
-        ends.push_back({"node" + std::to_string(i) + ".port", &p, &p, m_links[b2b ? 0 : i].get()});
-    }
-    if (m_switch)
-        for (std::size_t i = 0; i < m_links.size(); ++i)
-            ends.push_back({std::string(m_switch->name()) + ".port" + std::to_string(i),
-                            m_switch->port(static_cast<int>(i)), nullptr, m_links[i].get()});
+    const std::vector<End>& ends = m_ends;
     std::vector<std::string> names;
     for (const End& e : ends) names.push_back(e.name);
     fabric::check_fault_elements(m_cfg, names);
@@ -247,8 +254,19 @@ std::vector<std::pair<std::string, std::uint64_t>> System::counter_values() cons
     }
     for (const sim::Block* b : fabric_blocks()) add_block(b);
     for (auto& kv : link_counters()) out.push_back(std::move(kv));
-    for (int i = 0; i < nodes(); ++i)
+    for (int i = 0; i < nodes(); ++i) {
         for (auto& [k, v] : linux_port_counters(i)) out.emplace_back("node" + std::to_string(i) + ".ports.1." + k, v);
+        // A second port's own counters; the transport's are counted once,
+        // under port 1.
+        if (m_nodes[static_cast<std::size_t>(i)]->hca().port_count() < 2) continue;
+        const std::string port2 = "node" + std::to_string(i) + ".hca.port2.";
+        const std::string linux2 = "node" + std::to_string(i) + ".ports.2.counters.";
+        out.emplace_back(linux2 + "port_xmit_data", counter(port2 + "tx_bytes") / 4);
+        out.emplace_back(linux2 + "port_rcv_data", counter(port2 + "rx_bytes") / 4);
+        out.emplace_back(linux2 + "port_xmit_packets", counter(port2 + "tx_packets"));
+        out.emplace_back(linux2 + "port_rcv_packets", counter(port2 + "rx_packets"));
+        out.emplace_back(linux2 + "port_xmit_discards", counter(port2 + "tx_dropped_link_down"));
+    }
     return out;
 }
 

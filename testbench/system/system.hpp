@@ -110,6 +110,15 @@ private:
     std::vector<std::unique_ptr<Node>> m_nodes;
     std::vector<std::unique_ptr<fabric::Link>> m_links;
     std::unique_ptr<fabric::IbSwitch> m_switch;
+    // Each end of each link, named as fault keys name it ("node1.port",
+    // "node1.port2", "switch0.port3"); the order seeds the fault generators.
+    struct End {
+        std::string name;
+        const fabric::Endpoint* endpoint;
+        hca::Port* port;  // null: a switch port
+        fabric::Link* link;
+    };
+    std::vector<End> m_ends;
     Oob m_oob;
     // fault.link_down at the adapter ports, scheduled when the first run starts.
     struct PortOutage {
