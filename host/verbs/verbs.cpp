@@ -68,6 +68,7 @@ ibv_wc_status wc_status(hca::CqeStatus s) {
     case hca::CqeStatus::RnrRetryExceeded: return IBV_WC_RNR_RETRY_EXC_ERR;
     case hca::CqeStatus::RemoteAborted: return IBV_WC_REM_ABORT_ERR;
     case hca::CqeStatus::GeneralError: return IBV_WC_GENERAL_ERR;
+    case hca::CqeStatus::FatalError: return IBV_WC_FATAL_ERR;
     }
     return IBV_WC_GENERAL_ERR;
 }

@@ -94,7 +94,13 @@ void Completer::handle_ack(QpContext& qp, const packet::Parsed& p, sim::Tick t) 
             counter("access_naks_received")++;
             fail_wqe(qp, psn, CqeStatus::RemoteAccess, t);
             break;
-        default: fail_wqe(qp, psn, CqeStatus::RemoteOperation, t); break;
+        case packet::kNakRemoteOperationalError: fail_wqe(qp, psn, CqeStatus::RemoteOperation, t); break;
+        default:
+            // Invalid RD request (a service this QP does not use) or a code
+            // the IBA reserves: no other status describes it.
+            counter("unknown_naks_received")++;
+            fail_wqe(qp, psn, CqeStatus::GeneralError, t);
+            break;
         }
         break;
     default: break;  // reserved syndrome

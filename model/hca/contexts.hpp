@@ -170,6 +170,7 @@ struct RecvWork {
     std::uint64_t desc_addr = 0;     // VI descriptor this work came from
     std::uint32_t desc_handle = 0;
     std::uint32_t vi_error = 0;      // kViStatus* error bits found at fetch
+    bool malformed = false;          // more data segments than the queue allows
 };
 
 // A shared receive queue (IBA 10.2.9.5): a ring of receive WQEs many QPs
@@ -194,6 +195,7 @@ struct SrqContext {
     std::uint16_t taken = 0;          // WQEs handed to QPs
     std::uint16_t head = 0;           // slot of the next WQE to fetch
     bool fetch_busy = false;
+    bool failed = false;              // a malformed WQE broke it: it gives out no more
     std::deque<RecvWork> cache;       // fetched, not yet handed to a QP
     std::uint32_t limit = 0;          // armed limit (0: disarmed)
     std::uint32_t entries() const { return 1u << log_size; }

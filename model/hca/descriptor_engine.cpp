@@ -24,7 +24,8 @@ std::uint32_t vi_error_bits(CqeStatus s) {
     case CqeStatus::RetryExceeded:
     case CqeStatus::RnrRetryExceeded:
     case CqeStatus::RemoteAborted:
-    case CqeStatus::GeneralError: return kViStatusTransportError;
+    case CqeStatus::GeneralError:
+    case CqeStatus::FatalError: return kViStatusTransportError;
     }
     return kViStatusTransportError;
 }

@@ -123,8 +123,25 @@ void Hca::fail_catastrophically(sim::Tick t) {
     HCASIM_LOG(sim::LogLevel::Info, name(), "catastrophic failure");
     m_completion.counter("catastrophic_errors")++;
     raise_async(t, AsyncEvent{AsyncEventType::Catastrophic, 0});
-    for (auto& qp : m_qps)
-        if (qp && qp->valid) enter_error(*qp, t);
+    // The work the adapter was executing completes with a fatal error, the
+    // rest is flushed.
+    for (auto& qp : m_qps) {
+        if (!qp || !qp->valid || qp->qpc.state == QpState::Err) continue;
+        qp->qpc.state = QpState::Err;
+        if (qp->is_vi()) flush(*qp, t);
+        else flush_work(*qp, t, CqeStatus::FatalError);
+    }
+}
+
+void Hca::fail_srq(std::uint32_t srqn, sim::Tick t) {
+    raise_async(t, AsyncEvent{AsyncEventType::SrqError, srqn});
+    for (auto& qp : m_qps) {
+        if (!qp || !qp->valid || qp->qpc.srqn != srqn) continue;
+        const QpState s = qp->qpc.state;
+        if (s != QpState::Rtr && s != QpState::Rts && s != QpState::Sqd && s != QpState::Sqe) continue;
+        raise_async(t, AsyncEvent{AsyncEventType::QpFatal, qp->qpn});
+        enter_error(*qp, t);
+    }
 }
 
 void Hca::enter_error(QpContext& qp, sim::Tick t) {
@@ -134,7 +151,11 @@ void Hca::enter_error(QpContext& qp, sim::Tick t) {
     flush(qp, t);
 }
 
-void Hca::flush(QpContext& qp, sim::Tick t) {
+void Hca::flush(QpContext& qp, sim::Tick t) { flush_work(qp, t, CqeStatus::WrFlush); }
+
+void Hca::flush_send(QpContext& qp, sim::Tick t) { flush_send_work(qp, t, CqeStatus::WrFlush); }
+
+void Hca::flush_work(QpContext& qp, sim::Tick t, CqeStatus in_progress) {
     if (qp.is_vi()) {
         m_descriptors.flush(qp, t);
         qp.resp.read_jobs.clear();
@@ -142,12 +163,13 @@ void Hca::flush(QpContext& qp, sim::Tick t) {
         qp.resp.write_in_progress = false;
         return;
     }
-    auto flushed = [&](std::uint32_t cqn, std::uint16_t index, bool is_send, CqeOpcode op) {
+    auto flushed = [&](std::uint32_t cqn, std::uint16_t index, bool is_send, CqeOpcode op,
+                       CqeStatus status = CqeStatus::WrFlush) {
         Cqe c{};
         c.qpn = qp.qpn;
         c.wqe_index = index;
         c.opcode = static_cast<std::uint8_t>(op);
-        c.status = static_cast<std::uint8_t>(CqeStatus::WrFlush);
+        c.status = static_cast<std::uint8_t>(status);
         c.flags = is_send ? kCqeIsSend : 0;
         if (!is_send && qp.xrc_target()) {
             c.src_qp = qp.recv_srqn();
@@ -155,8 +177,13 @@ void Hca::flush(QpContext& qp, sim::Tick t) {
         }
         m_completion.post(t, cqn, c);
     };
-    flush_send(qp, t);
-    for (const auto& r : qp.fetch.rq_cache) flushed(qp.recv_cqn(), r.wqe_index, false, CqeOpcode::Recv);
+    flush_send_work(qp, t, in_progress);
+    // A message being received is in progress on the first receive WQE.
+    bool receiving = qp.resp.recv_in_progress;
+    for (const auto& r : qp.fetch.rq_cache) {
+        flushed(qp.recv_cqn(), r.wqe_index, false, CqeOpcode::Recv, receiving ? in_progress : CqeStatus::WrFlush);
+        receiving = false;
+    }
     qp.fetch.rq_cache.clear();
     // A QP on an SRQ leaves the SRQ's WQEs to the others; the consumer
     // learns that this one will take no more (IBA 10.3.1, Last WQE Reached).
@@ -172,24 +199,24 @@ void Hca::flush(QpContext& qp, sim::Tick t) {
     qp.resp.write_in_progress = false;
 }
 
-void Hca::flush_send(QpContext& qp, sim::Tick t) {
-    auto flushed = [&](std::uint16_t index) {
+void Hca::flush_send_work(QpContext& qp, sim::Tick t, CqeStatus in_progress) {
+    auto flushed = [&](std::uint16_t index, CqeStatus status) {
         Cqe c{};
         c.qpn = qp.qpn;
         c.wqe_index = index;
         c.opcode = static_cast<std::uint8_t>(CqeOpcode::Send);
-        c.status = static_cast<std::uint8_t>(CqeStatus::WrFlush);
+        c.status = static_cast<std::uint8_t>(status);
         c.flags = kCqeIsSend;
         m_completion.post(t, qp.qpc.send_cqn, c);
     };
-    for (const auto& w : qp.req.send_q) flushed(w.wqe_index);
+    for (const auto& w : qp.req.send_q) flushed(w.wqe_index, w.started ? in_progress : CqeStatus::WrFlush);
     qp.req.send_q.clear();
     qp.req.tx_index = 0;
     qp.req.tx_offset = 0;
     qp.req.outstanding_reads = 0;
     // WQEs posted but never fetched: their indices are enough to flush them.
     if (!qp.fetch.sq_fetch_busy) {
-        for (; qp.fetch.sq_fetched != qp.fetch.sq_pi; ++qp.fetch.sq_fetched) flushed(qp.fetch.sq_fetched);
+        for (; qp.fetch.sq_fetched != qp.fetch.sq_pi; ++qp.fetch.sq_fetched) flushed(qp.fetch.sq_fetched, CqeStatus::WrFlush);
     }
 }
 

@@ -99,6 +99,7 @@ public:
     void enter_send_queue_error(QpContext& qp, sim::Tick t) override;
     // Completes every posted send WQE with a flush error.
     void flush_send(QpContext& qp, sim::Tick t) override;
+    void fail_srq(std::uint32_t srqn, sim::Tick t) override;
 
     // Called after firmware changes a QP's state, so blocks pick up work.
     void state_changed(QpContext& qp, sim::Tick t);
@@ -138,6 +139,10 @@ public:
 
 private:
     // Sends an MSI-X at t; the host's sink hears of it when it arrives.
+    // flush and flush_send, with this status for the WQEs already in
+    // progress (a flush error unless the adapter failed under them).
+    void flush_work(QpContext& qp, sim::Tick t, CqeStatus in_progress);
+    void flush_send_work(QpContext& qp, sim::Tick t, CqeStatus in_progress);
     template <typename F>
     void msix(sim::Tick t, F to_sink) {
         m_completion.at(m_pcie.msix(t), [this, to_sink]() {

@@ -169,6 +169,7 @@ enum class CqeStatus : std::uint8_t {
     RnrRetryExceeded = 13,
     RemoteAborted = 16,
     GeneralError = 21,
+    FatalError = 22,       // the adapter failed while the WQE was in progress
 };
 
 enum CqeFlags : std::uint8_t {

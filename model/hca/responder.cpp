@@ -80,6 +80,14 @@ Responder::Step Responder::check_psn(QpContext& qp, Request& r) {
             return Step::Done;
         }
         counter("lost_packet_gaps")++;
+        if (qp.resp.recv_in_progress && qp.recv_srqn() && !qp.fetch.rq_cache.empty()) {
+            // The abandoned message's WQE came from an SRQ and cannot go
+            // back: it completes as aborted.
+            counter("aborted_srq_receives")++;
+            packet::Parsed none;
+            none.h.lrh.slid = qp.qpc.dlid;
+            complete_recv(qp, r.t, none, CqeStatus::RemoteAborted, false, 0);
+        }
         qp.resp.recv_in_progress = false;
         qp.resp.write_in_progress = false;
         const bool starts = (r.info.send || r.info.write) && r.info.starts_message();
@@ -201,7 +209,23 @@ Responder::Step Responder::get_recv_wqe(QpContext& qp, Request& r) {
             return Step::Done;
         }
     }
+    if (qp.qpc.state == QpState::Err) {
+        // Its SRQ failed as the WQE was taken: the request cannot be served.
+        m_w.tx.send_ack(qp, r.t, packet::kAethNak | packet::kNakRemoteOperationalError, r.psn);
+        return Step::Done;
+    }
     r.t = std::max(r.t, qp.fetch.rq_cache.front().ready_at);
+    if (qp.fetch.rq_cache.front().malformed) {
+        // A malformed receive WQE: the request is NAKed, the WQE completes
+        // with a local QP operation error and the QP breaks (IBA 10.8.3.3,
+        // local work queue catastrophic error).
+        counter("malformed_recv_wqes")++;
+        HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " receive WQE " << qp.fetch.rq_cache.front().wqe_index
+                                                      << " is malformed");
+        fail(qp, r.t, packet::kNakRemoteOperationalError, CqeStatus::LocalQpOperation, r.psn, std::nullopt,
+             AsyncEventType::QpFatal);
+        return Step::Done;
+    }
     return Step::Next;
 }
 
@@ -276,10 +300,17 @@ Responder::Step Responder::execute_write(QpContext& qp, Request& r) {
             HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " RDMA WRITE rkey " << reth.rkey << " va 0x"
                                                           << std::hex << reth.va << std::dec << " len " << reth.dma_len
                                                           << ": " << to_string(tr.status));
-            // With immediate data the receive descriptor carries the error;
-            // without, only an asynchronous error can.
-            const bool to_desc = qp.is_vi() && r.info.consumes_rwqe && !qp.fetch.rq_cache.empty();
-            fail(qp, r.t, packet::kNakRemoteAccessError, to_desc ? CqeStatus::RemoteAccess : CqeStatus::Success, r.psn,
+            // With immediate data the receive WQE (or VI descriptor) the
+            // message would have consumed carries the error; without, only
+            // an asynchronous error can. UC drops the message and keeps the
+            // WQE for the next one.
+            const bool with_wqe = r.info.consumes_rwqe && !qp.fetch.rq_cache.empty();
+            const bool to_desc = qp.is_vi() && with_wqe;
+            const bool local_access = !qp.is_vi() && with_wqe && qp.service().acknowledged;
+            const CqeStatus status = to_desc        ? CqeStatus::RemoteAccess
+                                     : local_access ? CqeStatus::LocalAccess
+                                                    : CqeStatus::Success;
+            fail(qp, r.t, packet::kNakRemoteAccessError, status, r.psn,
                  to_desc ? std::nullopt : std::optional(AsyncEventType::ViRdmaWriteProtection));
             return Step::Done;
         }
@@ -533,7 +564,7 @@ void Responder::complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed& 
 }
 
 void Responder::fail(QpContext& qp, sim::Tick t, std::uint8_t nak_code, CqeStatus recv_status, std::uint32_t psn,
-                     std::optional<AsyncEventType> vi_event) {
+                     std::optional<AsyncEventType> vi_event, std::optional<AsyncEventType> ib_event) {
     counter("responder_errors")++;
     if (!qp.service().acknowledged && !qp.is_vi()) {
         // UC and UD send no NAKs and stay up: the message is dropped, and a
@@ -572,8 +603,9 @@ void Responder::fail(QpContext& qp, sim::Tick t, std::uint8_t nak_code, CqeStatu
     }
     qp.resp.recv_in_progress = false;
     qp.resp.write_in_progress = false;
-    m_w.errors.raise_async(t, AsyncEvent{nak_code == packet::kNakRemoteAccessError ? AsyncEventType::QpAccessError
-                                                                                   : AsyncEventType::QpRequestError,
+    m_w.errors.raise_async(t, AsyncEvent{ib_event                                      ? *ib_event
+                                         : nak_code == packet::kNakRemoteAccessError ? AsyncEventType::QpAccessError
+                                                                                     : AsyncEventType::QpRequestError,
                                          qp.qpn});
     m_w.errors.enter_error(qp, t);
 }

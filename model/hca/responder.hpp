@@ -72,8 +72,11 @@ private:
     void respond(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::uint32_t psn);
     // Ends a responder-side error: NAK to the requester, CQE for the
     // receive WQE if one was in use, QP to error.
+    // ib_event: the affiliated event of an RC QP when not the one the NAK
+    // implies (access error or request error).
     void fail(QpContext& qp, sim::Tick t, std::uint8_t nak_code, CqeStatus recv_status, std::uint32_t psn,
-              std::optional<AsyncEventType> vi_event = std::nullopt);
+              std::optional<AsyncEventType> vi_event = std::nullopt,
+              std::optional<AsyncEventType> ib_event = std::nullopt);
     void complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed& p, CqeStatus status, bool rdma_imm,
                        std::uint32_t byte_len);
 

@@ -7,10 +7,11 @@
 
 namespace hcasim::hca {
 
-void parse_recv_wqe(const std::uint8_t* wqe, std::uint32_t max_sge, RecvWork& w) {
+bool parse_recv_wqe(const std::uint8_t* wqe, std::uint32_t max_sge, RecvWork& w) {
     RecvWqeCtrl ctrl;
     std::memcpy(&ctrl, wqe, sizeof ctrl);
     w.wqe_index = ctrl.wqe_index;
+    w.malformed = ctrl.num_sge > max_sge;
     const std::uint32_t n = std::min<std::uint32_t>(ctrl.num_sge, max_sge);
     w.sges.resize(n);
     std::uint64_t total = 0;
@@ -19,6 +20,7 @@ void parse_recv_wqe(const std::uint8_t* wqe, std::uint32_t max_sge, RecvWork& w)
         total += w.sges[i].length;
     }
     w.length = static_cast<std::uint32_t>(std::min<std::uint64_t>(total, 0xffffffffull));
+    return !w.malformed;
 }
 
 SrqEngine::SrqEngine(const sc_core::sc_module_name& name, const HcaParams& p, DmaEngine& dma, QpErrorHandler& events)
@@ -55,6 +57,7 @@ sim::Tick SrqEngine::read_record(SrqContext& srq, sim::Tick t) {
 }
 
 sim::Tick SrqEngine::fetch(SrqContext& srq, sim::Tick t, bool demand) {
+    if (srq.failed) return t;
     if (demand && srq.fetched == srq.posted) t = read_record(srq, t);
     if ((srq.fetch_busy && !demand) || srq.fetched == srq.posted || srq.cache.size() >= m_p.srq_prefetch_depth) return t;
     const std::uint32_t pending = static_cast<std::uint16_t>(srq.posted - srq.fetched);
@@ -113,6 +116,18 @@ sim::Tick SrqEngine::take(QpContext& qp, SrqContext& srq, sim::Tick t, bool dema
         }
         t = fetch(srq, t, true);
         if (srq.cache.empty()) return t;
+    }
+    if (srq.failed) return t;
+    if (srq.cache.front().malformed) {
+        // A WQE the engine cannot give out: the SRQ is broken for every QP
+        // on it (SRQ error, each QP fatal).
+        HCASIM_LOG(sim::LogLevel::Info, path(), "SRQ " << srq.srqn << " WQE " << srq.cache.front().wqe_index
+                                                       << " is malformed: the SRQ fails");
+        srq.failed = true;
+        srq.cache.clear();
+        counter("srq_errors")++;
+        m_events.fail_srq(srq.srqn, t);
+        return t;
     }
     qp.fetch.rq_cache.push_back(std::move(srq.cache.front()));
     srq.cache.pop_front();

@@ -17,8 +17,9 @@
 namespace hcasim::hca {
 
 // Decodes one receive WQE (control segment and up to max_sge data
-// segments); QP rings and SRQs share the format.
-void parse_recv_wqe(const std::uint8_t* wqe, std::uint32_t max_sge, RecvWork& out);
+// segments); QP rings and SRQs share the format. A WQE with more segments
+// than max_sge is malformed: false, and out says so.
+bool parse_recv_wqe(const std::uint8_t* wqe, std::uint32_t max_sge, RecvWork& out);
 
 class SrqEngine final : public sim::Block, public SharedReceiveQueues {
 public:

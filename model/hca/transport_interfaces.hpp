@@ -182,6 +182,9 @@ public:
     // already in the error state that was rung), or of the send queue only.
     virtual void flush(QpContext& qp, sim::Tick t) = 0;
     virtual void flush_send(QpContext& qp, sim::Tick t) = 0;
+    // An SRQ can give out no more WQEs: it reports the SRQ error, and every
+    // QP on it reports a fatal error and goes to the error state.
+    virtual void fail_srq(std::uint32_t srqn, sim::Tick t) = 0;
 };
 
 // Where a packet goes: LRH, BTH destination QP and, when global, the GRH.

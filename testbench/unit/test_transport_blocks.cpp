@@ -173,6 +173,7 @@ struct StubErrors : QpErrorHandler {
     }
     void flush(QpContext&, sim::Tick) override { ++flushes; }
     void flush_send(QpContext&, sim::Tick) override { ++flushes; }
+    void fail_srq(std::uint32_t, sim::Tick) override { events.push_back(AsyncEventType::SrqError); }
 };
 
 struct StubRewinder : RequestRewinder {
