@@ -177,6 +177,11 @@ Responder::Step Responder::check_xrc(QpContext& qp, Request& r) {
 Responder::Step Responder::get_recv_wqe(QpContext& qp, Request& r) {
     if (qp.fetch.rq_cache.empty()) {
         r.t = m_w.fetch.prefetch_recv(qp, r.t, true);
+        if (qp.qpc.state == QpState::Err) {
+            // Its SRQ failed as the WQE was taken: the request cannot be served.
+            m_w.tx.send_ack(qp, r.t, packet::kAethNak | packet::kNakRemoteOperationalError, r.psn);
+            return Step::Done;
+        }
         if (qp.fetch.rq_cache.empty() && !qp.service().rnr_nak && !qp.is_vi()) {
             // UC and UD have no receiver-not-ready: the message is dropped.
             counter("dropped_no_recv_wqe")++;
@@ -208,11 +213,6 @@ Responder::Step Responder::get_recv_wqe(QpContext& qp, Request& r) {
             respond(qp, r.t, packet::kAethRnrNak | (qp.qpc.min_rnr_timer & packet::kAethValueMask), r.psn);
             return Step::Done;
         }
-    }
-    if (qp.qpc.state == QpState::Err) {
-        // Its SRQ failed as the WQE was taken: the request cannot be served.
-        m_w.tx.send_ack(qp, r.t, packet::kAethNak | packet::kNakRemoteOperationalError, r.psn);
-        return Step::Done;
     }
     r.t = std::max(r.t, qp.fetch.rq_cache.front().ready_at);
     if (qp.fetch.rq_cache.front().malformed) {
