@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <map>
 #include <limits>
 #include <new>
@@ -991,7 +992,11 @@ int ibv_modify_qp(struct ibv_qp* ibqp, struct ibv_qp_attr* attr, int mask) {
         m |= fw::kAttrAltPath;
     }
     if (mask & IBV_QP_PATH_MIG_STATE) {
-        switch (attr->path_mig_state) {
+        // Read as the integer the program stored: a value outside the enum
+        // is refused, not undefined.
+        std::underlying_type_t<ibv_mig_state> mig;
+        std::memcpy(&mig, &attr->path_mig_state, sizeof mig);
+        switch (mig) {
         case IBV_MIG_MIGRATED: a.mig = hca::PathMigState::Migrated; break;
         case IBV_MIG_REARM: a.mig = hca::PathMigState::Rearm; break;
         case IBV_MIG_ARMED: a.mig = hca::PathMigState::Armed; break;

@@ -67,6 +67,7 @@ void Completer::handle_ack(QpContext& qp, const packet::Parsed& p, sim::Tick t) 
     case packet::kAethAck: ack_received(qp, psn, t); break;
     case packet::kAethRnrNak:
         counter("rnr_naks_received")++;
+        ++qp.counters.rnr_nak_retry_err;
         ack_received(qp, psn_add(psn, kPsnMask), t);
         if (qp.qpc.rnr_retry != 7) {  // 7: retry for ever
             if (qp.req.rnr_retries_left == 0) {
@@ -83,6 +84,7 @@ void Completer::handle_ack(QpContext& qp, const packet::Parsed& p, sim::Tick t) 
         switch (syn & packet::kAethValueMask) {
         case packet::kNakPsnSequenceError:
             counter("sequence_naks_received")++;
+            ++qp.counters.packet_seq_err;
             ack_received(qp, psn_add(psn, kPsnMask), t);
             m_requester->rewind(qp, psn, t);
             break;
@@ -186,6 +188,7 @@ bool Completer::implied_nak(QpContext& qp, const SendWork& answered, sim::Tick t
         if (&w == &answered || !w.started) return false;
         if ((w.op == WqeOpcode::RdmaRead || is_atomic(w.op)) && !w.acked) {
             counter("implied_naks")++;
+        ++qp.counters.implied_nak_seq_err;
             ack_received(qp, psn_add(w.first_psn, kPsnMask), t);
             m_requester->rewind(qp, w.first_psn, t);
             return true;
@@ -205,6 +208,7 @@ void Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
                 // Acknowledged past it: its answer was lost (implied NAK).
                 if (!is_local_operation(w.op) && psn_diff(psn, last_psn(w)) >= 0) {
                     counter("implied_naks")++;
+                    ++qp.counters.implied_nak_seq_err;
                     if (progress) restart_ack_timer(qp, t);
                     retire(qp, t);
                     m_requester->rewind(qp, w.first_psn, t);
@@ -280,6 +284,7 @@ void Completer::ack_timeout(std::uint32_t qpn) {
         return;
     }
     counter("ack_timeouts")++;
+    ++qp->counters.local_ack_timeout_err;
     if (qp->req.retries_left == 0) {
         // An armed QP fails over to its alternate path and retries there.
         if (!m_migration || !m_migration->fail_over(*qp, now)) {

@@ -44,10 +44,14 @@ bool CompletionEngine::post(sim::Tick t, std::uint32_t cqn, Cqe cqe) {
         // As rdma_hw_stats splits them: requester (send queue) or responder
         // (receive queue), flushes apart from errors.
         const bool req = cqe.flags & kCqeIsSend;
-        if (static_cast<CqeStatus>(cqe.status) == CqeStatus::WrFlush)
+        QpContext* qp = m_w.qps.context(cqe.qpn, ready).qp;
+        if (static_cast<CqeStatus>(cqe.status) == CqeStatus::WrFlush) {
             counter(req ? "req_cqe_flush_errors" : "resp_cqe_flush_errors")++;
-        else
+            if (qp) ++(req ? qp->counters.req_cqe_flush_error : qp->counters.resp_cqe_flush_error);
+        } else {
             counter(req ? "req_cqe_errors" : "resp_cqe_errors")++;
+            if (qp) ++(req ? qp->counters.req_cqe_error : qp->counters.resp_cqe_error);
+        }
     }
     if (cq->listener) cq->listener->cqe_written(cqn, visible);
     if (cq->armed && (!cq->armed_solicited || (cqe.flags & kCqeSolicited) || cqe.status != 0)) {

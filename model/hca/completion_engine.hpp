@@ -21,6 +21,7 @@ public:
         DmaEngine& dma;
         QpErrorHandler& errors;      // CQ overrun is an asynchronous event
         InterruptRaiser& interrupts;
+        QpTable& qps;                // the QP's own CQE error counters
     };
     CompletionEngine(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w);
 

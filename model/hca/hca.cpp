@@ -26,7 +26,7 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Pcie
       m_migration("path_migration", m_p, {m_ports, *this}),
       m_dma(make_dma_engine(m_p, pcie)),
       m_translation("translation", m_p, m_mpt_table, pcie),
-      m_completion("completion_engine", m_p, {*this, *m_dma, *this, *this}),
+      m_completion("completion_engine", m_p, {*this, *m_dma, *this, *this, *this}),
       m_scheduler("qp_scheduler", m_p),
       m_srqs("srq_engine", m_p, *m_dma, *this),
       m_tx("tx_pipeline", m_p, {*this, m_scheduler, m_ports}),
@@ -92,6 +92,7 @@ void Hca::write_qpc(QpContext& qp, const Qpc& image, std::uint32_t loads) {
 
 void Hca::remove_qp(std::uint32_t qpn) {
     if (QpContext* q = qp(qpn)) {
+        m_retired_counters[qpn] += q->counters;
         m_scheduler.remove(*q);
         m_qps[qpn].reset();
     }
@@ -240,6 +241,13 @@ void Hca::state_changed(QpContext& qp, sim::Tick t) {
     if (qp.qpc.state == QpState::Rts) m_tx.kick(qp, t);
     if (qp.qpc.state == QpState::Sqd) m_completer.report_drained(qp, t);
     else qp.req.sq_drained_reported = false;
+}
+
+std::vector<std::pair<std::uint32_t, QpCounters>> Hca::qp_counters() const {
+    std::map<std::uint32_t, QpCounters> all = m_retired_counters;
+    for (const auto& q : m_qps)
+        if (q && q->valid) all[q->qpn] += q->counters;
+    return {all.begin(), all.end()};
 }
 
 std::vector<sim::Block*> Hca::blocks() {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -134,6 +135,9 @@ public:
         m_descriptors.complete(qp, recv, desc_addr, desc_handle, status, length, imm, t);
     }
 
+    // Each QP number's counters, those of destroyed QPs included (a number
+    // used again adds up), by QP number.
+    std::vector<std::pair<std::uint32_t, QpCounters>> qp_counters() const;
     // Every block, for counters and reports.
     std::vector<sim::Block*> blocks();
 
@@ -155,6 +159,7 @@ private:
     ProtectionTable m_mpt_table;
     std::vector<std::unique_ptr<QpContext>> m_qps;
     std::vector<CqContext> m_cqs;
+    std::map<std::uint32_t, QpCounters> m_retired_counters;  // of destroyed QPs
     InterruptSink* m_sink = nullptr;
 
     Port m_port;

@@ -187,10 +187,66 @@ struct ResponderState {
     bool last_wqe_reached = false;  // reported once the QP left an SRQ in error
 };
 
+// The QP's own counters, named as rdma_hw_stats names them for a QP
+// (rdma statistic qp): what its requester, responder and completions met.
+struct QpCounters {
+    std::uint64_t local_ack_timeout_err = 0;
+    std::uint64_t packet_seq_err = 0;       // sequence error NAKs received
+    std::uint64_t implied_nak_seq_err = 0;
+    std::uint64_t rnr_nak_retry_err = 0;    // RNR NAKs received
+    std::uint64_t out_of_sequence = 0;      // requests after a gap
+    std::uint64_t duplicate_request = 0;
+    std::uint64_t out_of_buffer = 0;        // requests that found no receive WQE
+    std::uint64_t rx_write_requests = 0;
+    std::uint64_t rx_read_requests = 0;
+    std::uint64_t rx_atomic_requests = 0;
+    std::uint64_t req_cqe_error = 0;
+    std::uint64_t req_cqe_flush_error = 0;
+    std::uint64_t resp_cqe_error = 0;
+    std::uint64_t resp_cqe_flush_error = 0;
+
+    // f(name, value) for each counter, in this order.
+    template <typename F>
+    void each(F f) const {
+        f("local_ack_timeout_err", local_ack_timeout_err);
+        f("packet_seq_err", packet_seq_err);
+        f("implied_nak_seq_err", implied_nak_seq_err);
+        f("rnr_nak_retry_err", rnr_nak_retry_err);
+        f("out_of_sequence", out_of_sequence);
+        f("duplicate_request", duplicate_request);
+        f("out_of_buffer", out_of_buffer);
+        f("rx_write_requests", rx_write_requests);
+        f("rx_read_requests", rx_read_requests);
+        f("rx_atomic_requests", rx_atomic_requests);
+        f("req_cqe_error", req_cqe_error);
+        f("req_cqe_flush_error", req_cqe_flush_error);
+        f("resp_cqe_error", resp_cqe_error);
+        f("resp_cqe_flush_error", resp_cqe_flush_error);
+    }
+    QpCounters& operator+=(const QpCounters& o) {
+        local_ack_timeout_err += o.local_ack_timeout_err;
+        packet_seq_err += o.packet_seq_err;
+        implied_nak_seq_err += o.implied_nak_seq_err;
+        rnr_nak_retry_err += o.rnr_nak_retry_err;
+        out_of_sequence += o.out_of_sequence;
+        duplicate_request += o.duplicate_request;
+        out_of_buffer += o.out_of_buffer;
+        rx_write_requests += o.rx_write_requests;
+        rx_read_requests += o.rx_read_requests;
+        rx_atomic_requests += o.rx_atomic_requests;
+        req_cqe_error += o.req_cqe_error;
+        req_cqe_flush_error += o.req_cqe_flush_error;
+        resp_cqe_error += o.resp_cqe_error;
+        resp_cqe_flush_error += o.resp_cqe_flush_error;
+        return *this;
+    }
+};
+
 struct QpContext {
     bool valid = false;
     std::uint32_t qpn = 0;
     Qpc qpc;                        // architected: written by firmware
+    QpCounters counters;
     QpFetchState fetch;
     QpDescriptorState desc;
     RequesterState req;

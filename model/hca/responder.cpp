@@ -77,9 +77,11 @@ Responder::Step Responder::check_psn(QpContext& qp, Request& r) {
         // on the next packet that starts one (IBA 9.7.5.1.1 for UC).
         if (d < 0) {
             counter("dropped_duplicates")++;
+            ++qp.counters.duplicate_request;
             return Step::Done;
         }
         counter("lost_packet_gaps")++;
+        ++qp.counters.out_of_sequence;
         if (qp.resp.recv_in_progress && qp.recv_srqn() && !qp.fetch.rq_cache.empty()) {
             // The abandoned message's WQE came from an SRQ and cannot go
             // back: it completes as aborted.
@@ -100,6 +102,7 @@ Responder::Step Responder::check_psn(QpContext& qp, Request& r) {
         // A repeated atomic is answered from its saved result, never
         // executed twice (IBA 9.7.5.2.3); one too old to be saved is dropped.
         counter("duplicate_atomics")++;
+        ++qp.counters.duplicate_request;
         for (const auto& saved : qp.resp.atomic_results) {
             if (saved.psn != r.psn) continue;
             queue_atomic_ack(qp, r.t, saved.psn, saved.orig, saved.msn);
@@ -111,17 +114,20 @@ Responder::Step Responder::check_psn(QpContext& qp, Request& r) {
         // A repeated READ is executed again from the PSN it asks for
         // (IBA 9.7.5.2.2): the requester lost part of the answer.
         counter("duplicate_reads")++;
+        ++qp.counters.duplicate_request;
         execute_read(qp, r, true);
         return Step::Done;
     }
     if (d < 0) {
         // Duplicate: the requester missed our ACK; acknowledge again.
         counter("duplicates")++;
+        ++qp.counters.duplicate_request;
         respond(qp, r.t, packet::kAethAck | packet::kAethCreditsInvalid, psn_add(qp.resp.epsn, kPsnMask));
         return Step::Done;
     }
     if (d > 0) {
         counter("out_of_sequence")++;
+        ++qp.counters.out_of_sequence;
         if (!qp.resp.nak_outstanding) {
             qp.resp.nak_outstanding = true;
             respond(qp, r.t, packet::kAethNak | packet::kNakPsnSequenceError, qp.resp.epsn);
@@ -185,6 +191,7 @@ Responder::Step Responder::get_recv_wqe(QpContext& qp, Request& r) {
         if (qp.fetch.rq_cache.empty() && !qp.service().rnr_nak && !qp.is_vi()) {
             // UC and UD have no receiver-not-ready: the message is dropped.
             counter("dropped_no_recv_wqe")++;
+            ++qp.counters.out_of_buffer;
             qp.resp.epsn = psn_add(r.psn, 1);
             return Step::Done;
         }
@@ -206,6 +213,7 @@ Responder::Step Responder::get_recv_wqe(QpContext& qp, Request& r) {
         }
         if (qp.fetch.rq_cache.empty()) {
             counter("rnr_naks")++;
+            ++qp.counters.out_of_buffer;
             HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " has no receive WQE for PSN " << r.psn
                                                           << " (posted " << qp.fetch.rq_pi << ", fetched " << qp.fetch.rq_fetched
                                                           << "): RNR NAK");
@@ -289,6 +297,7 @@ Responder::Step Responder::execute_send(QpContext& qp, Request& r) {
 Responder::Step Responder::execute_write(QpContext& qp, Request& r) {
     if (r.info.starts_message()) {
         (*m_n_write_requests)++;
+        ++qp.counters.rx_write_requests;
         const packet::Reth& reth = *r.p.h.reth;
         qp.resp.write_spans.clear();
         const Translation tr = (qp.qpc.access & kRemoteWrite)
@@ -339,6 +348,7 @@ Responder::Step Responder::execute_write(QpContext& qp, Request& r) {
 
 Responder::Step Responder::execute_read(QpContext& qp, Request& r, bool repeated) {
     counter("read_requests")++;
+    ++qp.counters.rx_read_requests;
     const packet::Reth& reth = *r.p.h.reth;
     ReadResponseJob job;
     const Translation tr = (qp.qpc.access & kRemoteRead)
@@ -372,6 +382,7 @@ Responder::Step Responder::execute_read(QpContext& qp, Request& r, bool repeated
 // once the original value is on chip.
 Responder::Step Responder::execute_atomic(QpContext& qp, Request& r) {
     counter("atomic_requests")++;
+    ++qp.counters.rx_atomic_requests;
     const packet::AtomicEth& a = *r.p.h.atomic_eth;
     if (a.va % kAtomicBytes != 0) {
         HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " atomic at misaligned va 0x" << std::hex << a.va);

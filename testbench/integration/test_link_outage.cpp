@@ -199,3 +199,45 @@ TEST_CASE("hcasim --counters prints the linux port counters in text and, with --
                         std::to_string(c.at("node0.ports.1.counters.port_xmit_data").get<long long>()) + "\n") !=
           std::string::npos);
 }
+
+TEST_CASE("hcasim --counters gives each qp its own counters, which add up to the port's", "[integration][cli][counters]") {
+    const auto json = run_hcasim("bw --sizes 4096 -n 300 -q 3 --set fault.drop=0.02 --counters --format json");
+    REQUIRE(json.exit_code == 0);
+    const auto nl = json.out.find('\n');
+    REQUIRE(nl != std::string::npos);
+    nlohmann::json counters;
+    REQUIRE_NOTHROW(counters = nlohmann::json::parse(json.out.substr(nl + 1)));
+    const auto& c = counters.at("counters");
+    // name -> per-QP values of that counter on node n
+    auto per_qp = [&](int n, const std::string& name) {
+        std::vector<long long> v;
+        const std::string prefix = "node" + std::to_string(n) + ".qps.";
+        for (auto it = c.begin(); it != c.end(); ++it) {
+            const std::string& k = it.key();
+            if (k.rfind(prefix, 0) == 0 && k.size() > name.size() && k.compare(k.size() - name.size() - 1, std::string::npos, "." + name) == 0)
+                v.push_back(it.value().get<long long>());
+        }
+        return v;
+    };
+    auto sum = [](const std::vector<long long>& v) {
+        long long s = 0;
+        for (long long x : v) s += x;
+        return s;
+    };
+    const auto writes = per_qp(1, "rx_write_requests");
+    REQUIRE(writes.size() == 3);
+    for (long long w : writes) CHECK(w == 300);
+    CHECK(sum(writes) == c.at("node1.ports.1.hw_counters.rx_write_requests").get<long long>());
+    for (const char* name : {"local_ack_timeout_err", "packet_seq_err", "implied_nak_seq_err"}) {
+        INFO(name);
+        CHECK(sum(per_qp(0, name)) == c.at(std::string("node0.ports.1.hw_counters.") + name).get<long long>());
+    }
+    CHECK(sum(per_qp(0, "local_ack_timeout_err")) + sum(per_qp(0, "packet_seq_err")) +
+              sum(per_qp(0, "implied_nak_seq_err")) > 0);
+    for (const char* name : {"out_of_sequence", "duplicate_request"}) {
+        INFO(name);
+        CHECK(sum(per_qp(1, name)) == c.at(std::string("node1.ports.1.hw_counters.") + name).get<long long>());
+    }
+    // The receiver's QPs sent nothing: no requester counters.
+    CHECK(per_qp(1, "local_ack_timeout_err").empty());
+}

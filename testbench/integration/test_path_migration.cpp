@@ -235,7 +235,8 @@ TEST_CASE("a dual-port adapter reports both ports and the verbs path-migration a
                                  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
             u.path_mig_state = IBV_MIG_REARM;
             rec.num("rearm_without_alt", ibv_modify_qp(s.qps[0], &u, rts_mask | IBV_QP_PATH_MIG_STATE));
-            u.path_mig_state = static_cast<ibv_mig_state>(7);
+            const unsigned bad_mig = 7;  // no ibv_mig_state has this value
+            std::memcpy(&u.path_mig_state, &bad_mig, sizeof bad_mig);
             u.alt_ah_attr.dlid = peer.lid1;
             u.alt_ah_attr.sl = 3;
             u.alt_port_num = 1;

@@ -256,6 +256,11 @@ std::vector<std::pair<std::string, std::uint64_t>> System::counter_values() cons
     for (auto& kv : link_counters()) out.push_back(std::move(kv));
     for (int i = 0; i < nodes(); ++i) {
         for (auto& [k, v] : linux_port_counters(i)) out.emplace_back("node" + std::to_string(i) + ".ports.1." + k, v);
+        // Each QP's counters that are not zero.
+        for (const auto& [qpn, c] : m_nodes[static_cast<std::size_t>(i)]->hca().qp_counters())
+            c.each([&](const char* name, std::uint64_t v) {
+                if (v) out.emplace_back("node" + std::to_string(i) + ".qps." + std::to_string(qpn) + "." + name, v);
+            });
         // A second port's own counters; the transport's are counted once,
         // under port 1.
         if (m_nodes[static_cast<std::size_t>(i)]->hca().port_count() < 2) continue;

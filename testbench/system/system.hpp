@@ -84,7 +84,8 @@ public:
     // Hardware counters of every block, "node0.hca.tx_pipeline.packets = 12",
     // then of each faulty link, then each node's port counters under the
     // names Linux gives them in sysfs ("node0.ports.1.counters.port_xmit_data",
-    // "node0.ports.1.hw_counters.local_ack_timeout_err").
+    // "node0.ports.1.hw_counters.local_ack_timeout_err"), then each QP's
+    // that are not zero ("node1.qps.65.duplicate_request").
     std::vector<std::pair<std::string, std::uint64_t>> counter_values() const;
     // counter_values() as "name = value" lines.
     std::string counters() const;
