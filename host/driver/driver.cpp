@@ -42,7 +42,7 @@ void Driver::free_pinned(void* p) {
 }
 
 Driver::Driver(const DeviceInfo& info, hca::Hca& hca, firmware::CommandInterface& fw, const HostCosts& costs)
-    : m_info(info), m_hca(hca), m_fw(fw), m_costs(costs), m_memory_written(hca.pcie().memory().written()) {
+    : m_info(info), m_hca(hca), m_fw(fw), m_costs(costs), m_memory(hca.pcie().memory()) {
     m_hca.set_interrupt_sink(this);
 }
 
@@ -180,21 +180,39 @@ int Driver::destroy_cq(DriverCq* cq) {
 
 int Driver::poll_cq(DriverCq& cq, int max, Completion* out) {
     const sim::Tick t0 = sim::now_ps();
+    // Every other API call costs CPU time, so a thread that polls a CQ the
+    // instant its last poll of it came back empty is spinning on it: only
+    // such a poll may stand for a run of empty polls. A poll made once, in a
+    // loop that goes on to other work, returns after one poll's time.
+    const sc_core::sc_process_b* thread = sc_core::sc_get_current_process_b();
+    const bool spinning = cq.empty_poll_end == t0 && cq.empty_poll_thread == thread;
     spend_cpu(m_costs.poll_cq);
     int n = read_cqes(cq, max, out);
-    if (n == 0 && max > 0 && m_costs.poll_fast_forward && m_costs.poll_cq > 0) {
+    if (n == 0 && max > 0 && spinning && m_costs.poll_fast_forward && m_costs.poll_cq > 0) {
         // The ring can only change when the adapter writes host memory. Sleep
         // until it does, then resume on the poll grid (t0 + k * cost) exactly
-        // where the next of a run of empty polls would have looked.
+        // where the next of a run of empty polls would have looked. A poll
+        // does not see what is written at its own instant (HostMemory), so
+        // after one the next poll one step later is the first that can.
         const sim::Tick cost = m_costs.poll_cq;
         const sim::Tick horizon = t0 + m_costs.poll_horizon;
         while (n == 0 && sim::now_ps() + cost <= horizon) {
-            sc_core::wait(sim::to_sc(horizon - sim::now_ps()), m_memory_written);
-            const sim::Tick w = sim::now_ps();
-            const sim::Tick grid = t0 + (w - t0 + cost - 1) / cost * cost;
-            if (grid > w) sc_core::wait(sim::to_sc(grid - w));
+            if (m_memory.wrote_now()) {
+                sc_core::wait(sim::to_sc(cost));
+            } else {
+                sc_core::wait(sim::to_sc(horizon - sim::now_ps()), m_memory.written());
+                const sim::Tick w = sim::now_ps();
+                const sim::Tick grid = t0 + (w - t0 + cost - 1) / cost * cost;
+                if (grid > w) sc_core::wait(sim::to_sc(grid - w));
+            }
             n = read_cqes(cq, max, out);
         }
+    }
+    if (n == 0) {
+        cq.empty_poll_end = sim::now_ps();
+        cq.empty_poll_thread = thread;
+    } else {
+        cq.empty_poll_end = ~sim::Tick(0);
     }
     return n;
 }
@@ -202,9 +220,11 @@ int Driver::poll_cq(DriverCq& cq, int max, Completion* out) {
 int Driver::read_cqes(DriverCq& cq, int max, Completion* out) {
     int n = 0;
     const std::uint32_t mask = (1u << cq.log_size) - 1;
+    const bool fresh_writes = m_memory.wrote_now();
     while (n < max) {
         const Cqe& c = cq.ring[cq.consumer & mask];
         if ((c.owner & 1) != ((cq.consumer >> cq.log_size) & 1)) break;
+        if (fresh_writes && m_memory.wrote_now(&c, sizeof c)) break;  // written at this very instant
         Completion& o = out[n];
         o = Completion{};
         o.status = static_cast<hca::CqeStatus>(c.status);

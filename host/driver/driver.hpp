@@ -88,6 +88,9 @@ struct DriverCq {
     int qp_refs = 0;
     std::uint32_t events_delivered = 0;
     std::function<void()> on_interrupt;  // KVIPL: signal the CQ's wait object
+    // The last empty poll: when it ended and which host thread made it.
+    sim::Tick empty_poll_end = ~sim::Tick(0);
+    const sc_core::sc_process_b* empty_poll_thread = nullptr;
 };
 
 // A shared receive queue: a ring of WQE slots linked into a list. The
@@ -314,7 +317,7 @@ private:
     int sa_join(const Gid& mgid, std::uint16_t mlid);
     void sa_leave(const Gid& mgid);
     HostCosts m_costs;
-    const sc_core::sc_event& m_memory_written;
+    pcie::HostMemory& m_memory;
     std::map<std::uint32_t, int> m_pds;  // pdn -> objects using it
     std::map<std::uint32_t, std::unique_ptr<DriverCq>> m_cqs;
     std::map<std::uint32_t, std::unique_ptr<DriverQp>> m_qps;

@@ -22,11 +22,13 @@ void declare_host_params(sim::ParamRegistry& r) {
     ns("host.interrupt_ns", "2500", "MSI-X arrival to the blocked thread running again",
        "estimate: interrupt handler plus a scheduler wake-up of a few microseconds");
     r.add({"host.poll_fast_forward", K::Bool, "", "true", 0, 0, {},
-           "simulate a run of empty ibv_poll_cq calls as one step that ends at the first poll able to see a change "
-           "(same simulated time and result as polling one call at a time, far fewer thread switches)",
+           "simulate a run of empty ibv_poll_cq calls of a thread spinning on one CQ as one step that ends at the "
+           "first poll able to see a change (same simulated times and results as polling one call at a time, far "
+           "fewer thread switches)",
            "simulator speed; set false to step every empty poll"});
-    ns("host.poll_horizon_ns", "1000", "longest fast-forwarded run of empty polls before ibv_poll_cq returns 0",
-       "keeps polling loops with their own time-outs responsive", 1);
+    ns("host.poll_horizon_ns", "10000", "longest fast-forwarded run of empty polls before ibv_poll_cq returns 0",
+       "simulator speed against the responsiveness of polling loops that watch the clock: such a loop sees the "
+       "time move in steps of up to this much", 1);
 }
 
 const sim::ParamDeclarations kParams{sim::param_rank::kHost + 10, "host", declare_host_params};

@@ -339,9 +339,11 @@ KVIP_RETURN done(_VIP_VI* vi, bool recv, KVIP_DESCRIPTOR** out) {
         return KVIP_DESCRIPTOR_ERROR;
     }
     KVIP_DESCRIPTOR* head = q.front().desc;
-    // The adapter DMA-writes Status: read it as the CPU would.
+    // The adapter DMA-writes Status: read it as the CPU would, and not
+    // before the instant after the write (HostMemory::wrote_now).
     const KVIP_ULONG status = *static_cast<volatile KVIP_ULONG*>(&head->CS.Status);
     if (!(status & KVIP_STATUS_DONE)) return KVIP_NOT_DONE;
+    if (d->hca().pcie().memory().wrote_now(&head->CS.Status, sizeof status)) return KVIP_NOT_DONE;
     q.pop_front();
     if (out) *out = head;
     return (status & KVIP_STATUS_ERROR_MASK) ? KVIP_DESCRIPTOR_ERROR : KVIP_SUCCESS;

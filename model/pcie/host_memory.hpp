@@ -14,6 +14,8 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <systemc>
 
@@ -66,14 +68,35 @@ public:
     }
     void write(std::uint64_t addr, const void* src, std::size_t n) {
         if (n == 0) return;
-        std::memcpy(host_bytes(addr, n), src, n);
+        std::uint8_t* dst = host_bytes(addr, n);
+        std::memcpy(dst, src, n);
         m_bytes_written += n;
+        const sim::Tick now = sim::now_ps();
+        if (now != m_writes_now_at) {
+            m_writes_now.clear();
+            m_writes_now_at = now;
+        }
+        m_writes_now.emplace_back(dst, n);
         m_written.notify(sc_core::SC_ZERO_TIME);
     }
 
     // Notified whenever the adapter writes host memory: the only way what a
     // polling host thread sees can change.
     const sc_core::sc_event& written() const { return m_written; }
+
+    // A host read at time T sees what the adapter wrote before T, not what
+    // it writes at T: otherwise a read and a write at the same instant would
+    // be ordered by how SystemC happens to schedule the two threads, and a
+    // polling loop's result would depend on how it is simulated. Polls ask
+    // these before believing what they read.
+    bool wrote_now() const { return m_writes_now_at == sim::now_ps() && !m_writes_now.empty(); }
+    bool wrote_now(const void* host, std::size_t n) const {
+        if (!wrote_now()) return false;
+        const auto* p = static_cast<const std::uint8_t*>(host);
+        for (const auto& [dst, len] : m_writes_now)
+            if (p < dst + len && dst < p + n) return true;
+        return false;
+    }
 
     std::uint64_t bytes_read() const { return m_bytes_read; }
     std::uint64_t bytes_written() const { return m_bytes_written; }
@@ -93,6 +116,8 @@ private:
     std::map<std::uint64_t, Range> m_ranges;  // by bus address of the first page
     std::uint64_t m_next_page = kFirstBusPage;
     sc_core::sc_event m_written;
+    std::vector<std::pair<const std::uint8_t*, std::size_t>> m_writes_now;  // host ranges written at m_writes_now_at
+    sim::Tick m_writes_now_at = 0;
     std::uint64_t m_bytes_read = 0;
     std::uint64_t m_bytes_written = 0;
 };

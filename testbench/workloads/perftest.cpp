@@ -251,11 +251,16 @@ void spin_until(Host& h, const volatile std::uint8_t* p, std::uint8_t value) {
     const sim::Tick cost = std::max<sim::Tick>(1, h.node().driver().costs().poll_memory);
     const sim::Tick t0 = h.now();
     const sim::Tick deadline = t0 + 100000 * sim::kPsPerUs;
-    const sc_core::sc_event& written = h.node().pcie().memory().written();
+    const pcie::HostMemory& memory = h.node().pcie().memory();
     sc_core::wait(sim::to_sc(cost));
-    while (*p != value) {
+    // A read does not see a write of its own instant (HostMemory::wrote_now).
+    while (*p != value || memory.wrote_now(const_cast<const std::uint8_t*>(p), 1)) {
         if (h.now() > deadline) throw std::runtime_error("no RDMA WRITE data arrived within 100 ms of simulated time");
-        sc_core::wait(sim::to_sc(deadline - h.now() + cost), written);
+        if (memory.wrote_now()) {
+            sc_core::wait(sim::to_sc(cost));
+            continue;
+        }
+        sc_core::wait(sim::to_sc(deadline - h.now() + cost), memory.written());
         const sim::Tick w = h.now();
         const sim::Tick grid = t0 + (w - t0 + cost - 1) / cost * cost;
         if (grid > w) sc_core::wait(sim::to_sc(grid - w));
