@@ -187,12 +187,6 @@ bool CommandInterface::apply_modify_qp(std::uint32_t qpn, const QpAttributes& a,
     return true;
 }
 
-hca::QpState CommandInterface::query_qp_state(std::uint32_t qpn) {
-    execute();
-    const hca::QpContext* qp = m_hca.qp(qpn);
-    return qp ? qp->qpc.state : hca::QpState::Err;
-}
-
 bool CommandInterface::query_qp(std::uint32_t qpn, QpAttributes& a) {
     execute();
     const hca::QpContext* qp = m_hca.qp(qpn);

@@ -114,8 +114,6 @@ public:
     // One mailbox command's time for a command without context changes.
     void mailbox() { execute(); }
     bool destroy_qp(std::uint32_t qpn);
-    // The state the adapter has the QP in (it may have moved it to error).
-    hca::QpState query_qp_state(std::uint32_t qpn);
     // QUERY_QP: the state and what the adapter may change of the paths
     // (automatic path migration) into a; false when there is no such QP.
     bool query_qp(std::uint32_t qpn, QpAttributes& a);

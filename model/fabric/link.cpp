@@ -43,12 +43,6 @@ FaultRates fault_rates(const sim::Config& cfg, const std::string& element) {
     return FaultRates{rate("drop"), rate("corrupt"), rate("duplicate")};
 }
 
-namespace {
-
-bool parse_time(const std::string& s, sim::Tick& out) { return sim::parse_time_with_unit(s, out); }
-
-}  // namespace
-
 std::vector<LinkOutage> link_outages(const sim::Config& cfg) {
     std::vector<LinkOutage> out;
     std::stringstream all(cfg.get_text("fault.link_down"));
@@ -58,7 +52,8 @@ std::vector<LinkOutage> link_outages(const sim::Config& cfg) {
         const std::size_t plus = entry.find('+', at == std::string::npos ? 0 : at);
         LinkOutage o;
         if (at == std::string::npos || plus == std::string::npos || at == 0 ||
-            !parse_time(entry.substr(at + 1, plus - at - 1), o.start) || !parse_time(entry.substr(plus + 1), o.duration))
+            !sim::parse_time_with_unit(entry.substr(at + 1, plus - at - 1), o.start) ||
+            !sim::parse_time_with_unit(entry.substr(plus + 1), o.duration))
             throw sim::ConfigError("invalid value '" + sim::printable(entry) +
                                    "' for fault.link_down: expected ELEMENT@START+DURATION, for example "
                                    "node1.port@10us+5us");

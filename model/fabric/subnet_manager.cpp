@@ -49,12 +49,7 @@ std::vector<ScheduledPortChange> scheduled_port_changes(const sim::Config& cfg, 
             ScheduledPortChange c{k.what, -1, 0};
             bool ok = false;
             if (k.per_node) {
-                const std::size_t at = entry.find('@');
-                if (at != std::string::npos && entry.rfind("node", 0) == 0 && at > 4 &&
-                    entry.find_first_not_of("0123456789", 4) == at) {
-                    c.node = std::stoi(entry.substr(4, at - 4));
-                    ok = c.node < nodes && sim::parse_time_with_unit(entry.substr(at + 1), c.at);
-                }
+                ok = parse_node_at(entry, nodes, c.node, c.at);
             } else {
                 ok = sim::parse_time_with_unit(entry, c.at);
             }
@@ -68,6 +63,15 @@ std::vector<ScheduledPortChange> scheduled_port_changes(const sim::Config& cfg, 
     }
     std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.at < b.at; });
     return out;
+}
+
+bool parse_node_at(const std::string& entry, int nodes, int& node, sim::Tick& at) {
+    const std::size_t sep = entry.find('@');
+    if (sep == std::string::npos || entry.rfind("node", 0) != 0 || sep <= 4 ||
+        entry.find_first_not_of("0123456789", 4) != sep || sep - 4 > 6)
+        return false;
+    node = std::stoi(entry.substr(4, sep - 4));
+    return node < nodes && sim::parse_time_with_unit(entry.substr(sep + 1), at);
 }
 
 std::uint16_t SubnetManager::reassign_lid(std::uint16_t old_lid) {

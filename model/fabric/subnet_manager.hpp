@@ -45,6 +45,9 @@ struct ScheduledPortChange {
 // sm.client_reregister (TIME) entries, in time order; a malformed entry or
 // one naming no node of the nodes is a ConfigError naming it.
 std::vector<ScheduledPortChange> scheduled_port_changes(const sim::Config& cfg, int nodes);
+// One nodeN@TIME entry of a schedule key: false unless N names one of the
+// nodes and TIME is a time with its unit.
+bool parse_node_at(const std::string& entry, int nodes, int& node, sim::Tick& at);
 
 class SubnetManager : public sim::Block {
 public:

@@ -398,15 +398,7 @@ public:
     // brings every QP to RTS connected to the peer's QP of the same index.
     void connect(const std::string& tag, int peer, const ConnOptions& c = {}) {
         ibv_port_attr port{};
-        need_rc(ibv_query_port(ctx, 1, &port), "ibv_query_port");
-        SideInfo mine;
-        mine.lid = port.lid;
-        mine.psn = c.psn & 0xffffff;
-        mine.addr = reinterpret_cast<std::uintptr_t>(buf);
-        mine.rkey = mr->rkey;
-        mine.length = opt.buffer_bytes;
-        mine.nqps = static_cast<std::uint32_t>(qps.size());
-        for (std::size_t i = 0; i < qps.size() && i < 32; ++i) mine.qpn[i] = qps[i]->qp_num;
+        SideInfo mine = describe(c.psn, &port);
         for (int g = 0; g < 2 && g < port.gid_tbl_len; ++g) need_rc(ibv_query_gid(ctx, 1, g, &mine.gid[g]), "ibv_query_gid");
         host.put_value(tag + "/" + std::to_string(host.index()), mine);
         peer_info = host.get_value<SideInfo>(tag + "/" + std::to_string(peer));
@@ -465,6 +457,23 @@ public:
             ah = ibv_create_ah(pd, &av);
             need(ah != nullptr, "ibv_create_ah");
         }
+    }
+
+    // What this side publishes: port 1's LID, the buffer, its rkey and the
+    // QP numbers (port: port 1's attributes, as queried for the LID).
+    SideInfo describe(std::uint32_t psn = 0, ibv_port_attr* port = nullptr) {
+        ibv_port_attr p{};
+        need_rc(ibv_query_port(ctx, 1, &p), "ibv_query_port");
+        if (port) *port = p;
+        SideInfo me;
+        me.lid = p.lid;
+        me.psn = psn & 0xffffff;
+        me.addr = reinterpret_cast<std::uintptr_t>(buf);
+        me.rkey = mr->rkey;
+        me.length = opt.buffer_bytes;
+        me.nqps = static_cast<std::uint32_t>(qps.size());
+        for (std::size_t i = 0; i < qps.size() && i < 32; ++i) me.qpn[i] = qps[i]->qp_num;
+        return me;
     }
 
     ibv_sge sge(std::size_t offset, std::uint32_t len) const {
@@ -578,6 +587,49 @@ public:
     std::uint64_t remote_addr = 0;
     std::uint32_t remote_rkey = 0;
 };
+
+// The next async event of s's device as key.rc and key.type, and what it
+// names: key.port for a port event (else 0); for a QP event key.our_qp
+// (whether it is s's first QP) and key.qp (the QP's index in s.qps, -1 if
+// none); for an SRQ event key.our_srq; for CQ_ERR key.cq ("send", "recv" or
+// "other").
+inline void record_async_event(Side& s, Record& rec, const std::string& key) {
+    ibv_async_event ev{};
+    rec.num(key + ".rc", ibv_get_async_event(s.ctx, &ev));
+    rec.num(key + ".type", static_cast<int>(ev.event_type));
+    bool port_event = false, qp_event = false;
+    switch (ev.event_type) {
+    case IBV_EVENT_PORT_ACTIVE:
+    case IBV_EVENT_PORT_ERR:
+    case IBV_EVENT_LID_CHANGE:
+    case IBV_EVENT_PKEY_CHANGE:
+    case IBV_EVENT_SM_CHANGE:
+    case IBV_EVENT_CLIENT_REREGISTER:
+    case IBV_EVENT_GID_CHANGE: port_event = true; break;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED: rec.num(key + ".our_srq", ev.element.srq == s.srq); break;
+    case IBV_EVENT_CQ_ERR:
+        rec.set(key + ".cq", ev.element.cq == s.send_cq ? "send" : ev.element.cq == s.recv_cq ? "recv" : "other");
+        break;
+    case IBV_EVENT_DEVICE_FATAL: break;
+    default: qp_event = true;
+    }
+    rec.num(key + ".port", port_event ? ev.element.port_num : 0);
+    const bool first_qp = qp_event && !s.qps.empty() && ev.element.qp == s.qps[0];
+    rec.num(key + ".our_qp", first_qp);
+    if (qp_event) {
+        long index = -1;
+        for (std::size_t i = 0; i < s.qps.size(); ++i)
+            if (ev.element.qp == s.qps[i]) index = static_cast<long>(i);
+        rec.num(key + ".qp", index);
+    }
+    ibv_ack_async_event(&ev);
+}
+
+// The next n async events as key.0, key.1, ...
+inline void record_async_events(Side& s, Record& rec, const std::string& key, int n) {
+    for (int i = 0; i < n; ++i) record_async_event(s, rec, key + "." + std::to_string(i));
+}
 
 // ---------------------------------------------------------------------------
 // Data transfer cases: node 0 is the requester, node 1 the responder. Data

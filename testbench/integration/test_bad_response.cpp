@@ -65,15 +65,7 @@ RunResult run_bad_read(std::size_t answered_bytes) {
         },
         [](Host& h, Record&) {
             Side s(h, {});
-            ibv_port_attr port{};
-            need_rc(ibv_query_port(s.ctx, 1, &port), "ibv_query_port");
-            SideInfo me;
-            me.lid = port.lid;
-            me.addr = reinterpret_cast<std::uintptr_t>(s.buf);
-            me.rkey = s.mr->rkey;
-            me.nqps = 1;
-            me.qpn[0] = s.qps[0]->qp_num;
-            h.put_value("peer", me);
+            h.put_value("peer", s.describe());
             h.barrier("done");
             s.close();
         });

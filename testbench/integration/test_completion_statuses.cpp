@@ -19,20 +19,6 @@ namespace {
 
 constexpr std::uint8_t kTooManySges = 200;
 
-// The next n async events as key.i.type (and whether they name QP 0 or
-// the SRQ).
-void record_events(Side& s, Record& rec, const std::string& key, int n) {
-    for (int i = 0; i < n; ++i) {
-        ibv_async_event ev{};
-        const std::string k = key + "." + std::to_string(i);
-        rec.num(k + ".rc", ibv_get_async_event(s.ctx, &ev));
-        rec.num(k + ".type", static_cast<int>(ev.event_type));
-        if (ev.event_type == IBV_EVENT_SRQ_ERR) rec.num(k + ".our_srq", ev.element.srq == s.srq);
-        else if (ev.event_type != IBV_EVENT_DEVICE_FATAL) rec.num(k + ".qp", ev.element.qp == s.qps[0] ? 0 : 1);
-        ibv_ack_async_event(&ev);
-    }
-}
-
 void record_wcs(Record& rec, const std::string& key, const std::vector<ibv_wc>& wcs) {
     rec.num(key + ".n", static_cast<long long>(wcs.size()));
     for (std::size_t i = 0; i < wcs.size(); ++i) rec.wc(key + "." + std::to_string(i), wcs[i]);
@@ -120,7 +106,7 @@ TEST_CASE("a malformed receive wqe completes with IBV_WC_LOC_QP_OP_ERR, breaks i
             s.connect("r", 0);
             h.barrier("posted");
             record_wcs(rec, "recv", s.poll(s.recv_cq, 1, 1000));
-            record_events(s, rec, "ev", 1);
+            record_async_events(s, rec, "ev", 1);
             rec.num("state", static_cast<int>(qp_state(s.qps[0])));
             h.barrier("done");
             s.close();
@@ -159,7 +145,7 @@ TEST_CASE("an rdma write with immediate data and a bad rkey completes the respon
             need_rc(s.post_recv(s.qps[0], {s.sge(64, 64)}, 91), "post_recv");
             h.barrier("posted");
             record_wcs(rec, "recv", s.poll(s.recv_cq, 2, 1000));
-            record_events(s, rec, "ev", 1);
+            record_async_events(s, rec, "ev", 1);
             int touched = 0;
             for (int i = 0; i < 4096; ++i) touched += s.buf[i] != 0x11;
             rec.num("touched", touched);
@@ -308,7 +294,7 @@ TEST_CASE("work in progress when the adapter fails completes with IBV_WC_FATAL_E
             rec.num("post2", s.post_send(s.qps[0], IBV_WR_RDMA_WRITE, {s.sge(kBig, 4096)}, IBV_SEND_SIGNALED, 2,
                                          s.remote_addr, s.remote_rkey));
             record_wcs(rec, "wc", s.poll(s.send_cq, 2, 2000));
-            record_events(s, rec, "ev", 1);
+            record_async_events(s, rec, "ev", 1);
             h.barrier("done");
             s.close();
         },
@@ -365,7 +351,7 @@ TEST_CASE("a malformed wqe in a shared receive queue raises IBV_EVENT_SRQ_ERR an
             s.connect("s", 0);
             h.barrier("posted");
             // SRQ_ERR, then for each QP QP_FATAL and LAST_WQE_REACHED.
-            record_events(s, rec, "ev", 5);
+            record_async_events(s, rec, "ev", 5);
             record_wcs(rec, "recv", s.poll(s.recv_cq, 4, 200));
             rec.num("state0", static_cast<int>(qp_state(s.qps[0])));
             rec.num("state1", static_cast<int>(qp_state(s.qps[1])));

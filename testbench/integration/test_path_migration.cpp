@@ -85,20 +85,6 @@ ibv_qp_attr query(Side& s) {
     return q;
 }
 
-// The next n async events: type, port or whether they name the QP.
-void record_events(Side& s, Record& rec, const std::string& key, int n) {
-    for (int i = 0; i < n; ++i) {
-        ibv_async_event ev{};
-        const std::string k = key + "." + std::to_string(i);
-        rec.num(k + ".rc", ibv_get_async_event(s.ctx, &ev));
-        rec.num(k + ".type", static_cast<int>(ev.event_type));
-        const bool port_event = ev.event_type == IBV_EVENT_PORT_ERR || ev.event_type == IBV_EVENT_PORT_ACTIVE;
-        rec.num(k + ".port", port_event ? ev.element.port_num : 0);
-        rec.num(k + ".our_qp", !port_event && ev.element.qp == s.qps[0]);
-        ibv_ack_async_event(&ev);
-    }
-}
-
 struct Scenario {
     std::string topology = "back_to_back";
     std::string link_down;
@@ -149,7 +135,7 @@ RunResult run_apm(const Scenario& sc) {
             rec.num("ok", ok);
             if (!wcs.empty()) rec.num("first_status", wcs[0].status);
             if (!wcs.empty()) rec.num("last_status", wcs.back().status);
-            record_events(s, rec, "ev0", sc.events0);
+            record_async_events(s, rec, "ev0", sc.events0);
             const ibv_qp_attr q = query(s);
             rec.num("port_after", q.port_num);
             rec.num("dlid_after", q.ah_attr.dlid);
@@ -167,7 +153,7 @@ RunResult run_apm(const Scenario& sc) {
             h.barrier("connected");
             h.barrier("armed");
             rec.num("mig_armed1", query(s).path_mig_state);
-            record_events(s, rec, "ev1", sc.events1);
+            record_async_events(s, rec, "ev1", sc.events1);
             h.barrier("done");
             const auto want = pattern(sc.writes * kBlock, 31);
             rec.num("first_bad", first_mismatch(s.buf, want.data(), want.size()));
@@ -419,7 +405,7 @@ TEST_CASE("software migrates an armed qp with IBV_MIG_MIGRATED and the peer foll
             const PortsInfo peer = exchange(h, s, "m");
             connect_with_alternate(s, peer, 14);
             h.barrier("connected");
-            record_events(s, rec, "ev1", 1);
+            record_async_events(s, rec, "ev1", 1);
             h.barrier("written");
             const auto want = pattern(8192, 5);
             rec.num("first_bad", first_mismatch(s.buf, want.data(), want.size()));

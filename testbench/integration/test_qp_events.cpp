@@ -11,25 +11,8 @@ using namespace hcasim::test;
 namespace {
 
 SideInfo publish(Host& h, Side& s, const std::string& tag) {
-    ibv_port_attr port{};
-    need_rc(ibv_query_port(s.ctx, 1, &port), "ibv_query_port");
-    SideInfo me;
-    me.lid = port.lid;
-    me.addr = reinterpret_cast<std::uintptr_t>(s.buf);
-    me.rkey = s.mr->rkey;
-    me.nqps = 1;
-    me.qpn[0] = s.qps[0]->qp_num;
-    h.put_value(tag + "/" + std::to_string(h.index()), me);
+    h.put_value(tag + "/" + std::to_string(h.index()), s.describe());
     return h.get_value<SideInfo>(tag + "/" + std::to_string(1 - h.index()));
-}
-
-// The next async event: its type and whether it names the side's QP 0.
-void record_event(Side& s, Record& rec, const std::string& key) {
-    ibv_async_event ev{};
-    rec.num(key + ".rc", ibv_get_async_event(s.ctx, &ev));
-    rec.num(key + ".type", static_cast<int>(ev.event_type));
-    rec.num(key + ".our_qp", ev.element.qp == s.qps[0]);
-    ibv_ack_async_event(&ev);
 }
 
 }  // namespace
@@ -62,7 +45,7 @@ TEST_CASE("a send to a qp still in rtr is received and raises IBV_EVENT_COMM_EST
             h.barrier("peer in rtr");
             const auto w = s.poll(s.recv_cq, 1);
             if (!w.empty()) rec.wc("recv", w[0]);
-            record_event(s, rec, "event");
+            record_async_event(s, rec, "event");
             rec.num("state_at_event", static_cast<int>(qp_state(s.qps[0])));
             rec.num("intact", std::equal(s.buf + 4096, s.buf + 4196, pattern(100, 9).begin()));
             // The consumer now moves the QP to RTS, as it would on the event.
@@ -109,7 +92,7 @@ TEST_CASE("a qp moved to sqd finishes the writes it started, raises IBV_EVENT_SQ
             need_rc(ibv_query_qp(s.qps[0], &q, IBV_QP_STATE, &qi), "ibv_query_qp");
             rec.num("state", q.qp_state);
             rec.num("draining", q.sq_draining);
-            record_event(s, rec, "event");
+            record_async_event(s, rec, "event");
             // What had started has completed by the event; nothing else runs.
             const auto first = s.poll(s.send_cq, kWrites, 2000);
             rec.num("before_rts", static_cast<long long>(first.size()));

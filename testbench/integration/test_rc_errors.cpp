@@ -22,23 +22,6 @@ SideOptions two_qps() {
     return o;
 }
 
-// Waits for the next async event and records its type, and which of the
-// side's QPs (index) or CQs ("send"/"recv") it names.
-void record_async_event(Side& s, Record& rec, const std::string& key) {
-    ibv_async_event ev{};
-    rec.num(key + ".rc", ibv_get_async_event(s.ctx, &ev));
-    rec.num(key + ".type", static_cast<int>(ev.event_type));
-    if (ev.event_type == IBV_EVENT_CQ_ERR) {
-        rec.set(key + ".cq", ev.element.cq == s.send_cq ? "send" : ev.element.cq == s.recv_cq ? "recv" : "other");
-    } else {
-        long idx = -1;
-        for (std::size_t i = 0; i < s.qps.size(); ++i)
-            if (ev.element.qp == s.qps[i]) idx = static_cast<long>(i);
-        rec.num(key + ".qp", idx);
-    }
-    ibv_ack_async_event(&ev);
-}
-
 }  // namespace
 
 TEST_CASE("a send with an invalid lkey completes with IBV_WC_LOC_PROT_ERR and the other QP keeps working",
@@ -889,15 +872,7 @@ TEST_CASE("rdma write to a QP the peer does not have completes with IBV_WC_RETRY
         },
         [](Host& h, Record&) {
             Side s(h, {});
-            ibv_port_attr port{};
-            ibv_query_port(s.ctx, 1, &port);
-            SideInfo me;
-            me.lid = port.lid;
-            me.addr = reinterpret_cast<std::uintptr_t>(s.buf);
-            me.rkey = s.mr->rkey;
-            me.nqps = 1;
-            me.qpn[0] = s.qps[0]->qp_num;
-            h.put_value("peer", me);
+            h.put_value("peer", s.describe());
             h.barrier("done");
             s.close();
         });

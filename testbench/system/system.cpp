@@ -95,13 +95,9 @@ System::System(const sim::Config& cfg, int nodes) : m_cfg(cfg) {
     std::stringstream all(m_cfg.get_text("fault.catastrophic"));
     for (std::string entry; std::getline(all, entry, ',');) {
         if (entry.empty()) continue;
-        const std::size_t at = entry.find('@');
         sim::Tick t = 0;
         int node = -1;
-        if (at != std::string::npos && entry.rfind("node", 0) == 0 && at > 4 &&
-            entry.find_first_not_of("0123456789", 4) == at)
-            node = std::stoi(entry.substr(4, at - 4));
-        if (node < 0 || node >= nodes || !sim::parse_time_with_unit(entry.substr(at + 1), t))
+        if (!fabric::parse_node_at(entry, nodes, node, t))
             throw sim::ConfigError("invalid value '" + sim::printable(entry) +
                                    "' for fault.catastrophic: expected nodeN@TIME with N below " + std::to_string(nodes) +
                                    ", for example node0@100us");
