@@ -436,6 +436,8 @@ void CmAgent::handle(const CmMessage& m, std::uint16_t slid, sim::Tick t) {
         return;
     }
     case CmAttr::Drep: return;
+    case CmAttr::SidrReq:
+    case CmAttr::SidrRep: return;  // not in the VI protocol: decode() refuses them
     }
 }
 

@@ -189,22 +189,12 @@ int Driver::poll_cq(DriverCq& cq, int max, Completion* out) {
     spend_cpu(m_costs.poll_cq);
     int n = read_cqes(cq, max, out);
     if (n == 0 && max > 0 && spinning && m_costs.poll_fast_forward && m_costs.poll_cq > 0) {
-        // The ring can only change when the adapter writes host memory. Sleep
-        // until it does, then resume on the poll grid (t0 + k * cost) exactly
-        // where the next of a run of empty polls would have looked. A poll
-        // does not see what is written at its own instant (HostMemory), so
-        // after one the next poll one step later is the first that can.
+        // Sleep through the polls that cannot see a change, on the poll grid
+        // (t0 + k * cost) a run of empty polls would have.
         const sim::Tick cost = m_costs.poll_cq;
         const sim::Tick horizon = t0 + m_costs.poll_horizon;
         while (n == 0 && sim::now_ps() + cost <= horizon) {
-            if (m_memory.wrote_now()) {
-                sc_core::wait(sim::to_sc(cost));
-            } else {
-                sc_core::wait(sim::to_sc(horizon - sim::now_ps()), m_memory.written());
-                const sim::Tick w = sim::now_ps();
-                const sim::Tick grid = t0 + (w - t0 + cost - 1) / cost * cost;
-                if (grid > w) sc_core::wait(sim::to_sc(grid - w));
-            }
+            sleep_to_next_useful_read(m_memory, t0, cost, horizon);
             n = read_cqes(cq, max, out);
         }
     }

@@ -1,5 +1,7 @@
 #include "host/driver/host_cpu.hpp"
 
+#include "model/pcie/host_memory.hpp"
+
 namespace hcasim::host {
 
 void declare_host_params(sim::ParamRegistry& r) {
@@ -50,6 +52,18 @@ HostCosts HostCosts::from(const sim::Config& c) {
 
 void spend_cpu(sim::Tick d) {
     if (d) sc_core::wait(sim::to_sc(d));
+}
+
+void sleep_to_next_useful_read(const pcie::HostMemory& memory, sim::Tick t0, sim::Tick cost, sim::Tick until) {
+    if (memory.wrote_now()) {
+        sc_core::wait(sim::to_sc(cost));
+        return;
+    }
+    const sim::Tick now = sim::now_ps();
+    sc_core::wait(sim::to_sc(until > now ? until - now : 0), memory.written());
+    const sim::Tick w = sim::now_ps();
+    const sim::Tick grid = t0 + (w - t0 + cost - 1) / cost * cost;
+    if (grid > w) sc_core::wait(sim::to_sc(grid - w));
 }
 
 }  // namespace hcasim::host

@@ -6,6 +6,10 @@
 #include "model/sim/config.hpp"
 #include "model/sim/time.hpp"
 
+namespace hcasim::pcie {
+class HostMemory;
+}
+
 namespace hcasim::host {
 
 void declare_host_params(sim::ParamRegistry& r);
@@ -27,5 +31,13 @@ struct HostCosts {
 
 // Spends d of CPU time in the calling host thread.
 void spend_cpu(sim::Tick d);
+
+// One step of a spin loop that reads host memory every cost from t0 (now is
+// on that grid, just after a read that saw nothing): sleeps through the reads
+// that cannot see anything new. Only an adapter write changes what a read
+// sees, and a read does not see a write of its own instant, so the step ends
+// one read later when such a write is pending, else at the first grid point
+// at or after the next write, or at the first at or after until.
+void sleep_to_next_useful_read(const pcie::HostMemory& memory, sim::Tick t0, sim::Tick cost, sim::Tick until);
 
 }  // namespace hcasim::host

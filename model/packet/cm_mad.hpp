@@ -8,24 +8,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/packet/ib_cm_mad.hpp"
+
 namespace hcasim::packet {
 
-inline constexpr std::size_t kMadBytes = 256;
-inline constexpr std::uint8_t kMgmtClassCm = 0x07;
-inline constexpr std::uint8_t kMadMethodSend = 0x03;
+inline constexpr std::size_t kMadBytes = ibcm::kMadBytes;
+inline constexpr std::uint8_t kMgmtClassCm = ibcm::kMgmtClass;
+inline constexpr std::uint8_t kMadMethodSend = ibcm::kMethodSend;
 inline constexpr std::uint32_t kGsiQkey = 0x80010000;
 inline constexpr std::size_t kCmMaxAddressBytes = 64;  // host address + discriminator
 
-// CM attribute IDs (IBA table 202).
-enum class CmAttr : std::uint16_t {
-    Req = 0x0010,
-    Mra = 0x0011,
-    Rej = 0x0012,
-    Rep = 0x0013,
-    Rtu = 0x0014,
-    Dreq = 0x0015,
-    Drep = 0x0016,
-};
+// CM attribute IDs (IBA table 102): this protocol uses REQ to DREP.
+using CmAttr = ibcm::Attr;
 
 // REJ reasons this protocol uses.
 enum class CmReject : std::uint16_t {

@@ -35,6 +35,12 @@ public:
         if (!v.empty()) std::memcpy(m_d + byte, v.data(), v.size());
     }
     void gid(std::size_t byte, const Gid& g) { std::memcpy(m_d + byte, g.data(), g.size()); }
+    // An area of up to max bytes whose length is a field of its own.
+    void counted(std::size_t len_byte, unsigned len_bit, unsigned len_width, std::size_t at, std::size_t max,
+                 const std::vector<std::uint8_t>& v) {
+        bits(len_byte, len_bit, len_width, v.size());
+        area(at, max, v);
+    }
 
 private:
     std::uint8_t* m_d;
@@ -55,9 +61,19 @@ public:
     }
     void area(std::size_t byte, std::size_t size, std::vector<std::uint8_t>& v) { v.assign(m_d + byte, m_d + byte + size); }
     void gid(std::size_t byte, Gid& g) { std::memcpy(g.data(), m_d + byte, g.size()); }
+    void counted(std::size_t len_byte, unsigned len_bit, unsigned len_width, std::size_t at, std::size_t max,
+                 std::vector<std::uint8_t>& v) {
+        std::size_t n = 0;
+        bits(len_byte, len_bit, len_width, n);
+        if (n > max) m_overlong = true;
+        else v.assign(m_d + at, m_d + at + n);
+    }
+    // A counted area claimed more bytes than it has.
+    bool overlong() const { return m_overlong; }
 
 private:
     const std::uint8_t* m_d;
+    bool m_overlong = false;
 };
 
 // A path of a REQ: 44 bytes from at (primary 52, alternate 96).
@@ -116,13 +132,14 @@ void fields(IO& io, M& m, std::add_const_t<Mra>*) {
     io.area(10, kMraPrivateBytes, m.private_data);
 }
 
-// Table 108. The additional information's length is a field of its own.
+// Table 108.
 template <typename IO, typename M>
 void fields(IO& io, M& m, std::add_const_t<Rej>*) {
     io.bits(0, 0, 32, m.local_comm_id);
     io.bits(4, 0, 32, m.remote_comm_id);
     io.bits(8, 0, 2, m.message_rejected);
     io.bits(10, 0, 16, m.reason);
+    io.counted(9, 0, 7, 12, kAdditionalInfoBytes, m.additional_info);
     io.area(84, kRejPrivateBytes, m.private_data);
 }
 
@@ -180,26 +197,25 @@ void fields(IO& io, M& m, std::add_const_t<SidrReq>*) {
     io.area(16, kSidrReqPrivateBytes, m.private_data);
 }
 
-// Table 120. The additional information's length is a field of its own.
+// Table 120.
 template <typename IO, typename M>
 void fields(IO& io, M& m, std::add_const_t<SidrRep>*) {
     io.bits(0, 0, 32, m.request_id);
     io.bits(4, 0, 8, m.status);
+    io.counted(5, 0, 8, 24, kAdditionalInfoBytes, m.additional_info);
     io.bits(8, 0, 24, m.qpn);
     io.bits(12, 0, 64, m.service_id);
     io.bits(20, 0, 32, m.qkey);
     io.area(96, kSidrRepPrivateBytes, m.private_data);
 }
 
-// Where each message keeps its additional information: length field byte
-// and bit, and the area.
-struct InfoArea {
-    std::size_t length_byte;
-    unsigned length_bit, length_width;
-    std::size_t at;
-};
-constexpr InfoArea kRejInfo{9, 0, 7, 12};
-constexpr InfoArea kSidrRepInfo{5, 0, 8, 24};
+// A default message of the kind at index i of Body.
+template <std::size_t... I>
+Body body_at(std::size_t i, std::index_sequence<I...>) {
+    Body b;
+    ((i == I ? (void)b.emplace<I>() : void()), ...);
+    return b;
+}
 
 std::size_t private_bytes(const Body& b) {
     constexpr std::size_t sizes[] = {kReqPrivateBytes,  kMraPrivateBytes,  kRejPrivateBytes,
@@ -271,17 +287,7 @@ void encode(const Mad& m, std::uint8_t* mad) {
     header.bits(kTid, 0, 64, m.transaction_id);
     header.bits(kAttrId, 0, 16, m.attr());
     Writer w(mad + kMadHeaderBytes);
-    std::visit(
-        [&](const auto& b) {
-            using B = std::decay_t<decltype(b)>;
-            fields(w, b, static_cast<const B*>(nullptr));
-            if constexpr (std::is_same_v<B, Rej> || std::is_same_v<B, SidrRep>) {
-                const InfoArea a = std::is_same_v<B, Rej> ? kRejInfo : kSidrRepInfo;
-                w.bits(a.length_byte, a.length_bit, a.length_width, b.additional_info.size());
-                w.area(a.at, kAdditionalInfoBytes, b.additional_info);
-            }
-        },
-        m.body);
+    std::visit([&](const auto& b) { fields(w, b, static_cast<const std::decay_t<decltype(b)>*>(nullptr)); }, m.body);
 }
 
 bool decode(const std::uint8_t* mad, std::size_t len, Mad& m, std::string* why) {
@@ -307,31 +313,9 @@ bool decode(const std::uint8_t* mad, std::size_t len, Mad& m, std::string* why) 
     }
     header.bits(kTid, 0, 64, m.transaction_id);
     Reader r(mad + kMadHeaderBytes);
-    bool ok = true;
-    auto read = [&](auto b) {
-        using B = decltype(b);
-        fields(r, b, static_cast<const B*>(nullptr));
-        if constexpr (std::is_same_v<B, Rej> || std::is_same_v<B, SidrRep>) {
-            const InfoArea a = std::is_same_v<B, Rej> ? kRejInfo : kSidrRepInfo;
-            std::size_t n = 0;
-            r.bits(a.length_byte, a.length_bit, a.length_width, n);
-            if (n > kAdditionalInfoBytes) ok = false;
-            else r.area(a.at, n, b.additional_info);
-        }
-        m.body = std::move(b);
-    };
-    switch (static_cast<Attr>(attr)) {
-    case Attr::Req: read(Req{}); break;
-    case Attr::Mra: read(Mra{}); break;
-    case Attr::Rej: read(Rej{}); break;
-    case Attr::Rep: read(Rep{}); break;
-    case Attr::Rtu: read(Rtu{}); break;
-    case Attr::Dreq: read(Dreq{}); break;
-    case Attr::Drep: read(Drep{}); break;
-    case Attr::SidrReq: read(SidrReq{}); break;
-    case Attr::SidrRep: read(SidrRep{}); break;
-    }
-    if (!ok) return fail("additional information longer than its 72 bytes");
+    m.body = body_at(static_cast<std::size_t>(index), std::make_index_sequence<std::variant_size_v<Body>>{});
+    std::visit([&](auto& b) { fields(r, b, static_cast<const std::decay_t<decltype(b)>*>(nullptr)); }, m.body);
+    if (r.overlong()) return fail("additional information longer than its 72 bytes");
     return true;
 }
 

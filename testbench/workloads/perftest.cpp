@@ -256,14 +256,7 @@ void spin_until(Host& h, const volatile std::uint8_t* p, std::uint8_t value) {
     // A read does not see a write of its own instant (HostMemory::wrote_now).
     while (*p != value || memory.wrote_now(const_cast<const std::uint8_t*>(p), 1)) {
         if (h.now() > deadline) throw std::runtime_error("no RDMA WRITE data arrived within 100 ms of simulated time");
-        if (memory.wrote_now()) {
-            sc_core::wait(sim::to_sc(cost));
-            continue;
-        }
-        sc_core::wait(sim::to_sc(deadline - h.now() + cost), memory.written());
-        const sim::Tick w = h.now();
-        const sim::Tick grid = t0 + (w - t0 + cost - 1) / cost * cost;
-        if (grid > w) sc_core::wait(sim::to_sc(grid - w));
+        host::sleep_to_next_useful_read(memory, t0, cost, deadline + cost);
     }
 }
 
