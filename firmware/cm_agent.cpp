@@ -66,11 +66,17 @@ CmMessage CmAgent::describe(const ViEndpoint& v) const {
     return m;
 }
 
-void CmAgent::send(const CmMessage& m, std::uint16_t dlid, sim::Tick t) {
+void CmAgent::send(const CmMessage& m, std::uint16_t dlid, sim::Tick t) { send(packet::to_ib(m), dlid, t); }
+
+void CmAgent::send(const packet::ibcm::Mad& m, std::uint16_t dlid, sim::Tick t) {
     std::uint8_t mad[packet::kMadBytes];
-    packet::encode(m, mad);
+    packet::ibcm::encode(m, mad);
+    send_mad(mad, dlid, t);
+}
+
+void CmAgent::send_mad(const std::uint8_t* mad, std::uint16_t dlid, sim::Tick t) {
     // Through QP1 like any UD send, on the firmware's own clock edge. A full
-    // send queue loses the datagram; the CM's resends cover it.
+    // send queue loses the datagram; the sender's resends cover it.
     if (!m_qp1.send(mad, dlid, m_clock.edge_at_or_after(t))) {
         counter("dropped_send_queue_full")++;
         return;
@@ -79,16 +85,31 @@ void CmAgent::send(const CmMessage& m, std::uint16_t dlid, sim::Tick t) {
 }
 
 void CmAgent::receive(std::uint16_t slid, const std::uint8_t* mad, std::uint32_t len, sim::Tick t) {
-    CmMessage m;
-    if (!packet::decode(mad, len, m)) {
+    // Datagrams enter the agent one per cycle; each is then handled after
+    // fw.cm_processing_us (handling of different datagrams may overlap).
+    const sim::Tick done = m_cpu.reserve(t, 1).end + m_processing;
+    if (len >= 2 && mad[1] != packet::kMgmtClassCm) {
+        if (!m_other_class || !m_other_class(slid, mad, len, done)) counter("dropped_malformed")++;
+        return;
+    }
+    auto ib = std::make_shared<packet::ibcm::Mad>();
+    if (!packet::ibcm::decode(mad, len, *ib)) {
         counter("dropped_malformed")++;
         return;
     }
     counter("received")++;
-    // Datagrams enter the agent one per cycle; each is then handled after
-    // fw.cm_processing_us (handling of different datagrams may overlap).
-    const sim::Tick done = m_cpu.reserve(t, 1).end + m_processing;
-    at(done, [this, m = std::make_shared<CmMessage>(std::move(m)), slid, done]() { handle(*m, slid, done); });
+    if (owns_ib(*ib)) {
+        at(done, [this, ib, slid, done]() { handle_ib(*ib, slid, done); });
+        return;
+    }
+    auto m = std::make_shared<CmMessage>();
+    if (!packet::from_ib(*ib, *m)) {
+        // Neither a connection of ours nor the VI protocol's: a REQ or
+        // SIDR_REQ for a service nobody listens on is refused.
+        at(done, [this, ib, slid, done]() { handle_ib(*ib, slid, done); });
+        return;
+    }
+    at(done, [this, m, slid, done]() { handle(*m, slid, done); });
 }
 
 std::uint32_t CmAgent::listen(const packet::CmNetAddress& local, sim::Tick timeout, Notify done) {

@@ -159,6 +159,50 @@ struct AsyncEventRecord {
     sim::Tick ready_at;
 };
 
+// An IPoIB path between two ports, as the SA's PathRecord gives it.
+struct PathInfo {
+    std::array<std::uint8_t, 16> sgid{}, dgid{};
+    std::uint16_t slid = 0, dlid = 0;
+    std::uint16_t pkey = 0xffff;
+    std::uint8_t sl = 0;
+    std::uint8_t mtu = 0;          // IBA encoding (1: 256 ... 5: 4096)
+    std::uint8_t rate = 0;         // IBA encoding
+    std::uint8_t packet_life = 0;  // 4.096 us x 2^value
+};
+
+class Driver;
+
+// The IPoIB subnet of the simulated hosts (ib0 of each): its addresses and
+// host names, what /etc/hosts and the subnet's routes give every host.
+struct IpSubnet {
+    struct Host {
+        std::uint32_t ip;  // host byte order
+        std::string name;
+        Driver* driver;
+    };
+    std::uint32_t network = 0;
+    int prefix_len = 24;
+    std::vector<Host> hosts;
+    bool contains(std::uint32_t ip) const {
+        const std::uint32_t mask = prefix_len == 0 ? 0 : ~std::uint32_t{0} << (32 - prefix_len);
+        return (ip & mask) == (network & mask);
+    }
+    const Host* by_ip(std::uint32_t ip) const {
+        for (const Host& h : hosts)
+            if (h.ip == ip) return &h;
+        return nullptr;
+    }
+    const Host* by_name(const std::string& name) const {
+        for (const Host& h : hosts)
+            if (h.name == name) return &h;
+        return nullptr;
+    }
+};
+
+// "A.B.C.D/N" as an IpSubnet (no hosts yet) with room for `hosts` hosts; a
+// ConfigError naming the value otherwise.
+IpSubnet parse_ip_subnet(const std::string& text, int hosts);
+
 struct DeviceInfo {
     std::string name;
     std::uint64_t node_guid = 0;
@@ -290,6 +334,26 @@ public:
     // Groups qpn is attached to (a QP attached to any cannot be destroyed).
     std::size_t mcast_attachments(std::uint32_t qpn) const;
 
+    // IPoIB and the management clients rdma_cm stands on
+    // (host/driver/driver_ipoib.cpp). Both answers come in simulated time,
+    // from the network: done(0, ...) or done(errno) runs in the simulation
+    // kernel, not in a host thread.
+    void set_ip(const IpSubnet* subnet, std::uint32_t ip, std::string hostname);
+    const IpSubnet* subnet() const { return m_subnet; }
+    std::uint32_t ip() const { return m_ip; }
+    const std::string& hostname() const { return m_hostname; }
+    // ARP for ip on ib0: the LID and GID of the port that owns it.
+    // ETIMEDOUT when nobody answers within timeout.
+    void resolve_neighbour(std::uint32_t ip, sim::Tick timeout,
+                           std::function<void(int err, std::uint16_t lid, const Gid& gid)> done);
+    // A PathRecord query to the SA for the path from this port to dgid.
+    // ETIMEDOUT when the SA does not answer within timeout, EHOSTUNREACH
+    // when it has no such path.
+    void query_path(const Gid& dgid, sim::Tick timeout, std::function<void(int err, const PathInfo& path)> done);
+    // The rdma_cm of this host (host/rdma_cm), owned here so it lives as
+    // long as the host does.
+    std::shared_ptr<void> rdma_cm_state;
+
     // Events.
     int get_cq_event(EventChannel& ch, DriverCq*& cq);
     bool get_async_event(hca::AsyncEvent& e);
@@ -307,6 +371,16 @@ private:
     firmware::CommandInterface& m_fw;
     firmware::CmAgent* m_cm = nullptr;
     fabric::SubnetManager* m_sm = nullptr;
+    const IpSubnet* m_subnet = nullptr;
+    std::uint32_t m_ip = 0;
+    std::string m_hostname;
+    // Management queries in flight (ARP, SA), by transaction ID.
+    struct MgmtQuery;
+    std::map<std::uint64_t, std::shared_ptr<MgmtQuery>> m_queries;
+    std::uint64_t m_next_tid = 0;
+    std::map<std::uint32_t, std::pair<std::uint16_t, Gid>> m_neighbours;  // ARP cache: ip -> LID, GID
+    void send_query(std::shared_ptr<MgmtQuery> q);
+    bool management_datagram(std::uint16_t slid, const std::uint8_t* mad, std::uint32_t len, sim::Tick t);
     // The multicast groups this port is a member of and the QPs attached.
     struct McastMembership {
         std::uint16_t mlid = 0;

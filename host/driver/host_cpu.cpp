@@ -47,6 +47,7 @@ HostCosts HostCosts::from(const sim::Config& c) {
     h.interrupt = sim::ns_to_ps(c.get_real("host.interrupt_ns"));
     h.poll_fast_forward = c.get_bool("host.poll_fast_forward");
     h.poll_horizon = sim::ns_to_ps(c.get_real("host.poll_horizon_ns"));
+    h.arp_retrans = static_cast<sim::Tick>(c.get_real("ipoib.arp_retrans_ms") * sim::kPsPerMs);
     return h;
 }
 

@@ -25,6 +25,7 @@ struct HostCosts {
     sim::Tick interrupt = 0;     // MSI-X arrival to the waiting thread running
     bool poll_fast_forward = true;  // simulate a run of empty polls in one step
     sim::Tick poll_horizon = 0;     // longest such step
+    sim::Tick arp_retrans = 0;      // between IPoIB ARP requests (ipoib.arp_retrans_ms)
 
     static HostCosts from(const sim::Config& c);
 };

@@ -28,6 +28,10 @@ void declare_subnet_manager_params(sim::ParamRegistry& r) {
            "the switch's multicast forwarding table programmed in between",
            "estimate: two MAD crossings of a single-switch subnet (a few us) plus OpenSM's handling of the "
            "request and the switch update (tens of us)"});
+    r.add({"sm.packet_life_time", sim::ParamSpec::Kind::Int, "log2(4.096 us)", "18", 0, 31, {},
+           "packet lifetime the SA puts in PathRecords: rdma_cm sets the QP's local ACK time-out one above it and "
+           "the CM waits two lifetimes beyond the peer's response time",
+           "OpenSM's default subnet packet_life_time (0x12, about 1.07 s)"});
 }
 
 const sim::ParamDeclarations kParams{sim::param_rank::kModel + 60, "fabric.subnet_manager",
@@ -85,6 +89,8 @@ std::uint16_t SubnetManager::reassign_lid(std::uint16_t old_lid) {
         a.sw->unroute(old_lid);
         connect(lid, *a.sw, a.port);
     }
+    for (auto& [guid, r] : m_port_records)
+        if (r.lid == old_lid) r.lid = lid;
     counter("lid_changes")++;
     return lid;
 }
@@ -98,7 +104,27 @@ std::uint16_t SubnetManager::hand_over() {
 
 SubnetManager::SubnetManager(const sc_core::sc_module_name& name, const sim::Config& cfg)
     : sim::Block(name, sim::Clock("sm", 1e6)),  // a software agent: 1 us ticks
-      m_join_latency(static_cast<sim::Tick>(cfg.get_real("sm.join_latency_us") * sim::kPsPerUs)) {}
+      m_join_latency(static_cast<sim::Tick>(cfg.get_real("sm.join_latency_us") * sim::kPsPerUs)),
+      m_packet_life(static_cast<std::uint8_t>(cfg.get_int("sm.packet_life_time"))) {}
+
+void SubnetManager::record_port(std::uint64_t port_guid, std::uint16_t lid, std::uint32_t mtu_bytes) {
+    std::uint8_t mtu = 1;  // IBA encoding: 256 bytes
+    for (std::uint32_t b = 256; b < mtu_bytes && mtu < 5; b <<= 1) ++mtu;
+    m_port_records[port_guid] = PortRecord{lid, mtu};
+}
+
+bool SubnetManager::path(const Gid& sgid, const Gid& dgid, Path& out) const {
+    auto guid = [](const Gid& g) {
+        std::uint64_t v = 0;
+        for (int i = 8; i < 16; ++i) v = v << 8 | g[static_cast<std::size_t>(i)];
+        return v;
+    };
+    auto s = m_port_records.find(guid(sgid));
+    auto d = m_port_records.find(guid(dgid));
+    if (s == m_port_records.end() || d == m_port_records.end()) return false;
+    out = Path{s->second.lid, d->second.lid, 0, std::min(s->second.mtu, d->second.mtu), m_packet_life};
+    return true;
+}
 
 std::uint16_t SubnetManager::assign_lid(int index) {
     const auto lid = static_cast<std::uint16_t>(index + 1);

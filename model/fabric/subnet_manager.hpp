@@ -88,6 +88,19 @@ public:
     // last member leaves. False when port_lid was not a member.
     bool leave(const Gid& mgid, std::uint16_t port_lid);
 
+    // What the sweep read from a port's NodeInfo and PortInfo: the SA's
+    // PathRecords are built from it.
+    void record_port(std::uint64_t port_guid, std::uint16_t lid, std::uint32_t mtu_bytes);
+    struct Path {
+        std::uint16_t slid, dlid;
+        std::uint8_t sl;
+        std::uint8_t mtu;          // IBA encoding: the smaller of the two ports'
+        std::uint8_t packet_life;  // sm.packet_life_time
+    };
+    // The path between the ports whose GUIDs end the two GIDs; false when
+    // either is unknown.
+    bool path(const Gid& sgid, const Gid& dgid, Path& out) const;
+
     // The MLID bound to mgid, 0 when there is no such group.
     std::uint16_t mlid_of(const Gid& mgid) const;
     std::size_t groups() const { return m_groups.size(); }
@@ -109,6 +122,12 @@ private:
     void program_switches(const Group& g);
 
     sim::Tick m_join_latency;
+    std::uint8_t m_packet_life;
+    struct PortRecord {
+        std::uint16_t lid;
+        std::uint8_t mtu;
+    };
+    std::map<std::uint64_t, PortRecord> m_port_records;  // by port GUID
     std::set<std::uint16_t> m_lids;               // assigned by the sweep
     std::uint16_t m_sm_lid = 1;                   // the master SM runs on node 0's host
     std::map<std::uint16_t, Attachment> m_ports;  // port LID -> where it is cabled

@@ -64,10 +64,16 @@ bool CompletionEngine::post(sim::Tick t, std::uint32_t cqn, Cqe cqe) {
 void CompletionEngine::arm(sim::Tick t, std::uint32_t cqn, std::uint32_t consumer, bool solicited) {
     CqContext* cq = m_w.cqs.cq(cqn);
     if (!cq) return;
-    (void)t;
     cq->cached_consumer = consumer;
-    // Arms for the next CQE only, as ibv_req_notify_cq documents: entries
-    // already in the ring raise nothing.
+    // The arm names the consumer index the host had polled to. CQEs written
+    // beyond it, while the doorbell was on its way, raise the event at once
+    // (as ConnectX's arm does): a host that polled empty, armed and polled
+    // empty again would otherwise sleep through them.
+    if (!solicited && cq->producer != consumer) {
+        cq->armed = false;
+        m_w.interrupts.raise_completion(t, cqn);
+        return;
+    }
     cq->armed = true;
     cq->armed_solicited = solicited;
 }

@@ -1,44 +1,76 @@
 #include "model/packet/cm_mad.hpp"
 
-#include <cstring>
+#include <type_traits>
 
 namespace hcasim::packet {
 
 namespace {
 
-// Offsets in the MAD.
-constexpr std::size_t kBaseVersion = 0, kMgmtClass = 1, kClassVersion = 2, kMethod = 3, kStatus = 4,
-                      kTransactionId = 8, kAttributeId = 16, kData = 24;
-// Offsets in the data area.
-constexpr std::size_t kLocalCommId = 0, kRemoteCommId = 4, kQpn = 8, kRemoteQpn = 12, kStartPsn = 16,
-                      kMaxTransfer = 20, kReliability = 24, kReason = 26, kQos = 28, kFlags = 29,
-                      kLocalAddr = 32, kRemoteAddr = kLocalAddr + 4 + kCmMaxAddressBytes;
+// The VI fields in private data: attributes, then the sender's and the
+// wanted address, each as host length, discriminator length, bytes.
 constexpr std::uint8_t kFlagPeer = 1, kFlagRdmaWrite = 2, kFlagRdmaRead = 4;
-static_assert(kData + kRemoteAddr + 4 + kCmMaxAddressBytes <= kMadBytes, "VI CM fields fit in a MAD");
+constexpr std::size_t kAttrBytes = 9;  // flags, reason, reliability, max transfer, qos
 
-void put16(std::uint8_t* p, std::uint32_t v) {
-    p[0] = static_cast<std::uint8_t>(v >> 8);
-    p[1] = static_cast<std::uint8_t>(v);
-}
-void put32(std::uint8_t* p, std::uint32_t v) {
-    put16(p, v >> 16);
-    put16(p + 2, v);
-}
-std::uint16_t get16(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[0] << 8 | p[1]); }
-std::uint32_t get32(const std::uint8_t* p) { return std::uint32_t{get16(p)} << 16 | get16(p + 2); }
-
-void put_addr(std::uint8_t* p, const CmNetAddress& a) {
-    put16(p, static_cast<std::uint32_t>(a.host.size()));
-    put16(p + 2, static_cast<std::uint32_t>(a.discriminator.size()));
-    if (!a.host.empty()) std::memcpy(p + 4, a.host.data(), a.host.size());
-    if (!a.discriminator.empty()) std::memcpy(p + 4 + a.host.size(), a.discriminator.data(), a.discriminator.size());
+// IBA REJ reasons (table 109) the VI reasons are sent as.
+std::uint16_t iba_reason(CmReject r) {
+    switch (r) {
+    case CmReject::NoMatch: return 8;   // invalid service ID
+    case CmReject::Timeout: return 4;   // timeout
+    case CmReject::None:
+    case CmReject::Consumer:
+    case CmReject::PeerNotReady: break;
+    }
+    return 28;  // consumer defined
 }
 
-bool get_addr(const std::uint8_t* p, CmNetAddress& a) {
-    const std::size_t h = get16(p), d = get16(p + 2);
-    if (h + d > kCmMaxAddressBytes) return false;
-    a.host.assign(p + 4, p + 4 + h);
-    a.discriminator.assign(p + 4 + h, p + 4 + h + d);
+void put16(std::vector<std::uint8_t>& v, std::uint32_t x) {
+    v.push_back(static_cast<std::uint8_t>(x >> 8));
+    v.push_back(static_cast<std::uint8_t>(x));
+}
+void put32(std::vector<std::uint8_t>& v, std::uint32_t x) {
+    put16(v, x >> 16);
+    put16(v, x);
+}
+
+std::vector<std::uint8_t> vi_fields(const CmMessage& m) {
+    std::vector<std::uint8_t> v;
+    v.push_back(static_cast<std::uint8_t>((m.peer ? kFlagPeer : 0) | (m.rdma_write ? kFlagRdmaWrite : 0) |
+                                          (m.rdma_read ? kFlagRdmaRead : 0)));
+    v.push_back(static_cast<std::uint8_t>(m.reason));
+    put16(v, m.reliability);
+    put32(v, m.max_transfer);
+    v.push_back(m.qos);
+    for (const CmNetAddress* a : {&m.local, &m.remote}) {
+        v.push_back(static_cast<std::uint8_t>(a->host.size()));
+        v.push_back(static_cast<std::uint8_t>(a->discriminator.size()));
+        v.insert(v.end(), a->host.begin(), a->host.end());
+        v.insert(v.end(), a->discriminator.begin(), a->discriminator.end());
+    }
+    return v;
+}
+
+bool parse_vi_fields(const std::vector<std::uint8_t>& v, CmMessage& m) {
+    if (v.size() < kAttrBytes + 4) return false;
+    const std::uint8_t flags = v[0];
+    if (flags & ~(kFlagPeer | kFlagRdmaWrite | kFlagRdmaRead)) return false;
+    if (v[1] > static_cast<std::uint8_t>(CmReject::Timeout)) return false;
+    m.peer = flags & kFlagPeer;
+    m.rdma_write = flags & kFlagRdmaWrite;
+    m.rdma_read = flags & kFlagRdmaRead;
+    m.reason = static_cast<CmReject>(v[1]);
+    m.reliability = static_cast<std::uint16_t>(v[2] << 8 | v[3]);
+    m.max_transfer = std::uint32_t{v[4]} << 24 | std::uint32_t{v[5]} << 16 | std::uint32_t{v[6]} << 8 | v[7];
+    m.qos = v[8];
+    std::size_t at = kAttrBytes;
+    for (CmNetAddress* a : {&m.local, &m.remote}) {
+        if (at + 2 > v.size()) return false;
+        const std::size_t h = v[at], d = v[at + 1];
+        if (h + d > kCmMaxAddressBytes || at + 2 + h + d > v.size()) return false;
+        a->host.assign(v.begin() + static_cast<std::ptrdiff_t>(at + 2), v.begin() + static_cast<std::ptrdiff_t>(at + 2 + h));
+        a->discriminator.assign(v.begin() + static_cast<std::ptrdiff_t>(at + 2 + h),
+                                v.begin() + static_cast<std::ptrdiff_t>(at + 2 + h + d));
+        at += 2 + h + d;
+    }
     return true;
 }
 
@@ -49,54 +81,134 @@ bool fits(const CmMessage& m) {
            m.remote.host.size() + m.remote.discriminator.size() <= kCmMaxAddressBytes;
 }
 
-void encode(const CmMessage& m, std::uint8_t* mad) {
-    std::memset(mad, 0, kMadBytes);
-    mad[kBaseVersion] = 1;
-    mad[kMgmtClass] = kMgmtClassCm;
-    mad[kClassVersion] = 2;
-    mad[kMethod] = kMadMethodSend;
-    put32(mad + kTransactionId, static_cast<std::uint32_t>(m.transaction_id >> 32));
-    put32(mad + kTransactionId + 4, static_cast<std::uint32_t>(m.transaction_id));
-    put16(mad + kAttributeId, static_cast<std::uint16_t>(m.attr));
-    std::uint8_t* d = mad + kData;
-    put32(d + kLocalCommId, m.local_comm_id);
-    put32(d + kRemoteCommId, m.remote_comm_id);
-    put32(d + kQpn, m.qpn);
-    put32(d + kRemoteQpn, m.remote_qpn);
-    put32(d + kStartPsn, m.start_psn);
-    put32(d + kMaxTransfer, m.max_transfer);
-    put16(d + kReliability, m.reliability);
-    put16(d + kReason, static_cast<std::uint16_t>(m.reason));
-    d[kQos] = m.qos;
-    d[kFlags] = static_cast<std::uint8_t>((m.peer ? kFlagPeer : 0) | (m.rdma_write ? kFlagRdmaWrite : 0) |
-                                          (m.rdma_read ? kFlagRdmaRead : 0));
-    put_addr(d + kLocalAddr, m.local);
-    put_addr(d + kRemoteAddr, m.remote);
+ibcm::Mad to_ib(const CmMessage& m) {
+    ibcm::Mad mad;
+    mad.transaction_id = m.transaction_id;
+    std::vector<std::uint8_t> pd = vi_fields(m);
+    switch (m.attr) {
+    case CmAttr::Req: {
+        ibcm::Req r;
+        r.local_comm_id = m.local_comm_id;
+        r.service_id = kViServiceId;
+        r.local_qpn = m.qpn;
+        r.starting_psn = m.start_psn;
+        r.transport = m.reliability == 1 ? ibcm::Transport::Uc : ibcm::Transport::Rc;
+        r.primary.sl = m.qos & 0xf;
+        r.private_data = std::move(pd);
+        mad.body = std::move(r);
+        break;
+    }
+    case CmAttr::Mra: {
+        ibcm::Mra r;
+        r.local_comm_id = m.local_comm_id;
+        r.remote_comm_id = m.remote_comm_id;
+        r.private_data = std::move(pd);
+        mad.body = std::move(r);
+        break;
+    }
+    case CmAttr::Rej: {
+        ibcm::Rej r;
+        r.local_comm_id = m.local_comm_id;
+        r.remote_comm_id = m.remote_comm_id;
+        r.reason = iba_reason(m.reason);
+        r.private_data = std::move(pd);
+        mad.body = std::move(r);
+        break;
+    }
+    case CmAttr::Rep: {
+        ibcm::Rep r;
+        r.local_comm_id = m.local_comm_id;
+        r.remote_comm_id = m.remote_comm_id;
+        r.local_qpn = m.qpn;
+        r.starting_psn = m.start_psn;
+        r.private_data = std::move(pd);
+        mad.body = std::move(r);
+        break;
+    }
+    case CmAttr::Rtu: {
+        ibcm::Rtu r;
+        r.local_comm_id = m.local_comm_id;
+        r.remote_comm_id = m.remote_comm_id;
+        r.private_data = std::move(pd);
+        mad.body = std::move(r);
+        break;
+    }
+    case CmAttr::Dreq:
+    case CmAttr::Drep: {
+        // A VI's disconnection names the two VIs: the receiver's in the
+        // DREQ's remote QPN, the sender's in private data.
+        std::vector<std::uint8_t> qps = std::move(pd);
+        put32(qps, m.qpn);
+        put32(qps, m.remote_qpn);
+        if (m.attr == CmAttr::Dreq) {
+            ibcm::Dreq r;
+            r.local_comm_id = m.local_comm_id;
+            r.remote_comm_id = m.remote_comm_id;
+            r.remote_qpn = m.remote_qpn;
+            r.private_data = std::move(qps);
+            mad.body = std::move(r);
+        } else {
+            ibcm::Drep r;
+            r.local_comm_id = m.local_comm_id;
+            r.remote_comm_id = m.remote_comm_id;
+            r.private_data = std::move(qps);
+            mad.body = std::move(r);
+        }
+        break;
+    }
+    case CmAttr::SidrReq:
+    case CmAttr::SidrRep: break;  // not in the protocol: callers never build them
+    }
+    return mad;
 }
 
+bool from_ib(const ibcm::Mad& mad, CmMessage& m) {
+    m = CmMessage{};
+    m.attr = mad.attr();
+    m.transaction_id = mad.transaction_id;
+    return std::visit(
+        [&m](const auto& b) -> bool {
+            using T = std::decay_t<decltype(b)>;
+            if constexpr (std::is_same_v<T, ibcm::SidrReq> || std::is_same_v<T, ibcm::SidrRep>) {
+                return false;
+            } else {
+                if constexpr (std::is_same_v<T, ibcm::Req>) {
+                    if (b.service_id != kViServiceId) return false;
+                    m.qpn = b.local_qpn;
+                    m.start_psn = b.starting_psn;
+                } else {
+                    m.remote_comm_id = b.remote_comm_id;
+                }
+                if constexpr (std::is_same_v<T, ibcm::Rep>) {
+                    m.qpn = b.local_qpn;
+                    m.start_psn = b.starting_psn;
+                }
+                m.local_comm_id = b.local_comm_id;
+                if (!parse_vi_fields(b.private_data, m)) return false;
+                if constexpr (std::is_same_v<T, ibcm::Dreq> || std::is_same_v<T, ibcm::Drep>) {
+                    // The two QPNs follow the fields.
+                    std::size_t at = kAttrBytes + 4 + m.local.host.size() + m.local.discriminator.size() +
+                                     m.remote.host.size() + m.remote.discriminator.size();
+                    const auto& v = b.private_data;
+                    if (at + 8 > v.size()) return false;
+                    auto get32 = [&v](std::size_t i) {
+                        return std::uint32_t{v[i]} << 24 | std::uint32_t{v[i + 1]} << 16 | std::uint32_t{v[i + 2]} << 8 |
+                               v[i + 3];
+                    };
+                    m.qpn = get32(at) & 0xffffff;
+                    m.remote_qpn = get32(at + 4) & 0xffffff;
+                }
+                return true;
+            }
+        },
+        mad.body);
+}
+
+void encode(const CmMessage& m, std::uint8_t* mad) { ibcm::encode(to_ib(m), mad); }
+
 bool decode(const std::uint8_t* mad, std::size_t len, CmMessage& m) {
-    if (len < kMadBytes) return false;
-    if (mad[kBaseVersion] != 1 || mad[kMgmtClass] != kMgmtClassCm || mad[kMethod] != kMadMethodSend) return false;
-    if (get16(mad + kStatus) != 0) return false;
-    const std::uint16_t attr = get16(mad + kAttributeId);
-    if (attr < static_cast<std::uint16_t>(CmAttr::Req) || attr > static_cast<std::uint16_t>(CmAttr::Drep)) return false;
-    m.attr = static_cast<CmAttr>(attr);
-    m.transaction_id = std::uint64_t{get32(mad + kTransactionId)} << 32 | get32(mad + kTransactionId + 4);
-    const std::uint8_t* d = mad + kData;
-    m.local_comm_id = get32(d + kLocalCommId);
-    m.remote_comm_id = get32(d + kRemoteCommId);
-    m.qpn = get32(d + kQpn) & 0xffffff;
-    m.remote_qpn = get32(d + kRemoteQpn) & 0xffffff;
-    m.start_psn = get32(d + kStartPsn) & 0xffffff;
-    m.max_transfer = get32(d + kMaxTransfer);
-    m.reliability = get16(d + kReliability);
-    m.reason = static_cast<CmReject>(get16(d + kReason));
-    if (get16(d + kReason) > static_cast<std::uint16_t>(CmReject::Timeout)) return false;
-    m.qos = d[kQos];
-    m.peer = d[kFlags] & kFlagPeer;
-    m.rdma_write = d[kFlags] & kFlagRdmaWrite;
-    m.rdma_read = d[kFlags] & kFlagRdmaRead;
-    return get_addr(d + kLocalAddr, m.local) && get_addr(d + kRemoteAddr, m.remote);
+    ibcm::Mad ib;
+    return ibcm::decode(mad, len, ib) && from_ib(ib, m);
 }
 
 }  // namespace hcasim::packet

@@ -1,7 +1,10 @@
-// Connection management datagrams (IBA 16.7, class 0x07) carrying the VI
-// connection protocol: a 24-byte MAD common header, then the VI connection
-// fields below, in a 256-byte MAD sent as a UD SEND to QP1. All wire fields
-// are big-endian; encode()/decode() are the only code that knows the layout.
+// The VI connection protocol carried in InfiniBand CM MADs (ib_cm_mad):
+// a VI connection request is a REQ to the VI service ID, answered by MRA,
+// REP, RTU or REJ and ended by DREQ/DREP, like any IB CM connection. The VI
+// attributes that must match (reliability, maximum transfer, QoS, RDMA
+// rights) and the two network addresses (host address and discriminator)
+// travel in the messages' private data. encode()/decode() are the only code
+// that knows where.
 #pragma once
 
 #include <cstddef>
@@ -16,13 +19,18 @@ inline constexpr std::size_t kMadBytes = ibcm::kMadBytes;
 inline constexpr std::uint8_t kMgmtClassCm = ibcm::kMgmtClass;
 inline constexpr std::uint8_t kMadMethodSend = ibcm::kMethodSend;
 inline constexpr std::uint32_t kGsiQkey = 0x80010000;
-inline constexpr std::size_t kCmMaxAddressBytes = 64;  // host address + discriminator
+// The service ID VI connection requests name ("VIPL" in its low bytes, in
+// the IBA range a vendor may assign).
+inline constexpr std::uint64_t kViServiceId = 0x020000005649504cull;
+// Host address plus discriminator, each of the two a REQ's 92 bytes of
+// private data must hold beside the VI attributes.
+inline constexpr std::size_t kCmMaxAddressBytes = 39;
 
-// CM attribute IDs (IBA table 102): this protocol uses REQ to DREP.
+// CM attribute IDs (IBA table 102).
 using CmAttr = ibcm::Attr;
 
-// REJ reasons this protocol uses.
-enum class CmReject : std::uint16_t {
+// REJ reasons of the VI protocol, carried beside the IBA reason they map to.
+enum class CmReject : std::uint8_t {
     None = 0,
     NoMatch = 1,        // no server request waits for that discriminator
     Consumer = 2,       // the server rejected the request
@@ -55,9 +63,15 @@ struct CmMessage {
     CmNetAddress remote;             // the address it wants
 };
 
-// Writes a 256-byte MAD. Addresses longer than their fields are an error
-// the caller checks first (fits()).
+// Whether the addresses fit the private data (the caller checks first).
 bool fits(const CmMessage& m);
+// The IB CM message that carries m (SIDR messages are not in the protocol).
+ibcm::Mad to_ib(const CmMessage& m);
+// The VI message an IB CM message carries; false when it is not one of the
+// VI protocol's (a REQ to another service, SIDR, private data that does not
+// parse).
+bool from_ib(const ibcm::Mad& mad, CmMessage& m);
+// Writes a 256-byte MAD (to_ib, then ibcm::encode).
 void encode(const CmMessage& m, std::uint8_t* mad);
 // Parses a MAD; false when it is not a well-formed VI CM message.
 bool decode(const std::uint8_t* mad, std::size_t len, CmMessage& m);

@@ -17,6 +17,7 @@ using Tick = std::uint64_t;  // picoseconds
 
 inline constexpr Tick kPsPerNs = 1000;
 inline constexpr Tick kPsPerUs = 1000000;
+inline constexpr Tick kPsPerMs = 1000000000;
 
 inline Tick now_ps() { return sc_core::sc_time_stamp().value(); }
 inline sc_core::sc_time to_sc(Tick t) { return sc_core::sc_time::from_value(t); }

@@ -47,7 +47,18 @@ System::System(const sim::Config& cfg, int nodes) : m_cfg(cfg) {
         const std::uint16_t lid2 = ports > 1 ? m_sm->assign_lid(nodes + i) : 0;
         m_nodes.push_back(std::make_unique<Node>(("node" + std::to_string(i)).c_str(), cfg, i, lid, lid2));
         m_nodes.back()->driver().set_subnet_manager(m_sm.get());
+        hca::Port& p1 = m_nodes.back()->hca().port(1);
+        const auto gid = p1.gids().at(0);
+        std::uint64_t guid = 0;
+        for (int b = 8; b < 16; ++b) guid = guid << 8 | gid[static_cast<std::size_t>(b)];
+        m_sm->record_port(guid, lid, p1.max_mtu());
     }
+    // ib0 of every host: address N + 1 of the IPoIB subnet, host name nodeN.
+    m_ipoib = host::parse_ip_subnet(cfg.get_text("ipoib.subnet"), nodes);
+    for (int i = 0; i < nodes; ++i)
+        m_ipoib.hosts.push_back({m_ipoib.network + static_cast<std::uint32_t>(i) + 1, "node" + std::to_string(i),
+                                 &m_nodes[static_cast<std::size_t>(i)]->driver()});
+    for (const auto& h : m_ipoib.hosts) h.driver->set_ip(&m_ipoib, h.ip, h.name);
     const double cable = cfg.get_real("link.cable_m");
     const double ns_per_m = cfg.get_real("link.ns_per_m");
     auto port_name = [](int node, unsigned num) {

@@ -71,6 +71,8 @@ public:
     int nodes() const { return static_cast<int>(m_nodes.size()); }
     Node& node(int i) { return *m_nodes[static_cast<std::size_t>(i)]; }
     fabric::SubnetManager& subnet_manager() { return *m_sm; }
+    // The hosts' IPoIB addresses and names.
+    const host::IpSubnet& ip_subnet() const { return m_ipoib; }
     // Null in fabric.topology=back_to_back.
     fabric::IbSwitch* fabric_switch() { return m_switch.get(); }
 
@@ -108,6 +110,7 @@ private:
 
     sim::Config m_cfg;
     std::unique_ptr<fabric::SubnetManager> m_sm;
+    host::IpSubnet m_ipoib;
     std::vector<std::unique_ptr<Node>> m_nodes;
     std::vector<std::unique_ptr<fabric::Link>> m_links;
     std::unique_ptr<fabric::IbSwitch> m_switch;

@@ -50,7 +50,7 @@ TEST_CASE("a cm message survives encode and decode field for field", "[unit][cm]
     CHECK(d.peer);
     CHECK(d.reason == packet::CmReject::PeerNotReady);
     CHECK(d.qpn == 0x48);
-    CHECK(d.remote_qpn == 0x49);
+    CHECK(d.remote_qpn == 0);  // only DREQ and DREP name the receiver's VI
     CHECK(d.start_psn == 0xabcdef);
     CHECK(d.reliability == 4);
     CHECK(d.max_transfer == 65536);
@@ -59,6 +59,14 @@ TEST_CASE("a cm message survives encode and decode field for field", "[unit][cm]
     CHECK_FALSE(d.rdma_read);
     CHECK(d.local == m.local);
     CHECK(d.remote == m.remote);
+    packet::CmMessage dreq = m;
+    dreq.attr = packet::CmAttr::Dreq;
+    packet::encode(dreq, mad);
+    REQUIRE(packet::decode(mad, sizeof mad, d));
+    CHECK(d.attr == packet::CmAttr::Dreq);
+    CHECK(d.qpn == 0x48);
+    CHECK(d.remote_qpn == 0x49);
+    CHECK(std::get<packet::ibcm::Dreq>(packet::to_ib(dreq).body).remote_qpn == 0x49);
 }
 
 TEST_CASE("malformed cm datagrams are refused", "[unit][cm]") {
@@ -74,12 +82,38 @@ TEST_CASE("malformed cm datagrams are refused", "[unit][cm]") {
     bad[17] = 0x20;  // unknown attribute
     CHECK_FALSE(packet::decode(bad, sizeof bad, d));
     std::memcpy(bad, mad, sizeof bad);
-    bad[24 + 32] = 0;
-    bad[24 + 33] = 70;  // a host address longer than the field
+    bad[24 + 36 + 9] = 70;  // a host address longer than the private data holds (REP private data at 36)
+    CHECK_FALSE(packet::decode(bad, sizeof bad, d));
+    std::memcpy(bad, mad, sizeof bad);
+    bad[24 + 36] = 0x80;  // a flag the protocol does not have
     CHECK_FALSE(packet::decode(bad, sizeof bad, d));
     std::memcpy(bad, mad, sizeof bad);
     bad[0] = 2;  // base version
     CHECK_FALSE(packet::decode(bad, sizeof bad, d));
+}
+
+TEST_CASE("vi messages are ib cm messages: a request names the vi service", "[unit][cm]") {
+    packet::CmMessage m = sample();
+    m.attr = packet::CmAttr::Req;
+    m.local.discriminator.assign(packet::kCmMaxAddressBytes - 2, 'a');
+    m.remote.discriminator.assign(packet::kCmMaxAddressBytes - 2, 'b');
+    REQUIRE(packet::fits(m));
+    const packet::ibcm::Mad ib = packet::to_ib(m);
+    CHECK(packet::ibcm::check(ib).empty());  // the longest addresses fit the REQ's private data
+    CHECK(std::get<packet::ibcm::Req>(ib.body).service_id == packet::kViServiceId);
+    std::uint8_t mad[packet::kMadBytes];
+    packet::ibcm::encode(ib, mad);
+    packet::CmMessage d;
+    REQUIRE(packet::decode(mad, sizeof mad, d));
+    CHECK(d.qpn == m.qpn);
+    CHECK(d.start_psn == m.start_psn);
+    CHECK(d.local == m.local);
+    CHECK(d.remote == m.remote);
+    // A REQ to any other service is not the VI protocol's.
+    packet::ibcm::Mad other = ib;
+    std::get<packet::ibcm::Req>(other.body).service_id = 0x0000000001060000ull;
+    packet::ibcm::encode(other, mad);
+    CHECK_FALSE(packet::decode(mad, sizeof mad, d));
 }
 
 TEST_CASE("addresses longer than the cm fields do not fit", "[unit][cm]") {

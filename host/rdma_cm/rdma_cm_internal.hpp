@@ -1,0 +1,126 @@
+// What the librdmacm personality keeps behind the pointers programs hold:
+// event channels, ids and events embed the librdmacm structs as their first
+// member, so a program's pointer converts back to the object.
+//
+// Each node's rdma_cm lives in its host kernel: its ids, the ports bound in
+// each port space and the listens. The connections themselves are the
+// adapter firmware's CM agent's (firmware/cm_agent_ib.cpp); addresses are
+// resolved by the driver's IPoIB neighbour and SA clients.
+#pragma once
+
+#include <rdma/rdma_cma.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include <systemc>
+
+#include "firmware/cm_agent.hpp"
+#include "host/driver/driver.hpp"
+
+namespace hcasim::rdmacm {
+
+struct NodeCm;
+struct SimId;
+
+struct SimEvent {
+    rdma_cm_event ev;  // first: the program's pointer
+    std::vector<std::uint8_t> private_data;
+    // The active side's REP, taken in rdma_get_cm_event: the QP is brought
+    // up and the RTU sent before the program sees ESTABLISHED.
+    bool connect_response = false;
+    packet::ibcm::Rep rep;
+    std::uint32_t handle = 0;  // the id it is about
+};
+
+struct SimChannel {
+    rdma_event_channel ch;  // first
+    host::Driver* drv = nullptr;
+    std::deque<SimEvent*> queue;
+    sc_core::sc_event arrived;
+    int ids = 0;  // ids reporting to it
+};
+
+enum class IdState {
+    Idle,
+    AddrQuery,
+    AddrResolved,
+    RouteQuery,
+    RouteResolved,
+    Listening,
+    Connecting,     // REQ or SIDR_REQ sent
+    ConnectReply,   // REP arrived, RTU not yet sent
+    RequestHeld,    // passive: the REQ waits for accept or reject
+    Accepting,      // passive: REP sent
+    Connected,
+    Disconnected,
+};
+
+struct McastJoin {
+    sockaddr_storage addr;
+    host::Driver::Gid mgid;
+    std::uint16_t mlid = 0;
+    void* context = nullptr;
+    bool attached = false;
+};
+
+struct SimId {
+    rdma_cm_id id;  // first
+    std::uint32_t handle = 0;
+    NodeCm* node = nullptr;
+    SimChannel* own_channel = nullptr;  // synchronous ids: their private channel
+    bool sync = false;
+    IdState state = IdState::Idle;
+    std::uint16_t port = 0;  // bound port (host order), 0: none
+    std::uint32_t comm_id = 0;  // the CM agent's connection
+    bool has_connection = false;
+    // Listening.
+    int backlog = 0;
+    int requests_queued = 0;  // CONNECT_REQUEST events not yet taken
+    std::uint32_t listen_handle = 0;  // a request's listener
+    // The connection: path, the REQ (sent or received), PSNs.
+    ibv_sa_path_rec path{};
+    packet::ibcm::Req req;
+    std::uint32_t psn = 0;
+    std::uint32_t remote_qpn = 0;
+    std::uint32_t remote_qkey = 0;
+    std::uint8_t responder_resources = 0, initiator_depth = 0;
+    // Options.
+    std::uint8_t tos = 0;
+    bool ack_timeout_set = false;
+    std::uint8_t ack_timeout = 0;
+    bool reuseaddr = false;
+    // rdma_create_ep of a passive id: every request's id gets a QP like this.
+    bool has_qp_init = false;
+    ibv_qp_init_attr qp_init{};
+    // What rdma_create_qp or rdma_create_ep made and must free.
+    bool own_cqs = false;
+    bool own_pd = false;
+    // Events reported to the program and acknowledged (rdma_destroy_id and
+    // rdma_migrate_id wait until the two agree).
+    int events_reported = 0, events_acked = 0;
+    sc_core::sc_event acked;
+    std::vector<McastJoin> joins;
+    std::uint32_t resolve_generation = 0;  // an address or route query in flight
+};
+
+struct NodeCm {
+    host::Driver* drv = nullptr;
+    ibv_context* verbs = nullptr;  // the node's device, opened for every id
+    ibv_pd* pd = nullptr;          // the default protection domain of rdma_create_qp(NULL pd)
+    std::map<std::uint32_t, SimId*> ids;
+    std::uint32_t next_handle = 1;
+    std::map<std::pair<int, std::uint16_t>, std::uint32_t> ports;  // (port space, port) -> bound id
+    std::uint16_t next_ephemeral = 0;
+    std::uint32_t psn_state = 0;
+    SimId* find(std::uint32_t h) {
+        auto it = ids.find(h);
+        return it == ids.end() ? nullptr : it->second;
+    }
+};
+
+}  // namespace hcasim::rdmacm
