@@ -9,6 +9,7 @@
 // resolve UD QPs with SIDR. As in librdmacm, the program's own thread brings
 // its QP up (ibv_modify_qp) when it takes the events that need it, so that
 // CPU time is the program's; the CM's messages and time-outs are the agent's.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <sys/eventfd.h>
@@ -1264,6 +1265,138 @@ void rdma_destroy_srq(rdma_cm_id* id) {
     if (!id || !id->srq) return;
     ibv_destroy_srq(id->srq);
     id->srq = nullptr;
+}
+
+}  // extern "C"
+
+// rdma_getaddrinfo and the endpoint calls built on it.
+extern "C" {
+
+int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints, rdma_addrinfo** res) {
+    if (!res || (!node && !service)) {
+        errno = EINVAL;
+        return EAI_NONAME;
+    }
+    Driver* d = hcasim::host::current_driver();
+    if (!d) {
+        errno = ENODEV;
+        return EAI_SYSTEM;
+    }
+    d->control_call();
+    const int flags = hints ? hints->ai_flags : 0;
+    if (hints && hints->ai_family && hints->ai_family != AF_INET) {
+        errno = EAFNOSUPPORT;
+        return EAI_FAMILY;
+    }
+    const int ps = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
+    if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP && ps != RDMA_PS_IPOIB && ps != RDMA_PS_IB) {
+        errno = EINVAL;
+        return EAI_SERVICE;
+    }
+    // The service is a port number (the simulated hosts have no services file).
+    long port = 0;
+    if (service) {
+        char* end = nullptr;
+        port = std::strtol(service, &end, 10);
+        if (!*service || *end || port < 0 || port > 65535) {
+            errno = EINVAL;
+            return EAI_SERVICE;
+        }
+    }
+    // The node: a dotted address, or a host name of the simulated subnet.
+    std::uint32_t ip = INADDR_ANY;
+    if (node) {
+        in_addr a{};
+        if (inet_pton(AF_INET, node, &a) == 1) {
+            ip = ntohl(a.s_addr);
+        } else if (flags & RAI_NUMERICHOST) {
+            errno = EINVAL;
+            return EAI_NONAME;
+        } else if (const auto* h = d->subnet() ? d->subnet()->by_name(node) : nullptr) {
+            ip = h->ip;
+        } else if (std::strcmp(node, "localhost") == 0) {
+            ip = d->ip();
+        } else {
+            errno = ENOENT;
+            return EAI_NONAME;
+        }
+    }
+    auto* r = static_cast<rdma_addrinfo*>(std::calloc(1, sizeof(rdma_addrinfo)));
+    auto* addr = static_cast<sockaddr_in*>(std::calloc(1, sizeof(sockaddr_in)));
+    if (!r || !addr) {
+        std::free(r);
+        std::free(addr);
+        errno = ENOMEM;
+        return EAI_MEMORY;
+    }
+    r->ai_flags = flags;
+    r->ai_family = AF_INET;
+    r->ai_port_space = ps;
+    r->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type : is_ud(ps) ? IBV_QPT_UD : IBV_QPT_RC;
+    set_sin(*addr, ip, static_cast<std::uint16_t>(port));
+    if (flags & RAI_PASSIVE) {
+        r->ai_src_addr = reinterpret_cast<sockaddr*>(addr);
+        r->ai_src_len = sizeof(sockaddr_in);
+    } else {
+        r->ai_dst_addr = reinterpret_cast<sockaddr*>(addr);
+        r->ai_dst_len = sizeof(sockaddr_in);
+        if (node) r->ai_dst_canonname = strdup(node);
+    }
+    *res = r;
+    return 0;
+}
+
+void rdma_freeaddrinfo(rdma_addrinfo* res) {
+    while (res) {
+        rdma_addrinfo* next = res->ai_next;
+        std::free(res->ai_src_addr);
+        std::free(res->ai_dst_addr);
+        std::free(res->ai_src_canonname);
+        std::free(res->ai_dst_canonname);
+        std::free(res->ai_route);
+        std::free(res->ai_connect);
+        std::free(res);
+        res = next;
+    }
+}
+
+int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
+    if (!id || !res) return fail_errno(EINVAL);
+    rdma_cm_id* cm_id = nullptr;
+    if (rdma_create_id(nullptr, &cm_id, nullptr, static_cast<rdma_port_space>(res->ai_port_space))) return -1;
+    SimId* s = obj(cm_id);
+    auto undo = [&]() {
+        const int err = errno;
+        rdma_destroy_id(cm_id);
+        return fail_errno(err);
+    };
+    if (res->ai_flags & RAI_PASSIVE) {
+        if (!res->ai_src_addr || rdma_bind_addr(cm_id, res->ai_src_addr)) return undo();
+        // Every request's id gets its QP when rdma_get_request takes it.
+        if (qp_init_attr) {
+            s->has_qp_init = true;
+            s->qp_init = *qp_init_attr;
+            s->qp_init.qp_type = static_cast<ibv_qp_type>(res->ai_qp_type);
+        }
+        cm_id->pd = pd;
+        *id = cm_id;
+        return 0;
+    }
+    if (rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr, 2000) || rdma_resolve_route(cm_id, 2000))
+        return undo();
+    if (qp_init_attr) {
+        qp_init_attr->qp_type = static_cast<ibv_qp_type>(res->ai_qp_type);
+        if (rdma_create_qp(cm_id, pd, qp_init_attr)) return undo();
+    }
+    *id = cm_id;
+    return 0;
+}
+
+void rdma_destroy_ep(rdma_cm_id* id) {
+    if (!id) return;
+    if (id->qp) rdma_destroy_qp(id);
+    if (id->srq) rdma_destroy_srq(id);
+    rdma_destroy_id(id);
 }
 
 }  // extern "C"

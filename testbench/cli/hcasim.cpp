@@ -71,6 +71,7 @@ struct Cli {
     bool verify = false;
     std::string vcd;
     std::string dma = "tlm";
+    std::string cm = "exchange";
 
     bool has(const std::string& option) const { return given.count(option) != 0; }
 };
@@ -87,8 +88,8 @@ const std::map<std::string, std::set<std::string>>& options_of() {
     };
     static const std::map<std::string, std::set<std::string>> m{
         {"run", with(workload, {"tx-depth", "qps"})},
-        {"lat", with(workload, {"op", "qp-type", "srq", "post-list", "verify"})},
-        {"bw", with(workload, {"op", "tx-depth", "qps", "qp-type", "srq", "post-list", "verify"})},
+        {"lat", with(workload, {"op", "qp-type", "srq", "post-list", "verify", "cm"})},
+        {"bw", with(workload, {"op", "tx-depth", "qps", "qp-type", "srq", "post-list", "verify", "cm"})},
         {"msgrate", with(config, {"op", "sizes", "iters", "tx-depth", "qps", "qp-type", "srq", "post-list", "mtu", "inline",
                                   "format", "counters", "vcd"})},
         {"mcast", with(config, {"sizes", "iters", "tx-depth", "inline", "format", "counters"})},
@@ -212,6 +213,14 @@ Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes
                                      : "work requests per ibv_post_send, at most --tx-depth")
             : (w.msgrate ? 16 : 1);
     if (c.verify && w.kvipl) throw std::invalid_argument("--verify applies to --api verbs only");
+    if (c.cm != "exchange" && c.cm != "rdma_cm")
+        throw cli::bad_value("--cm", c.cm, "exchange (QP data out of band) or rdma_cm (perftest's -R)");
+    const bool rdma_cm = c.cm == "rdma_cm";
+    if (rdma_cm && w.kvipl)
+        throw std::invalid_argument("--cm rdma_cm applies to --api verbs only (KVIPL connects through its own calls)");
+    if (rdma_cm && qp_type != QpType::Rc)
+        throw std::invalid_argument(std::string("--cm rdma_cm connects RC QPs (RDMA_PS_TCP): not --qp-type ") +
+                                    sim::printable(c.qp_type));
     if (c.verify && is_atomic(op))
         throw std::invalid_argument(std::string("--verify does not apply to --op ") + op_name(op) +
                                     " (an atomic moves no payload to check)");
@@ -271,6 +280,7 @@ Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes
     // Shown when not perftest's defaults (RC, no SRQ), and always by msgrate.
     if (qp_type != QpType::Rc || w.msgrate) w.info.settings.emplace_back("connection type", qp_type_name(qp_type));
     if (c.srq) w.info.settings.emplace_back("SRQ", "on");
+    if (rdma_cm) w.info.settings.emplace_back("connection manager", "rdma_cm");
     for (const auto& [k, v] : w.cfg.overrides()) w.info.settings.emplace_back(k, v);
     if (latency) {
         LatencyOptions& o = w.lat;
@@ -282,6 +292,7 @@ Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes
         o.qp_type = qp_type;
         o.srq = c.srq;
         o.verify = c.verify;
+        o.rdma_cm = rdma_cm;
         // The default is perftest's 220 B, or less if the device inlines less.
         o.inline_max = c.has("inline") ? inline_max : std::min(o.inline_max, device.max_inline);
         if (w.kvipl) check_latency_kvipl_options(o, w.cfg);
@@ -298,6 +309,7 @@ Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes
     o.srq = c.srq;
     o.post_list = post_list;
     o.verify = c.verify;
+    o.rdma_cm = rdma_cm;
     if (w.kvipl) {
         if (c.has("qps") && c.qps != "1") throw std::invalid_argument("--api kvipl runs one VI: --qps must be 1");
         o.qps = 1;
@@ -673,6 +685,9 @@ int sc_main(int argc, char** argv) {
         ("config,c", po::value(&c.config_file), "INI file of parameter overrides")
         ("set,s", po::value(&c.sets), "override one parameter: --set pcie.lanes=16 (repeatable)")
         ("counters", po::bool_switch(&c.counters), "print the hardware counters after the run")
+        ("cm", po::value(&c.cm),
+         "lat/bw: how the QPs are connected: exchange (QP data out of band, the default) or rdma_cm (IPoIB address, "
+         "SA path and IB CM messages, as perftest's -R)")
         ("verify", po::bool_switch(&c.verify),
          "lat/bw: check every received byte against the sender's pattern; the run fails naming the first bad offset")
         ("vcd", po::value(&c.vcd), "with --set hca.dma.impl=rtl: write VCD waveforms of the RTL DMA engine "

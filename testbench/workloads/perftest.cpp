@@ -410,6 +410,7 @@ EndpointOptions latency_endpoint(const LatencyOptions& opt, const sim::Config& c
     eo.mtu = mtu_enum(opt.mtu);
     eo.max_send_wr = 128;
     eo.max_recv_wr = 128;
+    eo.rdma_cm = opt.rdma_cm;
     return eo;
 }
 
@@ -419,6 +420,7 @@ EndpointOptions bandwidth_endpoint(const BandwidthOptions& opt, const sim::Confi
     // Each QP streams from and into its own slice of the buffer.
     eo.buffer_bytes = static_cast<std::size_t>(max_size) * 2 + 4096;
     eo.qps = opt.qps;
+    eo.rdma_cm = opt.rdma_cm;
     eo.max_inline = opt.inline_max;
     eo.mtu = mtu_enum(opt.mtu);
     eo.max_send_wr = static_cast<std::uint32_t>(opt.tx_depth);

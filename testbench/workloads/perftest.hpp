@@ -49,6 +49,7 @@ struct LatencyOptions {
     QpType qp_type = QpType::Rc;
     bool srq = false;        // receives from one shared receive queue
     bool verify = false;     // check every received byte against the sender's pattern
+    bool rdma_cm = false;    // connect with rdma_cm instead of the out-of-band exchange (perftest's -R)
 };
 
 struct BandwidthOptions {
@@ -65,6 +66,7 @@ struct BandwidthOptions {
     bool srq = false;        // every QP's receives from one shared receive queue
     int post_list = 1;       // work requests per ibv_post_send call, linked (perftest's --post_list)
     bool verify = false;     // check every received byte against the sender's pattern
+    bool rdma_cm = false;    // connect with rdma_cm instead of the out-of-band exchange (perftest's -R)
 };
 
 // What the device said no to in a run: the host programs found out at set-up

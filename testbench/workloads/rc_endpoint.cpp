@@ -1,6 +1,8 @@
 #include "testbench/workloads/rc_endpoint.hpp"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -155,6 +157,7 @@ void RcEndpoint::post_recv(std::size_t q, ibv_recv_wr* wr) {
 RcEndpoint::~RcEndpoint() { release(); }
 
 void RcEndpoint::release() {
+    disconnect();
     for (ibv_qp* q : qps) ibv_destroy_qp(q);
     qps.clear();
     for (ibv_qp* q : xrc_targets) ibv_destroy_qp(q);
@@ -187,8 +190,13 @@ void RcEndpoint::connect(const std::string& tag, int peer_index) {
         check(ibv_get_srq_num(srq, &info->srqn), "ibv_get_srq_num");
         for (std::size_t i = 0; i < qps.size(); ++i) info->qpn[qps.size() + i] = xrc_targets[i]->qp_num;
     }
+    std::vector<std::uint8_t> theirs_bytes;
+    if (m_opt.rdma_cm) {
+        connect_rdma_cm(peer_index, *info);
+        return;
+    }
     m_host.put(tag + "/" + std::to_string(m_host.index()), mine);
-    const std::vector<std::uint8_t> theirs_bytes = m_host.get(tag + "/" + std::to_string(peer_index));
+    theirs_bytes = m_host.get(tag + "/" + std::to_string(peer_index));
     const auto* theirs = reinterpret_cast<const PeerInfo*>(theirs_bytes.data());
     if (theirs->nqps < qps.size()) throw std::runtime_error("peer has fewer QPs");
     remote_addr = theirs->addr;
@@ -215,6 +223,137 @@ void RcEndpoint::connect(const std::string& tag, int peer_index) {
         if (m_opt.qp_type == IBV_QPT_UD) connect_ud(qps[i], info->psn);
         else connect_connected(qps[i], theirs->lid, theirs->qpn[i], theirs->psn, info->psn);
     }
+}
+
+namespace {
+
+// The part of PeerInfo one connection's private data carries.
+struct CmPeerData {
+    std::uint16_t lid;
+    std::uint32_t psn;
+    std::uint64_t addr;
+    std::uint32_t rkey;
+    std::uint32_t qpn;
+} __attribute__((packed));
+static_assert(sizeof(CmPeerData) <= 56, "fits a REQ's private data");
+
+rdma_cm_event* next_event(rdma_event_channel* ch, rdma_cm_event_type want) {
+    rdma_cm_event* e = nullptr;
+    if (rdma_get_cm_event(ch, &e)) throw std::runtime_error(std::string("rdma_get_cm_event failed: ") + std::strerror(errno));
+    if (e->event != want) {
+        const std::string got = rdma_event_str(e->event);
+        const int status = e->status;
+        rdma_ack_cm_event(e);
+        throw std::runtime_error(std::string("rdma_cm: expected ") + rdma_event_str(want) + ", got " + got +
+                                 " (status " + std::to_string(status) + ")");
+    }
+    return e;
+}
+
+CmPeerData peer_data(const rdma_cm_event* e) {
+    CmPeerData d{};
+    if (e->param.conn.private_data_len < sizeof d) throw std::runtime_error("rdma_cm: short private data");
+    std::memcpy(&d, e->param.conn.private_data, sizeof d);
+    return d;
+}
+
+}  // namespace
+
+// The QP numbers, PSNs, LIDs, addresses and rkeys go in the CM messages'
+// private data; each side still brings its own QP up with the workload's
+// attributes, so the data path is the same as with the exchange.
+void RcEndpoint::connect_rdma_cm(int peer_index, PeerInfo& mine) {
+    if (m_opt.qp_type != IBV_QPT_RC) throw std::runtime_error("rdma_cm connects RC QPs only");
+    m_cm_channel = need(rdma_create_event_channel(), "rdma_create_event_channel");
+    const bool server = m_host.index() < peer_index;
+    auto data_of = [&](std::size_t i) {
+        CmPeerData d{mine.lid, mine.psn, mine.addr, mine.rkey, qps[i]->qp_num};
+        return d;
+    };
+    remote_qpn.assign(qps.size(), 0);
+    if (server) {
+        check(rdma_create_id(m_cm_channel, &m_cm_listen, nullptr, RDMA_PS_TCP), "rdma_create_id");
+        sockaddr_in any{};
+        any.sin_family = AF_INET;
+        any.sin_port = htons(kRdmaCmPort);
+        check(rdma_bind_addr(m_cm_listen, reinterpret_cast<sockaddr*>(&any)), "rdma_bind_addr");
+        check(rdma_listen(m_cm_listen, static_cast<int>(qps.size())), "rdma_listen");
+        m_host.put("rdma_cm/listening", {1});
+        for (std::size_t i = 0; i < qps.size(); ++i) {
+            rdma_cm_event* req = next_event(m_cm_channel, RDMA_CM_EVENT_CONNECT_REQUEST);
+            const CmPeerData theirs = peer_data(req);
+            rdma_cm_id* id = req->id;
+            check(rdma_ack_cm_event(req), "rdma_ack_cm_event");
+            m_cm_ids.push_back(id);
+            remote_addr = theirs.addr;
+            remote_rkey = theirs.rkey;
+            remote_lid = theirs.lid;
+            remote_qpn[i] = theirs.qpn;
+            // Ready to receive before the REP goes.
+            connect_connected(qps[i], theirs.lid, theirs.qpn, theirs.psn, mine.psn);
+            CmPeerData ours = data_of(i);
+            rdma_conn_param p{};
+            p.private_data = &ours;
+            p.private_data_len = sizeof ours;
+            p.responder_resources = m_opt.max_rd_atomic;
+            p.initiator_depth = m_opt.max_rd_atomic;
+            p.rnr_retry_count = m_opt.rnr_retry;
+            p.qp_num = qps[i]->qp_num;
+            check(rdma_accept(id, &p), "rdma_accept");
+            check(rdma_ack_cm_event(next_event(m_cm_channel, RDMA_CM_EVENT_ESTABLISHED)), "rdma_ack_cm_event");
+        }
+        return;
+    }
+    m_host.get("rdma_cm/listening");
+    rdma_addrinfo hints{};
+    hints.ai_port_space = RDMA_PS_TCP;
+    rdma_addrinfo* res = nullptr;
+    const std::string server_name = "node" + std::to_string(peer_index);
+    if (rdma_getaddrinfo(server_name.c_str(), std::to_string(kRdmaCmPort).c_str(), &hints, &res))
+        throw std::runtime_error("rdma_getaddrinfo(" + server_name + ") failed");
+    for (std::size_t i = 0; i < qps.size(); ++i) {
+        rdma_cm_id* id = nullptr;
+        check(rdma_create_id(m_cm_channel, &id, nullptr, RDMA_PS_TCP), "rdma_create_id");
+        m_cm_ids.push_back(id);
+        check(rdma_resolve_addr(id, nullptr, res->ai_dst_addr, 2000), "rdma_resolve_addr");
+        check(rdma_ack_cm_event(next_event(m_cm_channel, RDMA_CM_EVENT_ADDR_RESOLVED)), "rdma_ack_cm_event");
+        check(rdma_resolve_route(id, 2000), "rdma_resolve_route");
+        check(rdma_ack_cm_event(next_event(m_cm_channel, RDMA_CM_EVENT_ROUTE_RESOLVED)), "rdma_ack_cm_event");
+        CmPeerData ours = data_of(i);
+        rdma_conn_param p{};
+        p.private_data = &ours;
+        p.private_data_len = sizeof ours;
+        p.responder_resources = m_opt.max_rd_atomic;
+        p.initiator_depth = m_opt.max_rd_atomic;
+        p.retry_count = kRcRetryCount;
+        p.rnr_retry_count = m_opt.rnr_retry;
+        p.qp_num = qps[i]->qp_num;
+        check(rdma_connect(id, &p), "rdma_connect");
+        // No QP on the id: the response comes to us, and we send the RTU.
+        rdma_cm_event* resp = next_event(m_cm_channel, RDMA_CM_EVENT_CONNECT_RESPONSE);
+        const CmPeerData theirs = peer_data(resp);
+        check(rdma_ack_cm_event(resp), "rdma_ack_cm_event");
+        remote_addr = theirs.addr;
+        remote_rkey = theirs.rkey;
+        remote_lid = theirs.lid;
+        remote_qpn[i] = theirs.qpn;
+        connect_connected(qps[i], theirs.lid, theirs.qpn, theirs.psn, mine.psn);
+        check(rdma_establish(id), "rdma_establish");
+        check(rdma_ack_cm_event(next_event(m_cm_channel, RDMA_CM_EVENT_ESTABLISHED)), "rdma_ack_cm_event");
+    }
+    rdma_freeaddrinfo(res);
+}
+
+void RcEndpoint::disconnect() {
+    for (rdma_cm_id* id : m_cm_ids) {
+        rdma_disconnect(id);
+        rdma_destroy_id(id);
+    }
+    m_cm_ids.clear();
+    if (m_cm_listen) rdma_destroy_id(m_cm_listen);
+    m_cm_listen = nullptr;
+    if (m_cm_channel) rdma_destroy_event_channel(m_cm_channel);
+    m_cm_channel = nullptr;
 }
 
 // UD: the Q_Key at INIT, nothing at RTR, the send PSN at RTS.

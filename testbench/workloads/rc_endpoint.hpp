@@ -5,6 +5,7 @@
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
 
 #include <cstdint>
 #include <stdexcept>
@@ -43,7 +44,14 @@ struct EndpointOptions {
     std::uint32_t qkey = 0x11111111;  // UD: the Q_Key both sides use
     bool srq = false;                 // every QP receives from one SRQ of max_recv_wr entries
     bool atomics = false;             // needs atomic operations (ibv_query_device's atomic_cap)
+    // Connect with rdma_cm (RC): node 0 listens on kRdmaCmPort, node 1
+    // connects one id per QP, the connection data in private data, as
+    // perftest's -R does. Otherwise the data goes out of band.
+    bool rdma_cm = false;
 };
+
+// perftest's default port.
+inline constexpr std::uint16_t kRdmaCmPort = 18515;
 
 // The device cannot do what the options ask (the QP type, an SRQ, atomics):
 // found at set-up, before anything was sent.
@@ -77,6 +85,8 @@ public:
     // number; UD with an address handle to the peer's port, sending to
     // remote_qpn[i].
     void connect(const std::string& tag, int peer_index);
+    // Disconnects and frees the rdma_cm ids (before the QPs go).
+    void disconnect();
     // Posts a chain of receives for QP q: to its receive queue, or to the
     // shared receive queue.
     void post_recv(std::size_t q, ibv_recv_wr* wr);
@@ -106,6 +116,11 @@ private:
     void connect_connected(ibv_qp* qp, std::uint16_t dlid, std::uint32_t dest_qpn, std::uint32_t rq_psn,
                            std::uint32_t sq_psn);
     void open_xrc();
+    void connect_rdma_cm(int peer_index, PeerInfo& mine);
+    // Connected with rdma_cm: the ids of the QPs and their event channel.
+    std::vector<rdma_cm_id*> m_cm_ids;
+    rdma_cm_id* m_cm_listen = nullptr;
+    rdma_event_channel* m_cm_channel = nullptr;
 
     Host& m_host;
     EndpointOptions m_opt;
