@@ -17,6 +17,7 @@
 #include "testbench/cli/cli_input.hpp"
 #include "testbench/system/isolated.hpp"
 #include "testbench/system/system.hpp"
+#include "testbench/workloads/connect.hpp"
 #include "testbench/workloads/kvipl_perftest.hpp"
 #include "testbench/workloads/multicast.hpp"
 #include "testbench/workloads/perftest.hpp"
@@ -39,6 +40,10 @@ Commands:
   mcast         UD multicast: node 0 sends to a group every other node joined
                 (fabric.nodes nodes; more than 2 need fabric.topology=switch);
                 latency and bandwidth of each receiver
+  connect       rdma_cm connection set-up: --clients nodes each connect
+                --connections times to node 0 (through the switch when more
+                than one), send a message and disconnect; connections per
+                simulated second and set-up latency percentiles
   bench         simulator speed: simulated packets per wall second, 1 and 1024 QPs,
                 and 1 QP with 1% of packets dropped on every link;
                 with --dma rtl: co-simulation speed of the RTL DMA engine (RTL
@@ -72,6 +77,7 @@ struct Cli {
     std::string vcd;
     std::string dma = "tlm";
     std::string cm = "exchange";
+    std::string clients = "1", connections = "100";
 
     bool has(const std::string& option) const { return given.count(option) != 0; }
 };
@@ -94,6 +100,7 @@ const std::map<std::string, std::set<std::string>>& options_of() {
                                   "format", "counters", "vcd"})},
         {"mcast", with(config, {"sizes", "iters", "tx-depth", "inline", "format", "counters"})},
         {"bench", with(config, {"dma", "sizes", "iters"})},
+        {"connect", with(config, {"clients", "connections", "format", "counters"})},
         {"params", {"format"}},
         {"presets", {}},
     };
@@ -439,6 +446,22 @@ int cmd_mcast(const Cli& c) {
     return 0;
 }
 
+// connect: clients on nodes 1..N connect to node 0 with rdma_cm.
+int cmd_connect(const Cli& c) {
+    sim::Config cfg = make_config(c);
+    const Format format = output_format(c);
+    ConnectOptions o;
+    o.clients = cli::parse_int("--clients", c.clients, 1, 4095, "client nodes");
+    o.connections = cli::parse_int("--connections", c.connections, 1, 1000000, "connections per client");
+    cfg.set("fabric.nodes", std::to_string(o.clients + 1));
+    if (o.clients > 1 && cfg.get_choice("fabric.topology") == "back_to_back") cfg.set("fabric.topology", "switch");
+    System sys(cfg);
+    const ConnectResult r = run_connect(sys, o);
+    print_connect(std::cout, format == Format::Csv, o, r);
+    if (c.counters) print_counters(std::cout, format, sys);
+    return 0;
+}
+
 // bench: one message size, the number of messages of each run.
 struct BenchPlan {
     std::uint32_t size = 0;
@@ -685,6 +708,8 @@ int sc_main(int argc, char** argv) {
         ("config,c", po::value(&c.config_file), "INI file of parameter overrides")
         ("set,s", po::value(&c.sets), "override one parameter: --set pcie.lanes=16 (repeatable)")
         ("counters", po::bool_switch(&c.counters), "print the hardware counters after the run")
+        ("clients", po::value(&c.clients), "connect: client nodes, 1 to 4095 (default 1)")
+        ("connections", po::value(&c.connections), "connect: connections each client makes (default 100)")
         ("cm", po::value(&c.cm),
          "lat/bw: how the QPs are connected: exchange (QP data out of band, the default) or rdma_cm (IPoIB address, "
          "SA path and IB CM messages, as perftest's -R)")
@@ -709,7 +734,7 @@ int sc_main(int argc, char** argv) {
         }
         if (!options_of().count(c.command)) {
             std::cerr << "hcasim: error: unknown command '" << sim::printable(c.command)
-                      << "' (run, lat, bw, msgrate, mcast, bench, params, presets)\n";
+                      << "' (run, lat, bw, msgrate, mcast, connect, bench, params, presets)\n";
             return 2;
         }
         for (const auto& [name, value] : vm)
@@ -724,6 +749,7 @@ int sc_main(int argc, char** argv) {
         }
         if (c.command == "mcast") return cmd_mcast(c);
         if (c.command == "bench") return cmd_bench(c);
+        if (c.command == "connect") return cmd_connect(c);
         if (c.command == "params") return cmd_params(c);
         for (const auto& p : sim::Config::preset_names()) std::cout << p << "\n";
         return 0;
