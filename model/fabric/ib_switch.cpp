@@ -10,9 +10,11 @@ void declare_switch_params(sim::ParamRegistry& r) {
     using K = sim::ParamSpec::Kind;
     r.add({"fabric.topology", K::Choice, "", "back_to_back", 0, 0, {"back_to_back", "switch"},
            "two nodes cabled directly, or all of them behind one switch", "default: back to back, as the perftest figures"});
-    r.add({"fabric.nodes", K::Int, "nodes", "2", 2, 36, {},
+    r.add({"fabric.nodes", K::Int, "nodes", "2", 2, 648, {},
            "simulated hosts, each with one adapter; more than 2 need fabric.topology=switch",
-           "default: the two hosts of a perftest run; at most the 36 ports of one SwitchX-class switch"});
+           "default: the two hosts of a perftest run; up to 36, the ports of one SwitchX-class switch; beyond, up "
+           "to the 648 ports of a director-class chassis (SX6536), simulated as one switch with one ASIC's "
+           "cut-through latency"});
     r.add({"switch.clock_mhz", K::Real, "MHz", "500", 50, 5000, {}, "switch core clock",
            "estimate for a SwitchX-class ASIC"});
     r.add({"switch.cut_through_cycles", K::Int, "cycles", "85", 0, 100000, {},

@@ -451,7 +451,7 @@ int cmd_connect(const Cli& c) {
     sim::Config cfg = make_config(c);
     const Format format = output_format(c);
     ConnectOptions o;
-    o.clients = cli::parse_int("--clients", c.clients, 1, 4095, "client nodes");
+    o.clients = cli::parse_int("--clients", c.clients, 1, 647, "client nodes, up to fabric.nodes' 648 less the server");
     o.connections = cli::parse_int("--connections", c.connections, 1, 1000000, "connections per client");
     cfg.set("fabric.nodes", std::to_string(o.clients + 1));
     if (o.clients > 1 && cfg.get_choice("fabric.topology") == "back_to_back") cfg.set("fabric.topology", "switch");
@@ -708,7 +708,7 @@ int sc_main(int argc, char** argv) {
         ("config,c", po::value(&c.config_file), "INI file of parameter overrides")
         ("set,s", po::value(&c.sets), "override one parameter: --set pcie.lanes=16 (repeatable)")
         ("counters", po::bool_switch(&c.counters), "print the hardware counters after the run")
-        ("clients", po::value(&c.clients), "connect: client nodes, 1 to 4095 (default 1)")
+        ("clients", po::value(&c.clients), "connect: client nodes, 1 to 647 (default 1)")
         ("connections", po::value(&c.connections), "connect: connections each client makes (default 100)")
         ("cm", po::value(&c.cm),
          "lat/bw: how the QPs are connected: exchange (QP data out of band, the default) or rdma_cm (IPoIB address, "
