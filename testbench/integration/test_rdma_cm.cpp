@@ -8,7 +8,10 @@
 
 #include <arpa/inet.h>
 
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
+#include <sstream>
 
 #include "testbench/integration/harness.hpp"
 
@@ -169,7 +172,6 @@ TEST_CASE("rdma_cm connects an rc qp with private data both ways, moves bytes wi
             rdma_destroy_event_channel(ch);
         });
     INFO(r.error);
-    for (const auto& [k, v] : r.kv) UNSCOPED_INFO(k << "=" << v);
     REQUIRE(r.ok);
     CHECK(r.get("srv.req.listen_is_listener") == "1");
     CHECK(r.num("srv.req.pd_len") == 56);  // a REQ's private data less rdma_cm's header
@@ -189,6 +191,84 @@ TEST_CASE("rdma_cm connects an rc qp with private data both ways, moves bytes wi
     CHECK(r.real("cli.setup_us") < 1000.0);
     // Time wait: the path's local ACK time-out (4.096 us x 2^19) after the DREQ/DREP.
     CHECK(r.real("cli.timewait.at_us") - r.real("cli.disconnected.at_us") > 2.0e6);
+}
+
+namespace {
+
+// The rows of a CSV report: every line that starts with a digit.
+std::vector<std::vector<double>> csv_rows(const std::string& out) {
+    std::vector<std::vector<double>> rows;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+        if (line.empty() || !std::isdigit(static_cast<unsigned char>(line[0]))) continue;
+        std::vector<double> row;
+        std::istringstream cells(line);
+        for (std::string cell; std::getline(cells, cell, ',');) row.push_back(std::atof(cell.c_str()));
+        rows.push_back(row);
+    }
+    return rows;
+}
+
+}  // namespace
+
+TEST_CASE("lat and bw --cm rdma_cm connect with rdma_cm and give the figures of the out-of-band exchange",
+          "[rdma_cm][cli]") {
+    for (const std::string w : {"lat --sizes 2:4096 -n 200", "bw --sizes 64:65536 -n 400 --qps 4",
+                                "lat --op read --sizes 64:4096 -n 100"}) {
+        INFO(w);
+        const auto a = run_hcasim(w + " --format csv");
+        const auto b = run_hcasim(w + " --format csv --cm rdma_cm");
+        REQUIRE(a.exit_code == 0);
+        REQUIRE(b.exit_code == 0);
+        const auto ra = csv_rows(a.out), rb = csv_rows(b.out);
+        REQUIRE(ra.size() == rb.size());
+        REQUIRE(!ra.empty());
+        for (std::size_t i = 0; i < ra.size(); ++i) {
+            REQUIRE(ra[i].size() == rb[i].size());
+            CHECK(ra[i][0] == rb[i][0]);  // size
+            CHECK(ra[i][1] == rb[i][1]);  // iterations
+            // Averages: the same data path, started at another clock phase.
+            const std::size_t avg = w.rfind("lat", 0) == 0 ? 5 : 3;
+            CHECK(rb[i][avg] == Approx(ra[i][avg]).epsilon(0.01));
+        }
+    }
+    // What rdma_cm cannot connect is refused by name.
+    const auto ud = run_hcasim("lat --qp-type ud --cm rdma_cm", true);
+    CHECK(ud.exit_code == 2);
+    CHECK(ud.out.find("--cm rdma_cm") != std::string::npos);
+    const auto bad = run_hcasim("bw --cm tcp", true);
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.out.find("--cm") != std::string::npos);
+}
+
+TEST_CASE("hcasim connect makes every connection and prints rates and set-up percentiles, deterministically",
+          "[rdma_cm][cli]") {
+    const auto one = run_hcasim("connect --connections 50 --format csv");
+    REQUIRE(one.exit_code == 0);
+    const auto rows = csv_rows(one.out);
+    REQUIRE(rows.size() == 1);
+    CHECK(rows[0][0] == 1);   // clients
+    CHECK(rows[0][1] == 50);  // connections made
+    CHECK(rows[0][3] > 100);  // per simulated second
+    CHECK(rows[0][4] > 10);   // set-up min, us: firmware commands and CM messages
+    CHECK(rows[0][4] <= rows[0][5]);
+    CHECK(rows[0][5] <= rows[0][6]);
+    CHECK(rows[0][6] <= rows[0][7]);
+    const auto many = run_hcasim("connect --clients 16 --connections 5 --format csv");
+    REQUIRE(many.exit_code == 0);
+    const auto mrows = csv_rows(many.out);
+    REQUIRE(mrows.size() == 1);
+    CHECK(mrows[0][1] == 80);
+    // A busier server: requests wait behind each other.
+    CHECK(mrows[0][5] > rows[0][5]);
+    // The same run twice: the same figures (wall time aside).
+    const auto again = run_hcasim("connect --clients 16 --connections 5 --format csv");
+    const auto arows = csv_rows(again.out);
+    REQUIRE(arows.size() == 1);
+    for (std::size_t i = 0; i + 1 < mrows[0].size(); ++i) CHECK(arows[0][i] == mrows[0][i]);
+    const auto bad = run_hcasim("connect --clients 0", true);
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.out.find("--clients") != std::string::npos);
 }
 
 }  // namespace hcasim::test
