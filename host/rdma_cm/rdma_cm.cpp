@@ -199,7 +199,7 @@ int bind_port(SimId& s, std::uint16_t port) {
     }
     release_port(s);
     s.port = port;
-    n.ports[{s.id.ps, port}] = s.handle;
+    n.ports.emplace(std::make_pair(static_cast<int>(s.id.ps), port), s.handle);  // a sharer keeps the first's entry
     reinterpret_cast<sockaddr_in&>(s.id.route.addr.src_addr).sin_port = htons(port);
     return 0;
 }
@@ -904,6 +904,7 @@ int rdma_listen(rdma_cm_id* id, int backlog) {
                                          [np, handle](const fw::IbCmEvent& e) { on_listen_event(*np, handle, e); }))
         return fail_errno(err);
     s->state = IdState::Listening;
+    n.ports[{s->id.ps, s->port}] = s->handle;  // the port is the listener's now: no more sharers
     if (!s->id.verbs) s->id.verbs = device_of(n);
     return 0;
 }
