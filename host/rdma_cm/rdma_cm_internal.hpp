@@ -22,6 +22,10 @@
 #include "firmware/cm_agent.hpp"
 #include "host/driver/driver.hpp"
 
+namespace hcasim::verbs {
+void release_at_teardown(ibv_context* context, ibv_pd* pd);
+}
+
 namespace hcasim::rdmacm {
 
 struct NodeCm;
@@ -117,6 +121,11 @@ struct NodeCm {
     std::map<std::pair<int, std::uint16_t>, std::uint32_t> ports;  // (port space, port) -> bound id
     std::uint16_t next_ephemeral = 0;
     std::uint32_t psn_state = 0;
+    NodeCm() = default;
+    NodeCm(const NodeCm&) = delete;
+    NodeCm& operator=(const NodeCm&) = delete;
+    // The host is going: its device context and default PD go with it.
+    ~NodeCm() { verbs::release_at_teardown(verbs, pd); }
     SimId* find(std::uint32_t h) {
         auto it = ids.find(h);
         return it == ids.end() ? nullptr : it->second;

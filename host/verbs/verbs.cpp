@@ -521,6 +521,22 @@ struct ibv_context* ibv_open_device(struct ibv_device* device) {
     return &ctx;
 }
 
+extern "C++" {
+namespace hcasim::verbs {
+// What a library that keeps a context and a PD for the life of the process
+// (rdma_cm) frees when the simulated host goes: memory only, no simulated
+// time and no driver calls (the driver is going too).
+void release_at_teardown(ibv_context* context, ibv_pd* pd) {
+    delete reinterpret_cast<SimPd*>(pd);
+    if (!context) return;
+    SimContext* c = sim_ctx(context);
+    pthread_mutex_destroy(&context->mutex);
+    if (--c->device->contexts == 0 && !c->device->listed) delete c->device;
+    delete c;
+}
+}  // namespace hcasim::verbs
+}
+
 int ibv_close_device(struct ibv_context* context) {
     if (!context) return EINVAL;
     SimContext* c = sim_ctx(context);
