@@ -177,7 +177,9 @@ private:
     void ib_send_and_wait(std::uint32_t id, packet::ibcm::Mad m, sim::Tick t);
     void ib_arm(std::uint32_t id, sim::Tick at_t);
     void ib_timewait(std::uint32_t id, sim::Tick t);
-    void ib_reply(const packet::ibcm::Mad& m, std::uint16_t dlid, sim::Tick t) { send(m, dlid, t); }
+    // Sends the connection's peer a REJ.
+    void ib_reject(std::uint32_t id, const IbConnection& c, std::uint16_t reason, std::vector<std::uint8_t> private_data,
+                   sim::Tick t);
     std::uint64_t next_tid() { return ++m_tid; }
     std::map<std::uint32_t, IbConnection> m_ib;     // by local communication ID
     std::map<std::uint64_t, IbCmHandler> m_ib_listens;  // by service ID

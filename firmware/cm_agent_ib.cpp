@@ -84,12 +84,7 @@ void CmAgent::ib_arm(std::uint32_t id, sim::Tick at_t) {
         case State::ReqSent:
         case State::RepSent: {
             // Gave up: the peer learns it from a REJ, the consumer from the event.
-            ibcm::Rej rej;
-            rej.local_comm_id = id;
-            rej.remote_comm_id = c.remote_comm_id;
-            rej.message_rejected = c.state == State::ReqSent ? ibcm::Answered::Req : ibcm::Answered::Rep;
-            rej.reason = kRejTimeout;
-            if (c.state == State::RepSent) send(ibcm::Mad{next_tid(), rej}, c.remote_lid, at_t);
+            if (c.state == State::RepSent) ib_reject(id, c, kRejTimeout, {}, at_t);
             counter("ib_unreachable")++;
             IbCmEvent e;
             e.type = Type::Unreachable;
@@ -124,6 +119,19 @@ void CmAgent::ib_arm(std::uint32_t id, sim::Tick at_t) {
         case State::SidrRcvd: return;
         }
     });
+}
+
+void CmAgent::ib_reject(std::uint32_t id, const IbConnection& c, std::uint16_t reason,
+                        std::vector<std::uint8_t> private_data, sim::Tick t) {
+    ibcm::Rej rej;
+    rej.local_comm_id = id;
+    rej.remote_comm_id = c.remote_comm_id;
+    // The message the connection was waiting on, or answering.
+    rej.message_rejected =
+        c.state == State::ReqSent || c.state == State::ReqRcvd ? ibcm::Answered::Req : ibcm::Answered::Rep;
+    rej.reason = reason;
+    rej.private_data = std::move(private_data);
+    send(ibcm::Mad{next_tid(), std::move(rej)}, c.remote_lid, t);
 }
 
 void CmAgent::ib_send_and_wait(std::uint32_t id, ibcm::Mad m, sim::Tick t) {
@@ -194,13 +202,7 @@ int CmAgent::ib_send_rtu(std::uint32_t id, std::vector<std::uint8_t> private_dat
 int CmAgent::ib_send_rej(std::uint32_t id, std::uint16_t reason, std::vector<std::uint8_t> private_data) {
     auto it = m_ib.find(id);
     if (it == m_ib.end() || (it->second.state != State::ReqRcvd && it->second.state != State::RepRcvd)) return EINVAL;
-    ibcm::Rej rej;
-    rej.local_comm_id = id;
-    rej.remote_comm_id = it->second.remote_comm_id;
-    rej.message_rejected = it->second.state == State::ReqRcvd ? ibcm::Answered::Req : ibcm::Answered::Rep;
-    rej.reason = reason;
-    rej.private_data = std::move(private_data);
-    send(ibcm::Mad{next_tid(), std::move(rej)}, it->second.remote_lid, sim::now_ps());
+    ib_reject(id, it->second, reason, std::move(private_data), sim::now_ps());
     m_ib.erase(it);
     return 0;
 }
@@ -260,12 +262,7 @@ void CmAgent::ib_destroy(std::uint32_t id) {
     case State::RepRcvd: ib_send_rej(id, kRejConsumer, {}); return;
     case State::ReqSent:
     case State::RepSent: {
-        ibcm::Rej rej;
-        rej.local_comm_id = id;
-        rej.remote_comm_id = c.remote_comm_id;
-        rej.message_rejected = c.state == State::ReqSent ? ibcm::Answered::Req : ibcm::Answered::Rep;
-        rej.reason = kRejTimeout;
-        send(ibcm::Mad{next_tid(), std::move(rej)}, c.remote_lid, sim::now_ps());
+        ib_reject(id, c, kRejTimeout, {}, sim::now_ps());
         m_ib.erase(it);
         return;
     }

@@ -1,5 +1,7 @@
 #include "model/packet/sa_mad.hpp"
 
+#include "model/packet/mad_fields.hpp"
+
 #include <cstdio>
 #include <cstring>
 #include <type_traits>
@@ -14,48 +16,10 @@ namespace {
 constexpr std::size_t kBaseVersion = 0, kClass = 1, kVersion = 2, kMethod = 3, kStatus = 4, kTid = 8, kAttrId = 16;
 constexpr std::size_t kAttrOffset = 44, kCompMask = 48;
 
-// Each record's fields are listed once, in a template over the direction:
-// Writer puts them into the MAD, Reader takes them out. Offsets are those of
-// the record's table, from the start of the record; bit 0 is the most
-// significant bit of its byte.
-class Writer {
-public:
-    explicit Writer(std::uint8_t* data) : m_d(data) {}
-    template <typename T>
-    void bits(std::size_t byte, unsigned bit, unsigned width, const T& v) {
-        const auto x = static_cast<std::uint64_t>(v);
-        for (unsigned i = 0; i < width; ++i) {
-            const std::size_t pos = bit + i;
-            const std::uint8_t mask = static_cast<std::uint8_t>(0x80u >> (pos % 8));
-            std::uint8_t& b = m_d[byte + pos / 8];
-            if ((x >> (width - 1 - i)) & 1) b |= mask;
-            else b &= static_cast<std::uint8_t>(~mask);
-        }
-    }
-    void gid(std::size_t byte, const Gid& g) { std::memcpy(m_d + byte, g.data(), g.size()); }
-
-private:
-    std::uint8_t* m_d;
-};
-
-class Reader {
-public:
-    explicit Reader(const std::uint8_t* data) : m_d(data) {}
-    template <typename T>
-    void bits(std::size_t byte, unsigned bit, unsigned width, T& v) {
-        std::uint64_t x = 0;
-        for (unsigned i = 0; i < width; ++i) {
-            const std::size_t pos = bit + i;
-            x = x << 1 | ((m_d[byte + pos / 8] >> (7 - pos % 8)) & 1u);
-        }
-        if constexpr (std::is_same_v<T, bool>) v = x != 0;
-        else v = static_cast<T>(x);
-    }
-    void gid(std::size_t byte, Gid& g) { std::memcpy(g.data(), m_d + byte, g.size()); }
-
-private:
-    const std::uint8_t* m_d;
-};
+// Each record's fields are listed once (mad_fields.hpp); offsets are
+// those of the record's table, from the start of the record.
+using mad::Reader;
+using mad::Writer;
 
 // IBA 15.2.5.16. Bytes 58-63 are reserved.
 template <typename IO, typename R>
