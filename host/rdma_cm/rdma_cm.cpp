@@ -15,6 +15,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -176,8 +177,28 @@ std::unique_ptr<SimEvent> event_with(std::vector<std::uint8_t> pd) {
 void release_port(SimId& s) {
     if (!s.port) return;
     auto it = s.node->ports.find({s.id.ps, s.port});
-    if (it != s.node->ports.end() && it->second == s.handle) s.node->ports.erase(it);
+    if (it != s.node->ports.end()) {
+        auto& owners = it->second;
+        owners.erase(std::remove(owners.begin(), owners.end(), s.handle), owners.end());
+        if (owners.empty()) s.node->ports.erase(it);
+    }
     s.port = 0;
+}
+
+// The kernel's cma_check_port: may s join the ids bound to its port? Ids
+// that both allow reuse share; otherwise the wildcard address conflicts with
+// every address and a specific address with itself.
+int check_port(SimId& s, const std::vector<std::uint32_t>& owners, bool reuseaddr) {
+    const std::uint32_t addr = ipv4_of(&s.id.route.addr.src_addr);
+    for (std::uint32_t h : owners) {
+        SimId* cur = s.node->find(h);
+        if (!cur || cur == &s) continue;
+        if (reuseaddr && cur->reuseaddr) continue;
+        const std::uint32_t cur_addr = ipv4_of(&cur->id.route.addr.src_addr);
+        if (addr == INADDR_ANY || cur_addr == INADDR_ANY) return EADDRNOTAVAIL;
+        if (addr == cur_addr) return EADDRINUSE;
+    }
+    return 0;
 }
 
 int bind_port(SimId& s, std::uint16_t port) {
@@ -192,14 +213,12 @@ int bind_port(SimId& s, std::uint16_t port) {
             }
         }
         if (port == 0) return EADDRINUSE;
-    } else if (n.ports.count({s.id.ps, port})) {
-        SimId* other = n.find(n.ports.at({s.id.ps, port}));
-        // SO_REUSEADDR lets a connected id share the port, never a listener.
-        if (!(s.reuseaddr && other && other->reuseaddr && other->state != IdState::Listening)) return EADDRINUSE;
+    } else if (auto it = n.ports.find({s.id.ps, port}); it != n.ports.end()) {
+        if (int err = check_port(s, it->second, s.reuseaddr)) return err;
     }
     release_port(s);
     s.port = port;
-    n.ports.emplace(std::make_pair(static_cast<int>(s.id.ps), port), s.handle);  // a sharer keeps the first's entry
+    n.ports[{static_cast<int>(s.id.ps), port}].push_back(s.handle);
     reinterpret_cast<sockaddr_in&>(s.id.route.addr.src_addr).sin_port = htons(port);
     return 0;
 }
@@ -322,6 +341,22 @@ void fill_ah(const SimId& s, ibv_ah_attr& ah, std::uint16_t dlid) {
 }
 
 // The CM agent's events for one connected id, turned into rdma_cm events.
+// The listener on a port for an address: the one bound to that address, or
+// else one bound to the wildcard (any listener at all when any_at_all).
+std::uint32_t listener_on(NodeCm& n, const std::pair<int, std::uint16_t>& key, std::uint32_t addr, bool any_at_all) {
+    auto it = n.ports.find(key);
+    if (it == n.ports.end()) return 0;
+    std::uint32_t wildcard = 0;
+    for (std::uint32_t h : it->second) {
+        SimId* l = n.find(h);
+        if (!l || l->state != IdState::Listening) continue;
+        const std::uint32_t bound = ipv4_of(&l->id.route.addr.src_addr);
+        if (any_at_all || bound == addr) return h;
+        if (bound == INADDR_ANY && !wildcard) wildcard = h;
+    }
+    return wildcard;
+}
+
 fw::IbCmHandler connection_handler(NodeCm& n, std::uint32_t handle);
 
 void on_connection_event(NodeCm& n, std::uint32_t handle, const fw::IbCmEvent& e) {
@@ -469,6 +504,15 @@ void on_listen_event(NodeCm& n, std::uint32_t listen_handle, const fw::IbCmEvent
     post_event(n, s->handle, RDMA_CM_EVENT_CONNECT_REQUEST, 0, std::move(ev));
 }
 
+// A REQ or SIDR_REQ for a listened port: the listener for the address in its
+// rdma_cm header takes it (none rejects it).
+void on_port_request(NodeCm& n, const std::pair<int, std::uint16_t>& key, const fw::IbCmEvent& e) {
+    const bool sidr = e.type == fw::IbCmEvent::Type::SidrReqReceived;
+    CmaHeader h;
+    const bool parsed = parse_cma_header(sidr ? e.sidr_req.private_data : e.req.private_data, h);
+    on_listen_event(n, parsed ? listener_on(n, key, h.dst, false) : 0, e);
+}
+
 NodeCm* current_node() {
     Driver* d = host::current_driver();
     return d ? node_of(d) : nullptr;
@@ -606,8 +650,10 @@ int rdma_destroy_id(rdma_cm_id* id) {
     }
     s->joins.clear();
     if (s->has_connection) n.drv->cm()->ib_destroy(s->comm_id);
-    if (s->state == IdState::Listening) n.drv->cm()->ib_cancel_listen(service_id(s->id.ps, s->port));
+    const auto key = std::make_pair(static_cast<int>(s->id.ps), s->port);
+    const bool was_listening = s->state == IdState::Listening;
     release_port(*s);
+    if (was_listening && !listener_on(n, key, INADDR_ANY, true)) n.drv->cm()->ib_cancel_listen(service_id(key.first, key.second));
     n.ids.erase(s->handle);  // no more events
     // librdmacm waits until every event reported on the id is acknowledged.
     while (s->events_acked < s->events_reported) sc_core::wait(s->acked);
@@ -897,14 +943,24 @@ int rdma_listen(rdma_cm_id* id, int backlog) {
         return 0;
     }
     if (s->state != IdState::Idle) return fail_errno(EINVAL);
+    // As in the kernel's rdma_listen: SO_REUSEADDR shares a port between
+    // ids, but a listener must be alone at its address on it, and is no
+    // longer shared from then on.
+    const auto key = std::make_pair(static_cast<int>(s->id.ps), s->port);
+    if (s->reuseaddr) {
+        if (int err = check_port(*s, n.ports.at(key), false)) return fail_errno(err);
+    }
+    if (!listener_on(n, key, INADDR_ANY, true)) {
+        // One CM listen per service ID; its requests go to the listener
+        // bound to the address they are for.
+        NodeCm* np = &n;
+        if (int err = n.drv->cm()->ib_listen(service_id(s->id.ps, s->port),
+                                             [np, key](const fw::IbCmEvent& e) { on_port_request(*np, key, e); }))
+            return fail_errno(err);
+    }
     s->backlog = backlog > 0 && backlog < kMaxBacklog ? backlog : kMaxBacklog;
-    const std::uint32_t handle = s->handle;
-    NodeCm* np = &n;
-    if (int err = n.drv->cm()->ib_listen(service_id(s->id.ps, s->port),
-                                         [np, handle](const fw::IbCmEvent& e) { on_listen_event(*np, handle, e); }))
-        return fail_errno(err);
     s->state = IdState::Listening;
-    n.ports[{s->id.ps, s->port}] = s->handle;  // the port is the listener's now: no more sharers
+    s->reuseaddr = false;
     if (!s->id.verbs) s->id.verbs = device_of(n);
     return 0;
 }
@@ -1180,7 +1236,9 @@ int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval, size_t
             return 0;
         case RDMA_OPTION_ID_REUSEADDR:
             if (optlen != sizeof(int)) return fail_errno(EINVAL);
-            if (s->state != IdState::Idle) return fail_errno(EINVAL);
+            // The kernel's rdma_set_reuseaddr: a listener may not share again.
+            if (!((*static_cast<int*>(optval) && s->state != IdState::Listening) || s->state == IdState::Idle))
+                return fail_errno(EINVAL);
             s->reuseaddr = *static_cast<int*>(optval) != 0;
             return 0;
         case RDMA_OPTION_ID_AFONLY:

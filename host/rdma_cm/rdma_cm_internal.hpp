@@ -118,7 +118,7 @@ struct NodeCm {
     ibv_pd* pd = nullptr;          // the default protection domain of rdma_create_qp(NULL pd)
     std::map<std::uint32_t, SimId*> ids;
     std::uint32_t next_handle = 1;
-    std::map<std::pair<int, std::uint16_t>, std::uint32_t> ports;  // (port space, port) -> bound id
+    std::map<std::pair<int, std::uint16_t>, std::vector<std::uint32_t>> ports;  // (port space, port) -> ids bound to it
     std::uint16_t next_ephemeral = 0;
     std::uint32_t psn_state = 0;
     NodeCm() = default;
