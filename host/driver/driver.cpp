@@ -948,6 +948,11 @@ void Driver::async_event(const hca::AsyncEvent& e) {
         e.type == hca::AsyncEventType::QpAccessError) {
         if (DriverQp* qp = find_qp(e.number)) qp->state = hca::QpState::Err;
     }
+    // The kernel's SA multicast client takes these to mean the SM may have
+    // dropped the port's memberships.
+    if (e.type == hca::AsyncEventType::ClientReregister || e.type == hca::AsyncEventType::LidChange ||
+        e.type == hca::AsyncEventType::PortError)
+        lose_groups();
     m_async.push_back({e, sim::now_ps() + m_costs.interrupt});
     m_async_arrived.notify(sim::to_sc(m_costs.interrupt));
 }

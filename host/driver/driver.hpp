@@ -27,6 +27,10 @@ namespace hcasim::fabric {
 class SubnetManager;
 }
 
+namespace hcasim::packet::sa {
+struct Mad;
+}
+
 namespace hcasim::host {
 
 struct Sge {
@@ -350,6 +354,27 @@ public:
     // ETIMEDOUT when the SA does not answer within timeout, EHOSTUNREACH
     // when it has no such path.
     void query_path(const Gid& dgid, sim::Tick timeout, std::function<void(int err, const PathInfo& path)> done);
+    // Multicast groups joined with MCMemberRecord SETs sent to the SA as
+    // MADs (rdma_cm's joins; host/driver/driver_sa.cpp). The port joins a
+    // group once: later joins share the SA's answer, and the port leaves with
+    // a DELETE when the last holder has left. done runs in the simulation
+    // kernel with 0 and the group, ETIMEDOUT when the SA does not answer, or
+    // EINVAL when it refuses. lost runs when the port loses the membership
+    // (a client reregistration, a LID change, the port going down), as the
+    // kernel's SA multicast client reports ENETRESET. Returns the holder's
+    // token for leave_group.
+    struct McastGroup {
+        Gid mgid{};
+        std::uint16_t mlid = 0;
+        std::uint32_t qkey = 0;
+        std::uint16_t pkey = 0;
+        std::uint8_t sl = 0, mtu = 0, rate = 0, traffic_class = 0, hop_limit = 0;
+        std::uint32_t flow_label = 0;
+    };
+    std::uint64_t join_group(const Gid& mgid, std::uint32_t qkey, std::function<void(int err, const McastGroup& g)> done,
+                             std::function<void()> lost);
+    // Idempotent: a token whose group was lost, or left, is ignored.
+    void leave_group(std::uint64_t token);
     // The rdma_cm of this host (host/rdma_cm), owned here so it lives as
     // long as the host does.
     std::shared_ptr<void> rdma_cm_state;
@@ -385,8 +410,29 @@ private:
     struct McastMembership {
         std::uint16_t mlid = 0;
         std::set<std::uint32_t> qps;
+        bool own_join = false;  // the attach joined at the SA (no join_group held it)
     };
     std::map<Gid, McastMembership> m_mcast;
+    // Groups joined with SA MADs and who holds them.
+    struct GroupHolder {
+        std::function<void(int err, const McastGroup& g)> done;
+        std::function<void()> lost;
+    };
+    struct PortGroup {
+        bool joined = false;  // the SA has answered the SET
+        McastGroup group;
+        std::map<std::uint64_t, GroupHolder> holders;  // by token
+    };
+    std::map<Gid, PortGroup> m_port_groups;
+    std::map<std::uint64_t, Gid> m_group_tokens;
+    std::uint64_t m_next_group_token = 0;
+    bool port_group_held(const Gid& mgid) const;
+    void send_group_leave(const Gid& mgid);
+    // Every group of the port lost at once (its holders told).
+    void lose_groups();
+    // The SA of the master SM's node: answers a PathRecord GET at once and an
+    // MCMemberRecord SET or DELETE after the SM's handling time.
+    void answer_sa(std::uint16_t slid, const packet::sa::Mad& m);
     // The SA round trips of a join and a leave; 0 or an errno.
     int sa_join(const Gid& mgid, std::uint16_t mlid);
     void sa_leave(const Gid& mgid);

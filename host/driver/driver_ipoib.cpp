@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "host/driver/driver.hpp"
+#include "host/driver/mgmt_query.hpp"
 #include "model/fabric/subnet_manager.hpp"
 #include "model/packet/ipoib_arp.hpp"
 #include "model/packet/sa_mad.hpp"
@@ -62,18 +63,6 @@ IpSubnet parse_ip_subnet(const std::string& text, int hosts) {
                                " hosts: use a shorter prefix");
     return s;
 }
-
-struct Driver::MgmtQuery {
-    std::uint64_t tid = 0;
-    std::uint16_t dlid = 0;
-    std::uint8_t mad[packet::ibcm::kMadBytes]{};
-    sim::Tick retrans = 0;   // between sends; 0: sent once
-    sim::Tick deadline = 0;  // when the caller stops waiting
-    bool done = false;
-    bool armed = false;      // the deadline's timer is set
-    // The answer (err 0) from slid, or the time-out (ETIMEDOUT).
-    std::function<void(int err, std::uint16_t slid, const std::uint8_t* mad, std::uint32_t len)> answer;
-};
 
 void Driver::set_ip(const IpSubnet* subnet, std::uint32_t ip, std::string hostname) {
     m_subnet = subnet;
@@ -230,7 +219,7 @@ bool Driver::management_datagram(std::uint16_t slid, const std::uint8_t* mad, st
         }
         packet::sa::Mad sa;
         if (!packet::sa::decode(m, n, sa)) return;
-        if (sa.method == packet::sa::kMethodGetResp) {
+        if (sa.method == packet::sa::kMethodGetResp || sa.method == packet::sa::kMethodDeleteResp) {
             auto it = m_queries.find(sa.transaction_id);
             if (it == m_queries.end() || it->second->done) return;
             auto q = it->second;
@@ -240,36 +229,7 @@ bool Driver::management_datagram(std::uint16_t slid, const std::uint8_t* mad, st
             return;
         }
         // The SA runs on the master SM's node.
-        if (!m_sm || m_sm->sm_lid() != m_hca.port().lid() || sa.method != packet::sa::kMethodGet ||
-            !std::holds_alternative<packet::sa::PathRecord>(sa.record))
-            return;
-        const auto& want = std::get<packet::sa::PathRecord>(sa.record);
-        packet::sa::Mad resp;
-        resp.method = packet::sa::kMethodGetResp;
-        resp.transaction_id = sa.transaction_id;
-        packet::sa::PathRecord r;
-        fabric::SubnetManager::Path p{};
-        if (m_sm->path(want.sgid, want.dgid, p)) {
-            r.sgid = want.sgid;
-            r.dgid = want.dgid;
-            r.slid = p.slid;
-            r.dlid = p.dlid;
-            r.pkey = 0xffff;
-            r.sl = p.sl;
-            r.mtu_selector = static_cast<std::uint8_t>(packet::sa::Selector::Exactly);
-            r.mtu = p.mtu;
-            r.rate_selector = static_cast<std::uint8_t>(packet::sa::Selector::Exactly);
-            r.packet_life_time_selector = static_cast<std::uint8_t>(packet::sa::Selector::Exactly);
-            r.packet_life_time = p.packet_life;
-            r.reversible = true;
-            r.numb_path = 1;
-        } else {
-            resp.status = packet::sa::kStatusNoRecords;
-        }
-        resp.record = r;
-        std::uint8_t out[packet::sa::kMadBytes];
-        packet::sa::encode(resp, out);
-        m_cm->send_mad(out, slid, now);
+        if (m_sm && m_sm->sm_lid() == m_hca.port().lid()) answer_sa(slid, sa);
     });
     return true;
 }

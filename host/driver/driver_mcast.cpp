@@ -45,9 +45,14 @@ int Driver::attach_mcast(DriverQp& qp, const Gid& mgid, std::uint16_t mlid) {
         if (it->second.qps.count(qp.qpn)) return 0;
     }
     const bool joined_now = it == m_mcast.end();
+    // A port that holds the group through join_group (rdma_cm) is a member
+    // already; otherwise the first attach joins.
+    const bool own_join = joined_now && !port_group_held(mgid);
     if (joined_now) {
-        if (const int err = sa_join(mgid, mlid)) return err;
-        it = m_mcast.emplace(mgid, McastMembership{mlid, {}}).first;
+        if (own_join) {
+            if (const int err = sa_join(mgid, mlid)) return err;
+        }
+        it = m_mcast.emplace(mgid, McastMembership{mlid, {}, own_join}).first;
     }
     int err = 0;
     switch (m_fw.attach_mcast(mgid, qp.qpn)) {
@@ -61,7 +66,7 @@ int Driver::attach_mcast(DriverQp& qp, const Gid& mgid, std::uint16_t mlid) {
     }
     // The adapter has no room: the port takes back the join it just made.
     if (joined_now) {
-        sa_leave(mgid);
+        if (own_join) sa_leave(mgid);
         m_mcast.erase(it);
     }
     return err;
@@ -75,7 +80,7 @@ int Driver::detach_mcast(DriverQp& qp, const Gid& mgid, std::uint16_t mlid) {
     m_fw.detach_mcast(mgid, qp.qpn);
     it->second.qps.erase(qp.qpn);
     if (it->second.qps.empty()) {
-        sa_leave(mgid);
+        if (it->second.own_join && !port_group_held(mgid)) sa_leave(mgid);
         m_mcast.erase(it);
     }
     return 0;

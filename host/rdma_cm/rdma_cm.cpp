@@ -146,6 +146,11 @@ void post_event(NodeCm& n, std::uint32_t handle, rdma_cm_event_type type, int st
     n.drv->after_interrupt([&n, handle, ev = std::shared_ptr<SimEvent>(e.release())]() mutable {
         SimId* s = n.find(handle);
         if (!s || !s->id.channel) return;
+        if (ev->join) {
+            // A multicast event of a join being left is not reported.
+            auto j = s->joins.find(ev->join);
+            if (j == s->joins.end() || j->second.leaving) return;
+        }
         SimEvent* raw = new SimEvent(std::move(*ev));
         raw->ev.id = &s->id;
         if (raw->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
@@ -340,6 +345,65 @@ void fill_ah(const SimId& s, ibv_ah_attr& ah, std::uint16_t dlid) {
     ah.port_num = s.id.port_num ? s.id.port_num : 1;
 }
 
+bool is_ipv4_multicast(std::uint32_t ip) { return (ip >> 28) == 0xe; }
+
+// The kernel's cma_set_mgid for IPv4 (ip_ib_mc_map): the IPoIB broadcast
+// group's prefix ff12:401b (link-local scope) and P_Key 0xffff, then the
+// address's low 28 bits. RDMA_PS_UDP puts 0x01 where IPoIB has 0x1b, so
+// that rdma_cm's groups are its own.
+Driver::Gid mgid_of(int ps, std::uint32_t ip) {
+    Driver::Gid g{};
+    g[0] = 0xff;
+    g[1] = 0x12;
+    g[2] = 0x40;
+    g[3] = ps == RDMA_PS_UDP ? 0x01 : 0x1b;
+    g[4] = 0xff;
+    g[5] = 0xff;
+    g[12] = static_cast<std::uint8_t>((ip >> 24) & 0x0f);
+    g[13] = static_cast<std::uint8_t>(ip >> 16);
+    g[14] = static_cast<std::uint8_t>(ip >> 8);
+    g[15] = static_cast<std::uint8_t>(ip);
+    return g;
+}
+
+// The SA's answer to a join, or the loss of the membership later, reported
+// on the id with the join's context in the private data, as librdmacm does.
+void on_join_answer(NodeCm& n, std::uint32_t handle, std::uint64_t token, int err, const Driver::McastGroup& g) {
+    SimId* s = n.find(handle);
+    if (!s || !s->joins.count(token)) return;
+    McastJoin& j = s->joins[token];
+    auto ev = std::make_unique<SimEvent>();
+    ev->join = token;
+    ev->ev.param.ud.private_data = j.context;
+    if (err) {
+        post_event(n, handle, RDMA_CM_EVENT_MULTICAST_ERROR, -err, std::move(ev));
+        return;
+    }
+    j.mlid = g.mlid;
+    rdma_ud_param& ud = ev->ev.param.ud;
+    ud.qp_num = 0xffffff;  // the multicast QPN
+    ud.qkey = g.qkey;
+    ud.ah_attr.dlid = g.mlid;
+    ud.ah_attr.sl = g.sl;
+    ud.ah_attr.static_rate = g.rate;
+    ud.ah_attr.is_global = 1;
+    copy_gid(ud.ah_attr.grh.dgid, g.mgid);
+    ud.ah_attr.grh.flow_label = g.flow_label;
+    ud.ah_attr.grh.hop_limit = g.hop_limit;
+    ud.ah_attr.grh.traffic_class = g.traffic_class;
+    ud.ah_attr.port_num = s->id.port_num ? s->id.port_num : 1;
+    post_event(n, handle, RDMA_CM_EVENT_MULTICAST_JOIN, 0, std::move(ev));
+}
+
+void on_join_lost(NodeCm& n, std::uint32_t handle, std::uint64_t token) {
+    SimId* s = n.find(handle);
+    if (!s || !s->joins.count(token)) return;
+    auto ev = std::make_unique<SimEvent>();
+    ev->join = token;
+    ev->ev.param.ud.private_data = s->joins[token].context;
+    post_event(n, handle, RDMA_CM_EVENT_MULTICAST_ERROR, -ENETRESET, std::move(ev));
+}
+
 // The CM agent's events for one connected id, turned into rdma_cm events.
 // The listener on a port for an address: the one bound to that address, or
 // else one bound to the wildcard (any listener at all when any_at_all).
@@ -518,11 +582,16 @@ NodeCm* current_node() {
     return d ? node_of(d) : nullptr;
 }
 
-// Takes the events of the id that are still queued (destroy, migrate).
-void drop_queued(SimChannel& ch, std::uint32_t handle) {
+// Takes the events of the id that are still queued (destroy), or only
+// those of one of its multicast joins (leave).
+void drop_queued(SimChannel& ch, std::uint32_t handle, std::uint64_t join = 0) {
     for (auto it = ch.queue.begin(); it != ch.queue.end();) {
-        if ((*it)->handle == handle) {
+        if ((*it)->handle == handle && (!join || (*it)->join == join)) {
             delete *it;
+            std::uint64_t v = 1;
+            if (ch.ch.fd >= 0 && ::read(ch.ch.fd, &v, sizeof v) < 0) {
+                // The count matches the queue: never empty here.
+            }
             it = ch.queue.erase(it);
         } else {
             ++it;
@@ -645,8 +714,10 @@ int rdma_destroy_id(rdma_cm_id* id) {
         rdma_ack_cm_event(s->id.event);
         s->id.event = nullptr;
     }
-    for (McastJoin& j : s->joins) {
+    // Every multicast group the id joined is left.
+    for (auto& [token, j] : s->joins) {
         if (j.attached && s->id.qp) ibv_detach_mcast(s->id.qp, reinterpret_cast<const ibv_gid*>(j.mgid.data()), j.mlid);
+        n.drv->leave_group(token);
     }
     s->joins.clear();
     if (s->has_connection) n.drv->cm()->ib_destroy(s->comm_id);
@@ -750,7 +821,11 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
         x->state = IdState::AddrResolved;
         post_event(*np, handle, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
     };
-    if (!n.drv->subnet() || (!n.drv->subnet()->contains(dst) && dst != n.drv->ip())) {
+    if (is_ipv4_multicast(dst)) {
+        // A group needs no neighbour: its GID is its address's MGID.
+        const Driver::Gid g = mgid_of(s->id.ps, dst);
+        n.drv->after_interrupt([done, g]() { done(0, 0, g); });
+    } else if (!n.drv->subnet() || (!n.drv->subnet()->contains(dst) && dst != n.drv->ip())) {
         // No route to it: the kernel fails the resolution at once.
         n.drv->after_interrupt([done]() { done(ENETUNREACH, 0, Driver::Gid{}); });
     } else {
@@ -1102,6 +1177,55 @@ int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t private_data_l
     return err ? fail_errno(err) : 0;
 }
 
+int rdma_join_multicast(rdma_cm_id* id, sockaddr* addr, void* context) {
+    if (!id || !addr) return fail_errno(EINVAL);
+    SimId* s = obj(id);
+    NodeCm& n = *s->node;
+    n.drv->control_call();
+    if (addr->sa_family != AF_INET) return fail_errno(EAFNOSUPPORT);
+    // The id must be bound to the device: rdma_bind_addr to an address, or
+    // rdma_resolve_addr.
+    if (!s->id.verbs || (s->state != IdState::Idle && s->state != IdState::AddrResolved)) return fail_errno(EINVAL);
+    const std::uint32_t ip = ipv4_of(addr);
+    if (ip == INADDR_ANY) return fail_errno(EINVAL);  // no SA-assigned MGIDs
+    McastJoin j;
+    std::memcpy(&j.addr, addr, sizeof j.addr);
+    j.mgid = mgid_of(s->id.ps, ip);
+    j.context = context;
+    const std::uint32_t handle = s->handle;
+    NodeCm* np = &n;
+    // Both callbacks run later, in the simulation kernel: the token is known.
+    auto token = std::make_shared<std::uint64_t>(0);
+    j.token = n.drv->join_group(
+        j.mgid, RDMA_UDP_QKEY,
+        [np, handle, token](int err, const Driver::McastGroup& g) { on_join_answer(*np, handle, *token, err, g); },
+        [np, handle, token]() { on_join_lost(*np, handle, *token); });
+    *token = j.token;
+    s->joins[j.token] = j;
+    return complete(*s);
+}
+
+int rdma_leave_multicast(rdma_cm_id* id, sockaddr* addr) {
+    if (!id || !addr) return fail_errno(EINVAL);
+    SimId* s = obj(id);
+    NodeCm& n = *s->node;
+    n.drv->control_call();
+    auto it = s->joins.begin();
+    while (it != s->joins.end() &&
+           (it->second.leaving || addr->sa_family != AF_INET || ipv4_of(addr) != ipv4_of(reinterpret_cast<sockaddr*>(&it->second.addr))))
+        ++it;
+    if (it == s->joins.end()) return fail_errno(EADDRNOTAVAIL);
+    McastJoin& j = it->second;
+    j.leaving = true;
+    if (j.attached && s->id.qp) ibv_detach_mcast(s->id.qp, reinterpret_cast<const ibv_gid*>(j.mgid.data()), j.mlid);
+    n.drv->leave_group(j.token);
+    // Its events not yet taken go; those taken must be acknowledged first.
+    if (SimChannel* ch = obj(s->id.channel)) drop_queued(*ch, s->handle, j.token);
+    while (j.events_acked < j.events_reported) sc_core::wait(s->acked);
+    s->joins.erase(it);
+    return 0;
+}
+
 int rdma_notify(rdma_cm_id* id, ibv_event_type event) {
     if (!id) return fail_errno(EINVAL);
     SimId* s = obj(id);
@@ -1149,6 +1273,26 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
         if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
             if (SimId* l = n.find(s->listen_handle)) l->requests_queued--;
         }
+        if (e->join) {
+            auto j = s->joins.find(e->join);
+            if (j != s->joins.end()) {
+                j->second.events_reported++;
+                if (e->ev.event == RDMA_CM_EVENT_MULTICAST_JOIN && s->id.qp && !j->second.attached) {
+                    // librdmacm attaches the id's QP here, in the program's
+                    // thread; a failure turns the event into an error with
+                    // status -1 and errno set.
+                    const int err = ibv_attach_mcast(s->id.qp, &e->ev.param.ud.ah_attr.grh.dgid,
+                                                     e->ev.param.ud.ah_attr.dlid);
+                    if (err) {
+                        errno = err;
+                        e->ev.event = RDMA_CM_EVENT_MULTICAST_ERROR;
+                        e->ev.status = -1;
+                    } else {
+                        j->second.attached = true;
+                    }
+                }
+            }
+        }
         if (e->connect_response && s->id.qp) {
             // librdmacm brings the QP up and sends the RTU here, in the
             // program's thread, and reports ESTABLISHED instead.
@@ -1190,6 +1334,10 @@ int rdma_ack_cm_event(rdma_cm_event* event) {
         NodeCm& n = *node_of(d);
         if (SimId* s = n.find(e->handle)) {
             s->events_acked++;
+            if (e->join) {
+                auto j = s->joins.find(e->join);
+                if (j != s->joins.end()) j->second.events_acked++;
+            }
             s->acked.notify(sc_core::SC_ZERO_TIME);
         } else if (e->ev.id) {
             // The id is being destroyed and waits for this acknowledgement.

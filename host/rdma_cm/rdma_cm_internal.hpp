@@ -39,6 +39,7 @@ struct SimEvent {
     bool connect_response = false;
     packet::ibcm::Rep rep;
     std::uint32_t handle = 0;  // the id it is about
+    std::uint64_t join = 0;    // a multicast event's join (its token)
 };
 
 struct SimChannel {
@@ -64,12 +65,19 @@ enum class IdState {
     Disconnected,
 };
 
+// One rdma_join_multicast of an id; the port's membership is the driver's
+// (Driver::join_group), shared by every join of the group on the node.
 struct McastJoin {
-    sockaddr_storage addr;
-    host::Driver::Gid mgid;
+    sockaddr_in addr{};
+    host::Driver::Gid mgid{};
     std::uint16_t mlid = 0;
     void* context = nullptr;
-    bool attached = false;
+    std::uint64_t token = 0;  // the driver's
+    bool attached = false;    // the id's QP
+    bool leaving = false;     // rdma_leave_multicast waits for its events
+    // Its events reported to the program and acknowledged (a leave waits
+    // until the two agree).
+    int events_reported = 0, events_acked = 0;
 };
 
 struct SimId {
@@ -108,7 +116,7 @@ struct SimId {
     // rdma_migrate_id wait until the two agree).
     int events_reported = 0, events_acked = 0;
     sc_core::sc_event acked;
-    std::vector<McastJoin> joins;
+    std::map<std::uint64_t, McastJoin> joins;  // by token, in the order made
     std::uint32_t resolve_generation = 0;  // an address or route query in flight
 };
 

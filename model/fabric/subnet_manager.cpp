@@ -28,6 +28,11 @@ void declare_subnet_manager_params(sim::ParamRegistry& r) {
            "the switch's multicast forwarding table programmed in between",
            "estimate: two MAD crossings of a single-switch subnet (a few us) plus OpenSM's handling of the "
            "request and the switch update (tens of us)"});
+    r.add({"sm.mcmember_handling_us", sim::ParamSpec::Kind::Real, "us", "45", 0, 1e6, {},
+           "the SA's handling of an MCMemberRecord SET (join) or DELETE (leave) sent as a MAD (rdma_cm's joins): "
+           "from the request's arrival to its answer, the switches' multicast forwarding tables programmed in "
+           "between; the MADs' own crossings are modelled",
+           "estimate: sm.join_latency_us less the two MAD crossings of a single-switch subnet"});
     r.add({"sm.packet_life_time", sim::ParamSpec::Kind::Int, "log2(4.096 us)", "18", 0, 31, {},
            "packet lifetime the SA puts in PathRecords: rdma_cm sets the QP's local ACK time-out one above it and "
            "the CM waits two lifetimes beyond the peer's response time",
@@ -105,6 +110,7 @@ std::uint16_t SubnetManager::hand_over() {
 SubnetManager::SubnetManager(const sc_core::sc_module_name& name, const sim::Config& cfg)
     : sim::Block(name, sim::Clock("sm", 1e6)),  // a software agent: 1 us ticks
       m_join_latency(static_cast<sim::Tick>(cfg.get_real("sm.join_latency_us") * sim::kPsPerUs)),
+      m_mcmember_handling(static_cast<sim::Tick>(cfg.get_real("sm.mcmember_handling_us") * sim::kPsPerUs)),
       m_packet_life(static_cast<std::uint8_t>(cfg.get_int("sm.packet_life_time"))) {}
 
 void SubnetManager::record_port(std::uint64_t port_guid, std::uint16_t lid, std::uint32_t mtu_bytes) {
@@ -150,7 +156,8 @@ const char* SubnetManager::to_string(JoinStatus s) {
     return "?";
 }
 
-SubnetManager::JoinResult SubnetManager::join(const Gid& mgid, std::uint16_t mlid, std::uint16_t port_lid) {
+SubnetManager::JoinResult SubnetManager::join(const Gid& mgid, std::uint16_t mlid, std::uint16_t port_lid,
+                                               std::uint32_t qkey) {
     if (!packet::is_multicast_gid(mgid.data())) return {JoinStatus::BadMgid, 0};
     if (!packet::is_multicast_lid(mlid)) return {JoinStatus::BadMlid, 0};
     if (!m_lids.count(port_lid)) return {JoinStatus::UnknownPort, 0};
@@ -160,7 +167,7 @@ SubnetManager::JoinResult SubnetManager::join(const Gid& mgid, std::uint16_t mli
             counter("joins_refused")++;
             return {JoinStatus::MlidInUse, 0};
         }
-        it = m_groups.emplace(mgid, Group{mlid, {}}).first;
+        it = m_groups.emplace(mgid, Group{mlid, {}, qkey}).first;
         m_mlids[mlid] = mgid;
         counter("groups_created")++;
     } else if (it->second.mlid != mlid) {
@@ -188,6 +195,30 @@ bool SubnetManager::leave(const Gid& mgid, std::uint16_t port_lid) {
 std::uint16_t SubnetManager::mlid_of(const Gid& mgid) const {
     auto it = m_groups.find(mgid);
     return it == m_groups.end() ? 0 : it->second.mlid;
+}
+
+std::uint32_t SubnetManager::qkey_of(const Gid& mgid) const {
+    auto it = m_groups.find(mgid);
+    return it == m_groups.end() ? 0 : it->second.qkey;
+}
+
+bool SubnetManager::is_member(const Gid& mgid, std::uint16_t port_lid) const {
+    auto it = m_groups.find(mgid);
+    return it != m_groups.end() && it->second.members.count(port_lid);
+}
+
+std::uint16_t SubnetManager::free_mlid() const {
+    for (std::uint32_t l = packet::kMulticastLidFirst; l <= packet::kMulticastLidLast; ++l) {
+        if (!m_mlids.count(static_cast<std::uint16_t>(l))) return static_cast<std::uint16_t>(l);
+    }
+    return 0;
+}
+
+std::uint8_t SubnetManager::port_mtu(std::uint16_t lid) const {
+    for (const auto& [guid, rec] : m_port_records) {
+        if (rec.lid == lid) return rec.mtu;
+    }
+    return 0;
 }
 
 void SubnetManager::program_switches(const Group& g) {

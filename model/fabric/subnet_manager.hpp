@@ -83,7 +83,8 @@ public:
     // Adds port_lid to the members of mgid. The first join creates the group
     // with the MLID it names (as OpenSM honours a requested MLID); later
     // joins must name the same one. Joining twice is one membership.
-    JoinResult join(const Gid& mgid, std::uint16_t mlid, std::uint16_t port_lid);
+    // The group's creator sets its Q_Key.
+    JoinResult join(const Gid& mgid, std::uint16_t mlid, std::uint16_t port_lid, std::uint32_t qkey = 0);
     // Removes port_lid from the members; the group and its MLID go when the
     // last member leaves. False when port_lid was not a member.
     bool leave(const Gid& mgid, std::uint16_t port_lid);
@@ -103,6 +104,18 @@ public:
 
     // The MLID bound to mgid, 0 when there is no such group.
     std::uint16_t mlid_of(const Gid& mgid) const;
+    // The Q_Key its creator gave the group (0 when there is no such group).
+    std::uint32_t qkey_of(const Gid& mgid) const;
+    bool is_member(const Gid& mgid, std::uint16_t port_lid) const;
+    // The lowest MLID no group has, for a group created without one as the
+    // SA assigns them; 0 when every MLID is taken.
+    std::uint16_t free_mlid() const;
+    // The port's MTU (IBA encoding) as the sweep read it; 0 for no such LID.
+    std::uint8_t port_mtu(std::uint16_t lid) const;
+    std::uint8_t packet_life_time() const { return m_packet_life; }
+    // How long the SA takes over an MCMemberRecord SET or DELETE before it
+    // answers, the switches reprogrammed meanwhile.
+    sim::Tick mcmember_handling() const { return m_mcmember_handling; }
     std::size_t groups() const { return m_groups.size(); }
     // The time a host waits for the SA's answer to a join or leave.
     sim::Tick join_latency() const { return m_join_latency; }
@@ -113,6 +126,7 @@ private:
     struct Group {
         std::uint16_t mlid = 0;
         std::set<std::uint16_t> members;  // port LIDs
+        std::uint32_t qkey = 0;
     };
     struct Attachment {
         IbSwitch* sw;
@@ -122,6 +136,7 @@ private:
     void program_switches(const Group& g);
 
     sim::Tick m_join_latency;
+    sim::Tick m_mcmember_handling;
     std::uint8_t m_packet_life;
     struct PortRecord {
         std::uint16_t lid;

@@ -58,7 +58,15 @@ sim::Timeline::Slot Port::transmit(packet::PacketPtr pkt, sim::Tick t, sim::Tick
     const auto slot = m_tx.reserve(std::max(t, floor), cycles);
     (*m_n_tx_packets)++;
     (*m_n_tx_bytes) += pkt->bytes.size();
-    if (m_local_members && packet::is_multicast_lid(packet::wire_dlid(pkt->bytes.data(), pkt->bytes.size()))) {
+    const std::uint16_t dlid = packet::wire_dlid(pkt->bytes.data(), pkt->bytes.size());
+    if (m_lid && dlid == m_lid) {
+        // To the port's own LID: the adapter loops it back to its receive
+        // side, as for multicast, and it never reaches the wire.
+        counter("unicast_loopback_packets")++;
+        at(slot.end, [this, copy = std::move(pkt), t = slot.end]() mutable { m_rx(std::move(copy), t); });
+        return slot;
+    }
+    if (m_local_members && packet::is_multicast_lid(dlid)) {
         // The looped-back copy leaves the transmit buffer with the last byte
         // serialised and enters the receive side without the PHY and cable.
         const std::uint8_t* mgid = packet::wire_dgid(pkt->bytes.data(), pkt->bytes.size());

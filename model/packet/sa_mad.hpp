@@ -41,8 +41,10 @@ inline constexpr std::size_t kMcMemberRecordBytes = 56;
 
 // MAD status values of the SA: its class-specific code sits
 // in bits 8-14 of the status field, so ERR_NO_RECORDS (3) reads 0x0300.
+inline constexpr std::uint16_t kStatusNoResources = 0x0100;
 inline constexpr std::uint16_t kStatusReqInvalid = 0x0200;
 inline constexpr std::uint16_t kStatusNoRecords = 0x0300;
+inline constexpr std::uint16_t kStatusInsufficientComponents = 0x0600;
 
 // ComponentMask bits of PathRecord (IBA 15.2.5.16): a set bit says the
 // requester's value of that field must match. ServiceID spans two bits
