@@ -464,10 +464,9 @@ void on_connection_event(NodeCm& n, std::uint32_t handle, const fw::IbCmEvent& e
         s->has_connection = false;
         const auto& r = e.sidr_rep;
         if (r.status != ibcm::SidrStatus::Valid) {
+            // The kernel reports the SIDR_REP's status itself (2: rejected).
             s->state = IdState::Disconnected;
-            post_event(n, handle, RDMA_CM_EVENT_UNREACHABLE,
-                       r.status == ibcm::SidrStatus::Rejected ? -ECONNREFUSED : -EHOSTUNREACH,
-                       event_with(r.private_data));
+            post_event(n, handle, RDMA_CM_EVENT_UNREACHABLE, static_cast<int>(r.status), event_with(r.private_data));
             return;
         }
         s->state = IdState::Connected;
@@ -624,6 +623,16 @@ void move_to_channel(SimId& s, SimChannel* to) {
     to->ids++;
     if (!to->queue.empty()) to->arrived.notify(sc_core::SC_ZERO_TIME);
     s.id.channel = &to->ch;
+}
+
+rdma_conn_param default_conn_param(NodeCm& n) {
+    rdma_conn_param p{};
+    const auto depth = static_cast<std::uint8_t>(std::min<std::uint32_t>(n.drv->hca().params().max_qp_rd_atom, 255));
+    p.responder_resources = depth;
+    p.initiator_depth = depth;
+    p.retry_count = 7;
+    p.rnr_retry_count = 7;
+    return p;
 }
 
 int connect_ud(SimId& s, const rdma_conn_param* p) {
@@ -942,7 +951,10 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
     n.drv->control_call();
     if (s->state != IdState::RouteResolved) return fail_errno(EINVAL);
     if (is_ud(s->id.ps)) return connect_ud(*s, conn_param);
-    if (!conn_param) return fail_errno(EINVAL);
+    // No parameters: librdmacm's defaults (the device's read depths, seven
+    // retries of each kind, no private data).
+    rdma_conn_param defaults = default_conn_param(n);
+    if (!conn_param) conn_param = &defaults;
     if (conn_param->private_data_len > ibcm::kReqPrivateBytes - kCmaHeaderBytes ||
         (conn_param->private_data_len && !conn_param->private_data))
         return fail_errno(EINVAL);
@@ -1111,7 +1123,8 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
         s->state = IdState::Connected;
         return err ? fail_errno(err) : 0;
     }
-    if (!conn_param) return fail_errno(EINVAL);
+    rdma_conn_param defaults = default_conn_param(n);
+    if (!conn_param) conn_param = &defaults;
     if (conn_param->private_data_len > ibcm::kRepPrivateBytes ||
         (conn_param->private_data_len && !conn_param->private_data))
         return fail_errno(EINVAL);
