@@ -1107,10 +1107,11 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
         s->id.event = nullptr;
     }
     if (is_ud(s->id.ps)) {
-        if (!s->id.qp) return fail_errno(EINVAL);
+        // The id's QP, or one the program made itself (conn_param's qp_num).
+        if (!s->id.qp && !(conn_param && conn_param->qp_num)) return fail_errno(EINVAL);
         ibcm::SidrRep rep;
         rep.status = ibcm::SidrStatus::Valid;
-        rep.qpn = s->id.qp->qp_num;
+        rep.qpn = s->id.qp ? s->id.qp->qp_num : conn_param->qp_num;
         rep.qkey = RDMA_UDP_QKEY;
         if (conn_param && conn_param->private_data_len) {
             if (conn_param->private_data_len > ibcm::kSidrRepPrivateBytes) return fail_errno(EINVAL);

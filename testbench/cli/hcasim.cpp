@@ -225,8 +225,9 @@ Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes
     const bool rdma_cm = c.cm == "rdma_cm";
     if (rdma_cm && w.kvipl)
         throw std::invalid_argument("--cm rdma_cm applies to --api verbs only (KVIPL connects through its own calls)");
-    if (rdma_cm && qp_type != QpType::Rc)
-        throw std::invalid_argument(std::string("--cm rdma_cm connects RC QPs (RDMA_PS_TCP): not --qp-type ") +
+    if (rdma_cm && qp_type != QpType::Rc && qp_type != QpType::Ud)
+        throw std::invalid_argument(std::string("--cm rdma_cm connects RC (RDMA_PS_TCP) and UD (RDMA_PS_UDP, by SIDR) "
+                                                "QPs: not --qp-type ") +
                                     sim::printable(c.qp_type));
     if (c.verify && is_atomic(op))
         throw std::invalid_argument(std::string("--verify does not apply to --op ") + op_name(op) +

@@ -59,6 +59,29 @@ inline std::uint64_t fnv1a(const std::uint8_t* p, std::size_t n) {
     return h;
 }
 
+// Page-aligned storage for buffers the adapter reads and writes: where a
+// buffer starts within a page changes how DMA splits it, so a buffer from
+// the heap would make a run's timing depend on the heap's layout.
+template <typename T>
+struct PageAllocator {
+    using value_type = T;
+    PageAllocator() = default;
+    template <typename U>
+    PageAllocator(const PageAllocator<U>&) {}
+    T* allocate(std::size_t n) {
+        const std::size_t bytes = (n * sizeof(T) + 4095) / 4096 * 4096;
+        void* p = std::aligned_alloc(4096, bytes ? bytes : 4096);
+        if (!p) throw std::bad_alloc();
+        return static_cast<T*>(p);
+    }
+    void deallocate(T* p, std::size_t) { std::free(p); }
+    template <typename U>
+    bool operator==(const PageAllocator<U>&) const { return true; }
+    template <typename U>
+    bool operator!=(const PageAllocator<U>&) const { return false; }
+};
+using PageBytes = std::vector<std::uint8_t, PageAllocator<std::uint8_t>>;
+
 // Index of the first differing byte, or -1.
 inline long long first_mismatch(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i)

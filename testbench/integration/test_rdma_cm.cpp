@@ -211,10 +211,12 @@ std::vector<std::vector<double>> csv_rows(const std::string& out) {
 
 }  // namespace
 
-TEST_CASE("lat and bw --cm rdma_cm connect with rdma_cm and give the figures of the out-of-band exchange",
+TEST_CASE("lat and bw --cm rdma_cm connect with rdma_cm (UD by SIDR) and give the figures of the out-of-band exchange",
           "[rdma_cm][cli]") {
     for (const std::string w : {"lat --sizes 2:4096 -n 200", "bw --sizes 64:65536 -n 400 --qps 4",
-                                "lat --op read --sizes 64:4096 -n 100"}) {
+                                "lat --op read --sizes 64:4096 -n 100",
+                                "lat --qp-type ud --op send --sizes 2:4096 -n 200",
+                                "bw --qp-type ud --op send --sizes 64:4096 -n 200 --qps 4"}) {
         INFO(w);
         const auto a = run_hcasim(w + " --format csv");
         const auto b = run_hcasim(w + " --format csv --cm rdma_cm");
@@ -233,9 +235,9 @@ TEST_CASE("lat and bw --cm rdma_cm connect with rdma_cm and give the figures of 
         }
     }
     // What rdma_cm cannot connect is refused by name.
-    const auto ud = run_hcasim("lat --qp-type ud --cm rdma_cm", true);
-    CHECK(ud.exit_code == 2);
-    CHECK(ud.out.find("--cm rdma_cm") != std::string::npos);
+    const auto uc = run_hcasim("lat --qp-type uc --cm rdma_cm", true);
+    CHECK(uc.exit_code == 2);
+    CHECK(uc.out.find("--cm rdma_cm") != std::string::npos);
     const auto bad = run_hcasim("bw --cm tcp", true);
     CHECK(bad.exit_code == 2);
     CHECK(bad.out.find("--cm") != std::string::npos);

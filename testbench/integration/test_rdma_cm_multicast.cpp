@@ -70,8 +70,8 @@ std::vector<std::uint8_t> dgram(int node, int round) {
 struct Member {
     rdma_event_channel* ch = nullptr;
     rdma_cm_id* id = nullptr;
-    std::vector<std::uint8_t> rbuf = std::vector<std::uint8_t>(kRecvSlots * kSlot);
-    std::vector<std::uint8_t> sbuf = std::vector<std::uint8_t>(512);
+    PageBytes rbuf = PageBytes(kRecvSlots * kSlot);
+    PageBytes sbuf = PageBytes(512);
     ibv_mr* rmr = nullptr;
     ibv_mr* smr = nullptr;
     ibv_ah* ah = nullptr;
@@ -166,7 +166,9 @@ Program member_program(int node) {
         int marker = node;
         m.join(rec, k + ".join", &marker);
         h.barrier("joined");
+        rec.num(k + ".r1.start_us", now_us());
         m.send(node, 1);
+        rec.num(k + ".r1.sent_us", now_us());
         std::string from;
         int bad = 0;
         // Its own datagram too: the adapter loops a multicast packet back to
@@ -178,7 +180,9 @@ Program member_program(int node) {
         }
         rec.set(k + ".r1.from", from);
         rec.num(k + ".r1.bad", bad);
+        rec.num(k + ".r1.received_us", now_us());
         h.barrier("round1");
+        rec.num(k + ".r1.barrier_us", now_us());
         sockaddr_in grp = ip_addr(kGroup, 0);
         if (node >= 2) {
             need_rc(rdma_leave_multicast(m.id, sa(grp)), "leave");
@@ -262,6 +266,8 @@ TEST_CASE("rdma_cm multicast runs are deterministic", "[rdma_cm][multicast]") {
     REQUIRE(a.ok);
     REQUIRE(b.ok);
     CHECK(a.has("n3.join.at_us"));
+    for (const auto& [k, v] : a.kv)
+        if (b.get(k) != v) UNSCOPED_INFO(k << ": " << v << " then " << b.get(k));
     CHECK(a.kv == b.kv);
 }
 

@@ -101,7 +101,7 @@ rdma_cm_event* next_event(rdma_event_channel* ch) {
 
 struct ServerConn {
     std::vector<std::uint8_t> req;
-    std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(kMaxMessage);
+    PageBytes buf = PageBytes(kMaxMessage);
     ibv_mr* mr = nullptr;
     bool disconnected = false;
 };
@@ -224,7 +224,7 @@ Program client(std::uint64_t seed, int node) {
         need(ch != nullptr, "channel");
         h.barrier("listening");
         int established = 0, rejected = 0;
-        std::vector<std::uint8_t> buf(kMaxMessage);
+        PageBytes buf(kMaxMessage);
         for (int c = 0; c < connections_of(seed, node); ++c) {
             // Some think first, so that clients' connections overlap differently.
             h.sleep(static_cast<sim::Tick>(rng() % 400) * sim::kPsPerUs);
@@ -279,7 +279,7 @@ Program client(std::uint64_t seed, int node) {
                 ++established;
                 const std::size_t len = r.message();
                 for (std::size_t i = 0; i < len; ++i) buf[i] = message_byte(r.pd, i);
-                std::vector<std::uint8_t> sent(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(len));
+                PageBytes sent(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(len));
                 ibv_mr* smr = rdma_reg_msgs(id, sent.data(), sent.size());
                 need(smr != nullptr, "reg_msgs");
                 need_rc(rdma_post_send(id, nullptr, sent.data(), sent.size(), smr, 0), "post_send");

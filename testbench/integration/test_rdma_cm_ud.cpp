@@ -79,7 +79,7 @@ void udp_server(Host& h, Record& rec) {
     need_rc(rdma_bind_addr(l, sa(any)), "bind");
     need_rc(rdma_listen(l, 4), "listen");
     h.barrier("listening");
-    std::vector<std::uint8_t> buf(kGrh + 4096);
+    PageBytes buf(kGrh + 4096);
     rdma_cm_id* accepted = nullptr;
     ibv_mr* mr = nullptr;
     for (int i = 0; i < 2; ++i) {
@@ -120,7 +120,7 @@ void udp_server(Host& h, Record& rec) {
     rec.num("srv.recv.mismatch", first_mismatch(buf.data() + kGrh, want.data(), want.size()));
     ibv_ah* ah = ibv_create_ah_from_wc(accepted->pd, &wc, reinterpret_cast<ibv_grh*>(buf.data()), 1);
     need(ah != nullptr, "create_ah_from_wc");
-    std::vector<std::uint8_t> out(want.size());
+    PageBytes out(want.size());
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::uint8_t>(~buf[kGrh + i]);
     ibv_mr* omr = rdma_reg_msgs(accepted, out.data(), out.size());
     need(omr != nullptr, "reg_msgs");
@@ -180,8 +180,9 @@ Program udp_client(int node) {
         need_rc(rdma_ack_cm_event(e), "ack");
         ibv_ah* ah = ibv_create_ah(id->pd, const_cast<ibv_ah_attr*>(&ud.ah_attr));
         need(ah != nullptr, "create_ah");
-        std::vector<std::uint8_t> rbuf(kGrh + 4096);
-        auto sbuf = pattern(1000, 1);
+        PageBytes rbuf(kGrh + 4096);
+        const auto sent = pattern(1000, 1);
+        PageBytes sbuf(sent.begin(), sent.end());
         ibv_mr* rmr = rdma_reg_msgs(id, rbuf.data(), rbuf.size());
         ibv_mr* smr = rdma_reg_msgs(id, sbuf.data(), sbuf.size());
         need(rmr && smr, "reg_msgs");
@@ -288,7 +289,8 @@ TEST_CASE("rdma_create_ep from rdma_getaddrinfo: a passive endpoint takes a requ
             rdma_cm_id* id = nullptr;
             need_rc(rdma_get_request(listen_id, &id), "get_request");
             rec.num("srv.has_qp", id->qp != nullptr);
-            std::vector<std::uint8_t> rbuf(kLen), sbuf = pattern(kLen, 2);
+            const auto sent = pattern(kLen, 2);
+            PageBytes rbuf(kLen), sbuf(sent.begin(), sent.end());
             ibv_mr* rmr = rdma_reg_msgs(id, rbuf.data(), rbuf.size());
             ibv_mr* smr = rdma_reg_msgs(id, sbuf.data(), sbuf.size());
             need(rmr && smr, "reg_msgs");
@@ -321,7 +323,8 @@ TEST_CASE("rdma_create_ep from rdma_getaddrinfo: a passive endpoint takes a requ
             rdma_cm_id* id = nullptr;
             need_rc(rdma_create_ep(&id, res, nullptr, &attr), "create_ep active");
             rec.num("cli.has_qp", id->qp != nullptr);
-            std::vector<std::uint8_t> rbuf(kLen), sbuf = pattern(kLen, 1);
+            const auto sent = pattern(kLen, 1);
+            PageBytes rbuf(kLen), sbuf(sent.begin(), sent.end());
             ibv_mr* rmr = rdma_reg_msgs(id, rbuf.data(), rbuf.size());
             ibv_mr* smr = rdma_reg_msgs(id, sbuf.data(), sbuf.size());
             need(rmr && smr, "reg_msgs");

@@ -155,6 +155,7 @@ struct Target {
     ibv_ah* ah = nullptr;  // UD
     std::uint32_t remote_qpn = 0;
     std::uint32_t remote_srqn = 0;  // XRC
+    std::uint32_t qkey = 0;         // UD
 };
 
 Target target_of(const RcEndpoint& ep, std::size_t q, ibv_wr_opcode opcode, std::uint64_t remote_addr) {
@@ -163,6 +164,7 @@ Target target_of(const RcEndpoint& ep, std::size_t q, ibv_wr_opcode opcode, std:
     t.remote_addr = remote_addr;
     t.rkey = ep.remote_rkey;
     t.ah = ep.ah;
+    t.qkey = ep.qkey();
     t.remote_qpn = ep.remote_qpn.empty() ? 0 : ep.remote_qpn[q];
     t.remote_srqn = ep.remote_srqn;
     return t;
@@ -182,7 +184,7 @@ void prepare(ibv_send_wr& wr, ibv_sge& sge, const Target& t, std::uint8_t* local
     if (t.ah) {
         wr.wr.ud.ah = t.ah;
         wr.wr.ud.remote_qpn = t.remote_qpn;
-        wr.wr.ud.remote_qkey = kWorkloadQkey;
+        wr.wr.ud.remote_qkey = t.qkey;
     } else if (t.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || t.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
         wr.wr.atomic.remote_addr = t.remote_addr;
         wr.wr.atomic.rkey = t.rkey;
@@ -411,6 +413,7 @@ EndpointOptions latency_endpoint(const LatencyOptions& opt, const sim::Config& c
     eo.max_send_wr = 128;
     eo.max_recv_wr = 128;
     eo.rdma_cm = opt.rdma_cm;
+    if (eo.rdma_cm && eo.qp_type == IBV_QPT_UD) eo.qkey = RDMA_UDP_QKEY;  // what SIDR gives
     return eo;
 }
 
@@ -421,6 +424,7 @@ EndpointOptions bandwidth_endpoint(const BandwidthOptions& opt, const sim::Confi
     eo.buffer_bytes = static_cast<std::size_t>(max_size) * 2 + 4096;
     eo.qps = opt.qps;
     eo.rdma_cm = opt.rdma_cm;
+    if (eo.rdma_cm && eo.qp_type == IBV_QPT_UD) eo.qkey = RDMA_UDP_QKEY;  // what SIDR gives
     eo.max_inline = opt.inline_max;
     eo.mtu = mtu_enum(opt.mtu);
     eo.max_send_wr = static_cast<std::uint32_t>(opt.tx_depth);

@@ -262,8 +262,20 @@ CmPeerData peer_data(const rdma_cm_event* e) {
 // The QP numbers, PSNs, LIDs, addresses and rkeys go in the CM messages'
 // private data; each side still brings its own QP up with the workload's
 // attributes, so the data path is the same as with the exchange.
+// UD QPs find each other with SIDR (RDMA_PS_UDP): the SIDR_REP gives the
+// client the server's QPN, Q_Key and address; the server takes the client's
+// from the request's private data.
 void RcEndpoint::connect_rdma_cm(int peer_index, PeerInfo& mine) {
-    if (m_opt.qp_type != IBV_QPT_RC) throw std::runtime_error("rdma_cm connects RC QPs only");
+    const bool ud = m_opt.qp_type == IBV_QPT_UD;
+    if (m_opt.qp_type != IBV_QPT_RC && !ud) throw std::runtime_error("rdma_cm connects RC and UD QPs only");
+    const rdma_port_space ps = ud ? RDMA_PS_UDP : RDMA_PS_TCP;
+    auto ah_to = [&](std::uint16_t lid) {
+        if (ah) return;
+        ibv_ah_attr aa{};
+        aa.dlid = lid;
+        aa.port_num = 1;
+        ah = need(ibv_create_ah(pd, &aa), "ibv_create_ah");
+    };
     m_cm_channel = need(rdma_create_event_channel(), "rdma_create_event_channel");
     const bool server = m_host.index() < peer_index;
     auto data_of = [&](std::size_t i) {
@@ -272,7 +284,7 @@ void RcEndpoint::connect_rdma_cm(int peer_index, PeerInfo& mine) {
     };
     remote_qpn.assign(qps.size(), 0);
     if (server) {
-        check(rdma_create_id(m_cm_channel, &m_cm_listen, nullptr, RDMA_PS_TCP), "rdma_create_id");
+        check(rdma_create_id(m_cm_channel, &m_cm_listen, nullptr, ps), "rdma_create_id");
         sockaddr_in any{};
         any.sin_family = AF_INET;
         any.sin_port = htons(kRdmaCmPort);
@@ -290,7 +302,12 @@ void RcEndpoint::connect_rdma_cm(int peer_index, PeerInfo& mine) {
             remote_lid = theirs.lid;
             remote_qpn[i] = theirs.qpn;
             // Ready to receive before the REP goes.
-            connect_connected(qps[i], theirs.lid, theirs.qpn, theirs.psn, mine.psn);
+            if (ud) {
+                connect_ud(qps[i], mine.psn);
+                ah_to(theirs.lid);
+            } else {
+                connect_connected(qps[i], theirs.lid, theirs.qpn, theirs.psn, mine.psn);
+            }
             CmPeerData ours = data_of(i);
             rdma_conn_param p{};
             p.private_data = &ours;
@@ -300,20 +317,21 @@ void RcEndpoint::connect_rdma_cm(int peer_index, PeerInfo& mine) {
             p.rnr_retry_count = m_opt.rnr_retry;
             p.qp_num = qps[i]->qp_num;
             check(rdma_accept(id, &p), "rdma_accept");
-            check(rdma_ack_cm_event(next_event(m_cm_channel, RDMA_CM_EVENT_ESTABLISHED)), "rdma_ack_cm_event");
+            // A SIDR_REP ends it; an RC connection waits for the RTU.
+            if (!ud) check(rdma_ack_cm_event(next_event(m_cm_channel, RDMA_CM_EVENT_ESTABLISHED)), "rdma_ack_cm_event");
         }
         return;
     }
     m_host.get("rdma_cm/listening");
     rdma_addrinfo hints{};
-    hints.ai_port_space = RDMA_PS_TCP;
+    hints.ai_port_space = ps;
     rdma_addrinfo* res = nullptr;
     const std::string server_name = "node" + std::to_string(peer_index);
     if (rdma_getaddrinfo(server_name.c_str(), std::to_string(kRdmaCmPort).c_str(), &hints, &res))
         throw std::runtime_error("rdma_getaddrinfo(" + server_name + ") failed");
     for (std::size_t i = 0; i < qps.size(); ++i) {
         rdma_cm_id* id = nullptr;
-        check(rdma_create_id(m_cm_channel, &id, nullptr, RDMA_PS_TCP), "rdma_create_id");
+        check(rdma_create_id(m_cm_channel, &id, nullptr, ps), "rdma_create_id");
         m_cm_ids.push_back(id);
         check(rdma_resolve_addr(id, nullptr, res->ai_dst_addr, 2000), "rdma_resolve_addr");
         check(rdma_ack_cm_event(next_event(m_cm_channel, RDMA_CM_EVENT_ADDR_RESOLVED)), "rdma_ack_cm_event");
@@ -329,6 +347,18 @@ void RcEndpoint::connect_rdma_cm(int peer_index, PeerInfo& mine) {
         p.rnr_retry_count = m_opt.rnr_retry;
         p.qp_num = qps[i]->qp_num;
         check(rdma_connect(id, &p), "rdma_connect");
+        if (ud) {
+            rdma_cm_event* rep = next_event(m_cm_channel, RDMA_CM_EVENT_ESTABLISHED);
+            const rdma_ud_param u = rep->param.ud;
+            check(rdma_ack_cm_event(rep), "rdma_ack_cm_event");
+            if (u.qkey != m_opt.qkey)
+                throw std::runtime_error("rdma_cm: the server's Q_Key " + std::to_string(u.qkey) + " is not ours");
+            remote_lid = u.ah_attr.dlid;
+            remote_qpn[i] = u.qp_num;
+            if (!ah) ah = need(ibv_create_ah(pd, const_cast<ibv_ah_attr*>(&u.ah_attr)), "ibv_create_ah");
+            connect_ud(qps[i], mine.psn);
+            continue;
+        }
         // No QP on the id: the response comes to us, and we send the RTU.
         rdma_cm_event* resp = next_event(m_cm_channel, RDMA_CM_EVENT_CONNECT_RESPONSE);
         const CmPeerData theirs = peer_data(resp);

@@ -44,9 +44,10 @@ struct EndpointOptions {
     std::uint32_t qkey = 0x11111111;  // UD: the Q_Key both sides use
     bool srq = false;                 // every QP receives from one SRQ of max_recv_wr entries
     bool atomics = false;             // needs atomic operations (ibv_query_device's atomic_cap)
-    // Connect with rdma_cm (RC): node 0 listens on kRdmaCmPort, node 1
-    // connects one id per QP, the connection data in private data, as
-    // perftest's -R does. Otherwise the data goes out of band.
+    // Connect with rdma_cm (RC; UD by SIDR, with rdma_cm's Q_Key): node 0
+    // listens on kRdmaCmPort, node 1 connects one id per QP, the connection
+    // data in private data, as perftest's -R does. Otherwise the data goes
+    // out of band.
     bool rdma_cm = false;
 };
 
@@ -102,6 +103,7 @@ public:
     std::vector<ibv_qp*> xrc_targets;     // XRC: the peer's initiators connect to these
     std::uint32_t remote_srqn = 0;        // XRC: the peer's SRQ
     ibv_ah* ah = nullptr;                 // UD: to the peer's port
+    std::uint32_t qkey() const { return m_opt.qkey; }  // UD: of every QP of both sides
     std::vector<std::uint32_t> remote_qpn;  // the peer's QP of each of ours
     std::uint8_t* buf = nullptr;
     ibv_mr* mr = nullptr;
