@@ -1,5 +1,7 @@
 #include "host/driver/driver.hpp"
 
+#include "host/driver/host_thread.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -78,7 +80,8 @@ int Driver::reg_mr(std::uint32_t pdn, std::uint64_t addr, std::uint64_t length, 
     if ((access & (hca::kRemoteWrite | hca::kRemoteAtomic)) && !(access & hca::kLocalWrite)) return EINVAL;
     // Pin the region: the adapter sees its bus address, never the pointer.
     auto& memory = m_hca.pcie().memory();
-    const std::uint64_t bus = memory.map(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(addr)), length);
+    const std::uint64_t bus =
+        memory.map(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(addr)), length, current_address_space());
     key = m_fw.register_mr(pdn, addr, length, access, bus);
     if (key == 0) {
         memory.unmap(bus);

@@ -382,6 +382,10 @@ public:
     // Events.
     int get_cq_event(EventChannel& ch, DriverCq*& cq);
     bool get_async_event(hca::AsyncEvent& e);
+    // The asynchronous events get_async_event has not taken yet (each ready
+    // at its time), and the event notified as one arrives.
+    const std::deque<AsyncEventRecord>& pending_async() const { return m_async; }
+    const sc_core::sc_event& async_arrived() const { return m_async_arrived; }
     DriverQp* find_qp(std::uint32_t qpn);
     DriverCq* find_cq(std::uint32_t cqn);
 

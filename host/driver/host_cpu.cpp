@@ -23,6 +23,18 @@ void declare_host_params(sim::ParamRegistry& r) {
        "estimate: an L1/LLC hit in a spin loop", 0.1);
     ns("host.interrupt_ns", "2500", "MSI-X arrival to the blocked thread running again",
        "estimate: interrupt handler plus a scheduler wake-up of a few microseconds");
+    ns("host.cpu.clock_read_ns", "20",
+       "simulated time a program run by `hcasim run` spends in each clock read (clock_gettime, gettimeofday, time, "
+       "rdtsc), charged at its next call: a loop that waits for the clock to move sees it move",
+       "estimate: a vDSO clock_gettime or an rdtsc on a current x86-64 server takes 10 to 25 ns", 0.001);
+    r.add({"host.oob_connect_wait_ms", K::Real, "ms", "10000", 0, 1e7, {},
+           "how long a `hcasim run` program's TCP connect to a port no program listens on waits (simulated time) "
+           "for one to, before it is refused",
+           "as if the servers had been started first: a client that starts with its server does not lose the race"});
+    r.add({"host.tsc_mhz", K::Real, "MHz", "0", 0, 1e5, {},
+           "rate of the simulated TSC that `hcasim run` programs read with rdtsc; 0: the cpu MHz of this machine's "
+           "/proc/cpuinfo, which perftest reads to turn cycles into microseconds",
+           "perftest's get_cpu_mhz (the two must agree for its figures to be right)"});
     r.add({"host.poll_fast_forward", K::Bool, "", "true", 0, 0, {},
            "simulate a run of empty ibv_poll_cq calls of a thread spinning on one CQ as one step that ends at the "
            "first poll able to see a change (same simulated times and results as polling one call at a time, far "

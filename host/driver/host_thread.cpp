@@ -9,7 +9,22 @@ std::map<const sc_core::sc_object*, Driver*>& bindings() {
     static std::map<const sc_core::sc_object*, Driver*> m;
     return m;
 }
+std::map<const sc_core::sc_object*, pid_t>& spaces() {
+    static std::map<const sc_core::sc_object*, pid_t> m;
+    return m;
+}
 }  // namespace
+
+void bind_current_address_space(pid_t pid) {
+    spaces()[sc_core::sc_get_current_process_handle().get_process_object()] = pid;
+}
+
+pid_t current_address_space() {
+    auto h = sc_core::sc_get_current_process_handle();
+    if (!h.valid()) return 0;
+    auto it = spaces().find(h.get_process_object());
+    return it == spaces().end() ? 0 : it->second;
+}
 
 void bind_current_thread(Driver* driver) {
     bindings()[sc_core::sc_get_current_process_handle().get_process_object()] = driver;

@@ -3,6 +3,8 @@
 // KVIPL) reach its node's driver through this binding.
 #pragma once
 
+#include <sys/types.h>
+
 #include "host/driver/driver.hpp"
 
 namespace hcasim::host {
@@ -11,5 +13,11 @@ namespace hcasim::host {
 void bind_current_thread(Driver* driver);
 // The driver of the calling thread's node, or nullptr outside a host program.
 Driver* current_driver();
+// Binds the calling SystemC thread to the address space of the program it
+// serves: 0 (the default) for programs that run inside the simulator, a pid
+// for a program `hcasim run` started. Buffers it registers are that
+// process's memory.
+void bind_current_address_space(pid_t pid);
+pid_t current_address_space();
 
 }  // namespace hcasim::host

@@ -7,6 +7,10 @@
 // of a buffer within its page, which the program chose, carries over.
 // Every adapter access goes through here, after the translation and
 // protection unit has allowed it.
+//
+// A mapping may lie in another process's address space (a program that
+// `hcasim run` started, whose registered buffers are its own memory): the
+// adapter's reads and writes of it go through process_vm_readv/writev.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +20,9 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include <systemc>
 
@@ -38,13 +45,15 @@ public:
     // are new ones (a buffer mapped twice gets two mappings, as pinning it
     // twice would), contiguous in bus space, followed by one unmapped guard
     // page; the offset within the first page is kept.
-    std::uint64_t map(const void* host, std::uint64_t len) {
+    // space: 0 for the simulator's own memory, else the pid whose address
+    // space host is in.
+    std::uint64_t map(const void* host, std::uint64_t len, pid_t space = 0) {
         const auto h = reinterpret_cast<std::uintptr_t>(host);
         const std::uint64_t offset = h % kPageBytes;
         const std::uint64_t pages = (offset + (len ? len : 1) + kPageBytes - 1) / kPageBytes;
         const std::uint64_t bus = m_next_page * kPageBytes;
         m_next_page += pages + 1;
-        m_ranges[bus] = Range{pages * kPageBytes, reinterpret_cast<std::uint8_t*>(h - offset)};
+        m_ranges[bus] = Range{pages * kPageBytes, reinterpret_cast<std::uint8_t*>(h - offset), space};
         return bus + offset;
     }
     // Releases the mapping that map() returned bus for.
@@ -53,24 +62,33 @@ public:
     // The host bytes behind [bus, bus+n): for firmware that moves data
     // within host memory itself.
     std::uint8_t* host_bytes(std::uint64_t bus, std::uint64_t n) {
-        auto it = m_ranges.upper_bound(bus);
-        if (it == m_ranges.begin() || bus + n > std::prev(it)->first + std::prev(it)->second.len)
-            throw std::logic_error("host memory: no mapping covers bus address 0x" + hex(bus) + " + " +
-                                   std::to_string(n));
-        --it;
-        return it->second.host + (bus - it->first);
+        const auto& [base, range] = mapping(bus, n);
+        if (range.space)
+            throw std::logic_error("host memory: bus address 0x" + hex(bus) + " is in process " +
+                                   std::to_string(range.space) + ", not the simulator's memory");
+        return range.host + (bus - base);
     }
 
     void read(std::uint64_t addr, void* dst, std::size_t n) {
         if (n == 0) return;
-        std::memcpy(dst, host_bytes(addr, n), n);
+        const auto& [base, range] = mapping(addr, n);
+        if (range.space) remote_copy(range.space, range.host + (addr - base), dst, n, false);
+        else std::memcpy(dst, range.host + (addr - base), n);
         m_bytes_read += n;
     }
     void write(std::uint64_t addr, const void* src, std::size_t n) {
         if (n == 0) return;
-        std::uint8_t* dst = host_bytes(addr, n);
-        std::memcpy(dst, src, n);
+        const auto& [base, range] = mapping(addr, n);
         m_bytes_written += n;
+        if (range.space) {
+            // No host thread of the simulator polls another process's
+            // memory: only the notification matters.
+            remote_copy(range.space, range.host + (addr - base), const_cast<void*>(src), n, true);
+            m_written.notify(sc_core::SC_ZERO_TIME);
+            return;
+        }
+        std::uint8_t* dst = range.host + (addr - base);
+        std::memcpy(dst, src, n);
         const sim::Tick now = sim::now_ps();
         if (now != m_writes_now_at) {
             m_writes_now.clear();
@@ -105,7 +123,23 @@ private:
     struct Range {
         std::uint64_t len;   // whole pages
         std::uint8_t* host;  // host address of the first page
+        pid_t space;         // 0: the simulator's memory; else that process's
     };
+    const std::pair<const std::uint64_t, Range>& mapping(std::uint64_t bus, std::uint64_t n) const {
+        auto it = m_ranges.upper_bound(bus);
+        if (it == m_ranges.begin() || bus + n > std::prev(it)->first + std::prev(it)->second.len)
+            throw std::logic_error("host memory: no mapping covers bus address 0x" + hex(bus) + " + " +
+                                   std::to_string(n));
+        return *std::prev(it);
+    }
+    // A process that has gone (or unmapped its buffer) reads as zeroes and
+    // drops writes, as pinned pages nobody looks at any more would.
+    static void remote_copy(pid_t pid, std::uint8_t* remote, void* local, std::size_t n, bool to_remote) {
+        iovec l{local, n}, r{remote, n};
+        const ssize_t done = to_remote ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
+        if (!to_remote && done != static_cast<ssize_t>(n))
+            std::memset(static_cast<std::uint8_t*>(local) + (done > 0 ? done : 0), 0, n - static_cast<std::size_t>(done > 0 ? done : 0));
+    }
     static std::string hex(std::uint64_t v) {
         char b[24];
         std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(v));

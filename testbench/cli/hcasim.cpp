@@ -21,6 +21,7 @@
 #include "testbench/workloads/kvipl_perftest.hpp"
 #include "testbench/workloads/multicast.hpp"
 #include "testbench/workloads/perftest.hpp"
+#include "testbench/workloads/programs.hpp"
 
 namespace po = boost::program_options;
 using namespace hcasim;
@@ -33,6 +34,11 @@ const char* kUsage = R"(usage: hcasim [COMMAND] [OPTIONS]
 Commands:
   (none), run   default scenario: RDMA WRITE latency and bandwidth between two
                 simulated ConnectX-3-class FDR 4x HCAs on PCIe Gen3 x8
+  run --node CMD [--node CMD ...]
+                unmodified RDMA programs (ibv_rc_pingpong, perftest, ...), one
+                per simulated node, each a process of its own whose verbs calls
+                run on its node's adapter model and whose clocks read simulated
+                time; their output is printed behind their node's name
   lat           latency per message size (perftest ib_*_lat columns)
   bw            bandwidth and message rate per size (perftest ib_*_bw columns)
   msgrate       message rate of small messages over many QPs with post lists:
@@ -78,6 +84,8 @@ struct Cli {
     std::string dma = "tlm";
     std::string cm = "exchange";
     std::string clients = "1", connections = "100";
+    std::vector<std::string> nodes;
+    std::string timeout = "600";
 
     bool has(const std::string& option) const { return given.count(option) != 0; }
 };
@@ -93,7 +101,7 @@ const std::map<std::string, std::set<std::string>>& options_of() {
         return s;
     };
     static const std::map<std::string, std::set<std::string>> m{
-        {"run", with(workload, {"tx-depth", "qps"})},
+        {"run", with(workload, {"tx-depth", "qps", "node", "timeout"})},
         {"lat", with(workload, {"op", "qp-type", "srq", "post-list", "verify", "cm"})},
         {"bw", with(workload, {"op", "tx-depth", "qps", "qp-type", "srq", "post-list", "verify", "cm"})},
         {"msgrate", with(config, {"op", "sizes", "iters", "tx-depth", "qps", "qp-type", "srq", "post-list", "mtu", "inline",
@@ -389,7 +397,35 @@ int in_child(const std::function<void(std::ostream&)>& fn) {
     return 0;
 }
 
+// run --node: the programs, then how each ended.
+int cmd_programs(const Cli& c) {
+    for (const char* o : {"api", "reliability", "sizes", "iters", "mtu", "inline", "format", "counters", "vcd",
+                          "tx-depth", "qps"})
+        if (c.has(o))
+            throw std::invalid_argument("run --node does not use " + option_name(o) +
+                                        ": the programs take their own options");
+    sim::Config cfg = make_config(c);
+    ProgramsOptions o;
+    o.commands = c.nodes;
+    o.timeout_s = static_cast<double>(cli::parse_int("--timeout", c.timeout, 1, 86400, "wall seconds"));
+    for (const auto& cmd : o.commands) shell_split(cmd);  // a malformed line stops here
+    const int nodes = static_cast<int>(cfg.get_int("fabric.nodes"));
+    if (nodes < static_cast<int>(o.commands.size())) {
+        cfg.set("fabric.nodes", std::to_string(o.commands.size()));
+        if (cfg.get_choice("fabric.topology") == "back_to_back") cfg.set("fabric.topology", "switch");
+    }
+    System sys(cfg);
+    const ProgramsResult r = run_programs(sys, o, std::cout);
+    std::cout << "hcasim: simulated time " << r.simulated_us << " us\n";
+    for (const auto& p : r.programs) std::cout << "hcasim: " << p.name << ": " << p.summary << "\n";
+    std::cout.flush();
+    for (const auto& p : r.problems) std::cerr << "hcasim: error: " << p << "\n";
+    return r.exit_status;
+}
+
 int cmd_run(Cli c) {
+    if (c.has("node")) return cmd_programs(c);
+    if (c.has("timeout")) throw std::invalid_argument("--timeout is for run --node");
     // Both halves are checked before the banner: a bad option stops here.
     c.op = "write";
     const Workload lat = plan_workload(c, Kind::Latency, "2:65536");
@@ -718,6 +754,9 @@ int sc_main(int argc, char** argv) {
          "lat/bw: check every received byte against the sender's pattern; the run fails naming the first bad offset")
         ("vcd", po::value(&c.vcd), "with --set hca.dma.impl=rtl: write VCD waveforms of the RTL DMA engine "
                                     "(FILE's stem + .<engine>.ch<k>.vcd per engine instance)")
+        ("node", po::value(&c.nodes),
+         "run: a program to run on the next simulated node, as a shell-like command line (repeatable; node 0 first)")
+        ("timeout", po::value(&c.timeout), "run --node: wall seconds before programs still running are killed (default 600)")
         ("dma", po::value(&c.dma), "bench: tlm (default) or rtl (RTL co-simulation speed and wall ratio)");
     po::options_description hidden;
     hidden.add_options()("command", po::value(&c.command));

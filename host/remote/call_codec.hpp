@@ -1,0 +1,123 @@
+// The calls a program's libraries forward to the simulator, and how their
+// arguments and results are laid out in a slot: plain values appended one
+// after the other (both sides are the same machine and compiler), objects
+// named by the handle the simulator gave them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace hcasim::remote {
+
+enum class Op : std::uint32_t {
+    Hello = 1,       // first call of a process: its pid
+    Sleep,           // sleep/nanosleep in simulated time
+    Listen,          // a TCP socket listens on a port (out-of-band exchanges)
+    AwaitListener,   // a TCP connect waits until some program listens on the port
+    GetDeviceList,
+    OpenDevice,
+    CloseDevice,
+    QueryDevice,
+    QueryDeviceEx,
+    QueryPort,
+    QueryGid,
+    QueryPkey,
+    AllocPd,
+    DeallocPd,
+    RegMr,
+    DeregMr,
+    CreateCompChannel,
+    DestroyCompChannel,
+    CreateCq,
+    DestroyCq,
+    ResizeCq,
+    PollCq,
+    ReqNotifyCq,
+    GetCqEvent,
+    AckCqEvents,
+    CreateQp,
+    ModifyQp,
+    QueryQp,
+    DestroyQp,
+    PostSend,
+    PostRecv,
+    PostSrqRecv,
+    CreateSrq,
+    ModifySrq,
+    QuerySrq,
+    DestroySrq,
+    CreateAh,
+    DestroyAh,
+    GetAsyncEvent,
+    AckAsyncEvent,
+    AttachMcast,
+    DetachMcast,
+    Count
+};
+
+// Appends values to a slot's data.
+class Writer {
+public:
+    Writer(std::uint8_t* base, std::size_t cap) : m_base(base), m_cap(cap) {}
+    template <typename T>
+    void put(const T& v) { bytes(&v, sizeof v); }
+    void bytes(const void* p, std::size_t n) {
+        if (m_len + n > m_cap) {
+            m_overflow = true;
+            return;
+        }
+        if (n) std::memcpy(m_base + m_len, p, n);
+        m_len += n;
+    }
+    std::size_t length() const { return m_len; }
+    bool overflow() const { return m_overflow; }
+
+private:
+    std::uint8_t* m_base;
+    std::size_t m_cap;
+    std::size_t m_len = 0;
+    bool m_overflow = false;
+};
+
+// Takes values back out; reading past the end gives zeroes and marks the
+// reader bad, so a malformed call is refused, never read out of bounds.
+class Reader {
+public:
+    Reader(const std::uint8_t* base, std::size_t len) : m_base(base), m_len(len) {}
+    template <typename T>
+    T get() {
+        T v{};
+        bytes(&v, sizeof v);
+        return v;
+    }
+    void bytes(void* p, std::size_t n) {
+        if (m_pos + n > m_len) {
+            m_bad = true;
+            std::memset(p, 0, n);
+            return;
+        }
+        if (n) std::memcpy(p, m_base + m_pos, n);
+        m_pos += n;
+    }
+    // n bytes in place (null when they are not all there).
+    const std::uint8_t* view(std::size_t n) {
+        if (m_pos + n > m_len) {
+            m_bad = true;
+            return nullptr;
+        }
+        const std::uint8_t* p = m_base + m_pos;
+        m_pos += n;
+        return p;
+    }
+    bool bad() const { return m_bad; }
+
+private:
+    const std::uint8_t* m_base;
+    std::size_t m_len;
+    std::size_t m_pos = 0;
+    bool m_bad = false;
+};
+
+}  // namespace hcasim::remote

@@ -1,0 +1,75 @@
+// The call channel between a program running as its own process and the
+// simulator: one shared-memory region per process (a memfd the simulator
+// creates and the process inherits), laid out identically on both sides.
+//
+// Each thread of the program that makes a call claims a slot. A call is the
+// slot's arguments, then state kCall and a bump of the doorbell the
+// simulator waits on (futex); the program's thread then waits (futex) on the
+// slot's state until the simulator sets kReply. The program owns a slot
+// while it is kIdle or kReply; the simulator owns it while it is kCall.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace hcasim::remote {
+
+constexpr std::uint32_t kChannelMagic = 0x68636173;  // "hcas"
+constexpr std::uint32_t kChannelVersion = 1;
+constexpr std::uint32_t kSlots = 16;                 // threads of one program that make calls
+constexpr std::size_t kSlotBytes = 256 * 1024;       // arguments or results of one call
+
+// The environment a program is started with.
+constexpr const char* kChannelFdEnv = "HCASIM_CHANNEL_FD";
+
+enum SlotState : std::uint32_t {
+    kFree = 0,   // no thread has claimed it
+    kIdle = 1,   // claimed; its thread is running the program
+    kCall = 2,   // a call is waiting for, or being carried out by, the simulator
+    kReply = 3,  // the call's result is in; its thread has not taken it yet
+};
+
+// The simulated hosts' IPoIB addresses and names (what /etc/hosts would
+// give every node): out-of-band sockets to them reach the right program.
+constexpr std::uint32_t kMaxHosts = 1024;
+struct HostEntry {
+    std::uint32_t ip;  // host byte order
+    char name[28];
+};
+
+struct alignas(64) Slot {
+    std::atomic<std::uint32_t> state;
+    std::int32_t tid;        // the claiming thread (gettid)
+    std::uint32_t op;        // remote::Op of the call
+    std::uint32_t length;    // bytes of data in use
+    std::uint64_t charge_ps; // simulated time the thread used since its previous call returned
+    std::uint8_t data[kSlotBytes];
+};
+
+struct alignas(64) ChannelHeader {
+    std::uint32_t magic;
+    std::uint32_t version;
+    std::uint32_t node;            // simulated node the program runs on
+    std::uint32_t reserved;
+    // Bumped by every call and every exit of a slot's thread; the simulator
+    // waits on it with FUTEX_WAIT.
+    std::atomic<std::uint32_t> doorbell;
+    // Bumped before the program starts a thread (pthread_create), so the
+    // simulator knows to count its threads again.
+    std::atomic<std::uint32_t> threads_started;
+    // The node's simulated time (ps). Only the simulator writes it, and
+    // only while no thread of the program is running outside a call.
+    std::atomic<std::uint64_t> now_ps;
+    std::uint64_t tsc_khz;         // the simulated TSC's rate
+    std::uint64_t epoch_ns;        // CLOCK_REALTIME at simulated time 0
+    std::uint32_t ip_network;      // the IPoIB subnet (host byte order) and its prefix length
+    std::uint32_t ip_prefix_len;
+    std::uint32_t host_count;
+    HostEntry hosts[kMaxHosts];
+    Slot slots[kSlots];
+};
+
+constexpr std::size_t kChannelBytes = sizeof(ChannelHeader);
+
+}  // namespace hcasim::remote

@@ -1,0 +1,355 @@
+// libhcasim_client.so: preloaded into every program `hcasim run` starts.
+// It maps the channel the simulator created, carries out forwarded calls,
+// and gives the program its node's simulated time: clock_gettime,
+// gettimeofday, time and the TSC (rdtsc traps with PR_TSC_SIGSEGV and is
+// emulated here) read simulated time, and sleeps sleep in simulated time.
+//
+// Between two calls a program runs while simulated time stands still. What
+// that stretch costs is charged at its next call: each clock read costs
+// HCASIM_CLOCK_READ_NS (the simulator sets it from host.clock_read_ns), so a
+// loop that waits for the clock to move sees it move.
+#include "host/remote/client/remote_client.hpp"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+using namespace hcasim::remote;
+
+namespace {
+
+ChannelHeader* g_channel = nullptr;
+std::uint64_t g_clock_read_ps = 0;
+
+// This thread's slot and the simulated time its program part has used
+// since its last call (charged at the next one).
+thread_local Slot* t_slot = nullptr;
+thread_local std::uint64_t t_debt_ps = 0;
+
+long futex(std::atomic<std::uint32_t>* word, int op, std::uint32_t val) {
+    return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), op, val, nullptr, nullptr, 0);
+}
+
+pid_t my_tid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+// Simulated time as this thread sees it now, in ps; each read costs a
+// clock read.
+std::uint64_t read_clock_ps() {
+    const std::uint64_t t = g_channel->now_ps.load(std::memory_order_acquire) + t_debt_ps;
+    t_debt_ps += g_clock_read_ps;
+    return t;
+}
+
+std::uint64_t tsc_now() {
+    const unsigned __int128 ps = read_clock_ps();
+    return static_cast<std::uint64_t>(ps * g_channel->tsc_khz / 1000000000ull);
+}
+
+// rdtsc (0f 31) and rdtscp (0f 01 f9) trap once PR_TSC_SIGSEGV is set: emulate them.
+void on_segv(int sig, siginfo_t* info, void* uc_void) {
+    auto* uc = static_cast<ucontext_t*>(uc_void);
+    auto* ip = reinterpret_cast<const unsigned char*>(uc->uc_mcontext.gregs[REG_RIP]);
+    int length = 0;
+    if (ip[0] == 0x0f && ip[1] == 0x31) length = 2;
+    else if (ip[0] == 0x0f && ip[1] == 0x01 && ip[2] == 0xf9) length = 3;
+    if (length == 0 || !g_channel) {
+        // A real fault: die of it as the program would have.
+        signal(sig, SIG_DFL);
+        (void)info;
+        return;
+    }
+    const std::uint64_t t = tsc_now();
+    uc->uc_mcontext.gregs[REG_RAX] = static_cast<greg_t>(t & 0xffffffffu);
+    uc->uc_mcontext.gregs[REG_RDX] = static_cast<greg_t>(t >> 32);
+    if (length == 3) uc->uc_mcontext.gregs[REG_RCX] = static_cast<greg_t>(hcasim_client_node());
+    uc->uc_mcontext.gregs[REG_RIP] += length;
+}
+
+void release_slot(void*) {
+    if (!t_slot) return;
+    t_slot->state.store(kFree, std::memory_order_release);
+    t_slot = nullptr;
+    g_channel->doorbell.fetch_add(1);
+    futex(&g_channel->doorbell, FUTEX_WAKE, INT_MAX);
+}
+
+pthread_key_t g_slot_key;
+
+__attribute__((constructor)) void attach() {
+    const char* fd_text = std::getenv(kChannelFdEnv);
+    if (!fd_text) return;
+    const int fd = std::atoi(fd_text);
+    void* p = mmap(nullptr, kChannelBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    unsetenv(kChannelFdEnv);  // not for programs it starts
+    if (p == MAP_FAILED) {
+        std::fprintf(stderr, "hcasim: cannot map the simulator's channel (fd %d): %s\n", fd, std::strerror(errno));
+        _exit(127);
+    }
+    auto* ch = static_cast<ChannelHeader*>(p);
+    if (ch->magic != kChannelMagic || ch->version != kChannelVersion) {
+        std::fprintf(stderr, "hcasim: the channel on fd %d is not an hcasim channel of version %u\n", fd, kChannelVersion);
+        _exit(127);
+    }
+    g_channel = ch;
+    if (const char* c = std::getenv("HCASIM_CLOCK_READ_PS")) g_clock_read_ps = std::strtoull(c, nullptr, 10);
+    pthread_key_create(&g_slot_key, release_slot);
+    struct sigaction sa {};
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigaction(SIGSEGV, &sa, nullptr);
+    prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
+    // Tell the simulator who this is.
+    Call hello(Op::Hello);
+    hello.in().put(static_cast<std::int32_t>(getpid()));
+    hello.run();
+}
+
+}  // namespace
+
+extern "C" {
+
+Slot* hcasim_client_slot() {
+    if (t_slot) return t_slot;
+    if (!g_channel) return nullptr;
+    for (Slot& s : g_channel->slots) {
+        std::uint32_t expected = kFree;
+        if (s.state.compare_exchange_strong(expected, kIdle)) {
+            s.tid = my_tid();
+            t_slot = &s;
+            pthread_setspecific(g_slot_key, &s);
+            return t_slot;
+        }
+    }
+    std::fprintf(stderr, "hcasim: more than %u threads of this program make calls\n", kSlots);
+    abort();
+}
+
+std::size_t hcasim_client_call(Slot* slot, Op op, std::size_t length) {
+    slot->op = static_cast<std::uint32_t>(op);
+    slot->length = static_cast<std::uint32_t>(length);
+    slot->charge_ps = t_debt_ps;
+    slot->state.store(kCall, std::memory_order_release);
+    g_channel->doorbell.fetch_add(1, std::memory_order_acq_rel);
+    futex(&g_channel->doorbell, FUTEX_WAKE, INT_MAX);
+    while (slot->state.load(std::memory_order_acquire) == kCall) futex(&slot->state, FUTEX_WAIT, kCall);
+    t_debt_ps = 0;
+    const std::size_t n = slot->length;
+    slot->state.store(kIdle, std::memory_order_release);
+    return n;
+}
+
+int hcasim_client_node() { return g_channel ? static_cast<int>(g_channel->node) : -1; }
+
+// ---- Simulated time ------------------------------------------------------
+
+__attribute__((visibility("default"))) int clock_gettime(clockid_t clk, struct timespec* ts) {
+    using Fn = int (*)(clockid_t, struct timespec*);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "clock_gettime"));
+    const bool simulated = clk == CLOCK_REALTIME || clk == CLOCK_MONOTONIC || clk == CLOCK_MONOTONIC_RAW ||
+                           clk == CLOCK_REALTIME_COARSE || clk == CLOCK_MONOTONIC_COARSE || clk == CLOCK_BOOTTIME;
+    if (!g_channel || !simulated) return real(clk, ts);
+    std::uint64_t ns = read_clock_ps() / 1000;
+    if (clk == CLOCK_REALTIME || clk == CLOCK_REALTIME_COARSE) ns += g_channel->epoch_ns;
+    ts->tv_sec = static_cast<time_t>(ns / 1000000000ull);
+    ts->tv_nsec = static_cast<long>(ns % 1000000000ull);
+    return 0;
+}
+
+__attribute__((visibility("default"))) int gettimeofday(struct timeval* tv, void* tz) {
+    using Fn = int (*)(struct timeval*, void*);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "gettimeofday"));
+    if (!g_channel) return real(tv, tz);
+    const std::uint64_t ns = read_clock_ps() / 1000 + g_channel->epoch_ns;
+    tv->tv_sec = static_cast<time_t>(ns / 1000000000ull);
+    tv->tv_usec = static_cast<suseconds_t>(ns % 1000000000ull / 1000);
+    return 0;
+}
+
+__attribute__((visibility("default"))) time_t time(time_t* t) {
+    using Fn = time_t (*)(time_t*);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "time"));
+    if (!g_channel) return real(t);
+    const auto s = static_cast<time_t>((read_clock_ps() / 1000 + g_channel->epoch_ns) / 1000000000ull);
+    if (t) *t = s;
+    return s;
+}
+
+// Sleeps take simulated time: the thread waits in the simulator.
+static int simulated_sleep(std::uint64_t ns) {
+    Call c(Op::Sleep);
+    c.in().put(ns);
+    c.run();
+    return 0;
+}
+
+__attribute__((visibility("default"))) int nanosleep(const struct timespec* req, struct timespec* rem) {
+    using Fn = int (*)(const struct timespec*, struct timespec*);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "nanosleep"));
+    if (!g_channel) return real(req, rem);
+    if (!req || req->tv_nsec < 0 || req->tv_nsec >= 1000000000L || req->tv_sec < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (rem) rem->tv_sec = rem->tv_nsec = 0;
+    return simulated_sleep(static_cast<std::uint64_t>(req->tv_sec) * 1000000000ull + static_cast<std::uint64_t>(req->tv_nsec));
+}
+
+__attribute__((visibility("default"))) int clock_nanosleep(clockid_t clk, int flags, const struct timespec* req, struct timespec* rem) {
+    using Fn = int (*)(clockid_t, int, const struct timespec*, struct timespec*);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "clock_nanosleep"));
+    if (!g_channel || (clk != CLOCK_REALTIME && clk != CLOCK_MONOTONIC)) return real(clk, flags, req, rem);
+    if (!req || req->tv_nsec < 0 || req->tv_nsec >= 1000000000L) return EINVAL;
+    std::uint64_t ns = static_cast<std::uint64_t>(req->tv_sec) * 1000000000ull + static_cast<std::uint64_t>(req->tv_nsec);
+    if (flags & TIMER_ABSTIME) {
+        struct timespec now {};
+        clock_gettime(clk, &now);
+        const std::uint64_t n = static_cast<std::uint64_t>(now.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(now.tv_nsec);
+        ns = ns > n ? ns - n : 0;
+    }
+    simulated_sleep(ns);
+    return 0;
+}
+
+__attribute__((visibility("default"))) int usleep(useconds_t us) {
+    using Fn = int (*)(useconds_t);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "usleep"));
+    if (!g_channel) return real(us);
+    return simulated_sleep(static_cast<std::uint64_t>(us) * 1000);
+}
+
+__attribute__((visibility("default"))) unsigned int sleep(unsigned int s) {
+    using Fn = unsigned int (*)(unsigned int);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "sleep"));
+    if (!g_channel) return real(s);
+    simulated_sleep(static_cast<std::uint64_t>(s) * 1000000000ull);
+    return 0;
+}
+
+// A new thread runs outside any call: the simulator must count it.
+__attribute__((visibility("default"))) int pthread_create(pthread_t* t, const pthread_attr_t* attr,
+                                                         void* (*start)(void*), void* arg) {
+    using Fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "pthread_create"));
+    if (g_channel) g_channel->threads_started.fetch_add(1, std::memory_order_acq_rel);
+    return real(t, attr, start, arg);
+}
+
+// ---- Out-of-band sockets ----------------------------------------------------
+//
+// Programs exchange QP numbers, LIDs and keys over TCP. All of them run on
+// this machine, so a connection to a simulated host (its IPoIB address or
+// name) goes to the loopback address, where its program listens. A connect
+// waits in simulated time until some program listens on the port, as if the
+// servers had been started first.
+
+namespace {
+
+bool simulated_host(std::uint32_t ip) {
+    const std::uint32_t len = g_channel->ip_prefix_len;
+    const std::uint32_t mask = len == 0 ? 0 : ~std::uint32_t{0} << (32 - len);
+    return (ip & mask) == (g_channel->ip_network & mask);
+}
+
+}  // namespace
+
+__attribute__((visibility("default"))) int listen(int fd, int backlog) {
+    using Fn = int (*)(int, int);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "listen"));
+    const int r = real(fd, backlog);
+    if (r != 0 || !g_channel) return r;
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return r;
+    std::uint16_t port = 0;
+    if (ss.ss_family == AF_INET) port = ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+    else if (ss.ss_family == AF_INET6) port = ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+    else return r;
+    const int saved = errno;
+    Call c(Op::Listen);
+    c.in().put(port);
+    c.run();
+    errno = saved;
+    return r;
+}
+
+__attribute__((visibility("default"))) int connect(int fd, const sockaddr* addr, socklen_t len) {
+    using Fn = int (*)(int, const sockaddr*, socklen_t);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "connect"));
+    if (!g_channel || !addr) return real(fd, addr, len);
+    int type = 0;
+    socklen_t tl = sizeof type;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM) return real(fd, addr, len);
+    std::uint16_t port = 0;
+    sockaddr_in v4{};
+    sockaddr_in6 v6{};
+    const sockaddr* target = addr;
+    if (addr->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
+        std::memcpy(&v4, addr, sizeof v4);
+        const std::uint32_t ip = ntohl(v4.sin_addr.s_addr);
+        const bool loopback = (ip >> 24) == 127;
+        if (!loopback && !simulated_host(ip)) return real(fd, addr, len);
+        if (!loopback) v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        port = ntohs(v4.sin_port);
+        target = reinterpret_cast<const sockaddr*>(&v4);
+        len = sizeof v4;
+    } else if (addr->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
+        std::memcpy(&v6, addr, sizeof v6);
+        if (!IN6_IS_ADDR_LOOPBACK(&v6.sin6_addr) && !IN6_IS_ADDR_V4MAPPED(&v6.sin6_addr)) return real(fd, addr, len);
+        port = ntohs(v6.sin6_port);
+    } else {
+        return real(fd, addr, len);
+    }
+    Call c(Op::AwaitListener);
+    c.in().put(port);
+    if (c.run()) {
+        const int st = c.out().get<std::int32_t>();
+        if (st) {
+            errno = st;
+            return -1;
+        }
+    }
+    return real(fd, target, len);
+}
+
+// Host names of the simulated hosts resolve to their IPoIB addresses.
+__attribute__((visibility("default"))) int getaddrinfo(const char* node, const char* service, const addrinfo* hints,
+                                                      addrinfo** res) {
+    using Fn = int (*)(const char*, const char*, const addrinfo*, addrinfo**);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "getaddrinfo"));
+    if (g_channel && node) {
+        for (std::uint32_t i = 0; i < g_channel->host_count; ++i) {
+            if (std::strcmp(node, g_channel->hosts[i].name) != 0) continue;
+            char text[INET_ADDRSTRLEN];
+            const in_addr a{htonl(g_channel->hosts[i].ip)};
+            inet_ntop(AF_INET, &a, text, sizeof text);
+            addrinfo h{};
+            if (hints) h = *hints;
+            if (h.ai_family == AF_UNSPEC) h.ai_family = AF_INET;
+            h.ai_flags |= AI_NUMERICHOST;
+            h.ai_flags &= ~AI_CANONNAME;
+            return real(text, service, &h, res);
+        }
+    }
+    return real(node, service, hints, res);
+}
+
+}  // extern "C"

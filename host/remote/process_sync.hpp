@@ -1,0 +1,39 @@
+// Conservative synchronisation of the programs `hcasim run` runs with the
+// simulation: simulated time advances only while every program waits,
+// inside a call or blocked in the kernel (a socket, a pipe, an eventfd the
+// simulator signals). While any thread of any program runs between calls,
+// time stands still, so what a program sees does not depend on how the host
+// schedules the processes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "host/remote/remote_program.hpp"
+
+namespace hcasim::remote {
+
+class ProcessSync {
+public:
+    // timeout_s: wall seconds after which programs still running are killed.
+    ProcessSync(std::vector<RemoteProgram*> programs, ProgramGroup* group, double timeout_s);
+
+    // The synchronising SystemC thread's body: returns when every program has ended.
+    void run();
+
+    // Why programs were killed (a hang, a deadlock), one line each; empty if none were.
+    const std::vector<std::string>& problems() const { return m_problems; }
+
+private:
+    // Waits (wall time, at most max_ms) until a program calls, or a thread
+    // of one ends, unless that already happened since the doorbells were read.
+    void wait_for_doorbells(const std::vector<std::uint32_t>& seen, double max_ms);
+    void kill_all(const std::string& why);
+
+    std::vector<RemoteProgram*> m_programs;
+    ProgramGroup* m_group;
+    double m_timeout_s;
+    std::vector<std::string> m_problems;
+};
+
+}  // namespace hcasim::remote

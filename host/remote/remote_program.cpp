@@ -1,0 +1,296 @@
+#include "host/remote/remote_program.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "host/driver/host_cpu.hpp"
+#include "host/driver/host_thread.hpp"
+
+extern char** environ;
+
+namespace hcasim::remote {
+
+namespace {
+
+std::string joined(const std::vector<std::string>& argv) {
+    std::string s;
+    for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
+    return s;
+}
+
+// The state letter of /proc/<pid>/stat-like text ("123 (name) S ...").
+char stat_state(const std::string& text) {
+    const auto close = text.rfind(')');
+    return close == std::string::npos || close + 2 >= text.size() ? '?' : text[close + 2];
+}
+
+std::string read_small(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return {};
+    char buf[1024];
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
+}  // namespace
+
+RemoteProgram::RemoteProgram(const LaunchSpec& spec, host::Driver& driver)
+    : m_spec(spec), m_driver(driver) {
+    if (spec.argv.empty()) throw std::runtime_error("node" + std::to_string(spec.node) + ": empty command line");
+    const int memfd = static_cast<int>(syscall(SYS_memfd_create, "hcasim-channel", MFD_CLOEXEC));
+    if (memfd < 0 || ftruncate(memfd, static_cast<off_t>(kChannelBytes)) != 0)
+        throw std::runtime_error(std::string("cannot create a channel: ") + std::strerror(errno));
+    void* p = mmap(nullptr, kChannelBytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    if (p == MAP_FAILED) {
+        ::close(memfd);
+        throw std::runtime_error(std::string("cannot map a channel: ") + std::strerror(errno));
+    }
+    m_channel = static_cast<ChannelHeader*>(p);
+    m_channel->magic = kChannelMagic;
+    m_channel->version = kChannelVersion;
+    m_channel->node = static_cast<std::uint32_t>(spec.node);
+    m_channel->tsc_khz = spec.tsc_khz;
+    m_channel->epoch_ns = spec.epoch_ns;
+    m_channel->now_ps.store(sim::now_ps());
+    if (spec.subnet) {
+        m_channel->ip_network = spec.subnet->network;
+        m_channel->ip_prefix_len = static_cast<std::uint32_t>(spec.subnet->prefix_len);
+        for (const auto& h : spec.subnet->hosts) {
+            if (m_channel->host_count == kMaxHosts) break;
+            HostEntry& e = m_channel->hosts[m_channel->host_count++];
+            e.ip = h.ip;
+            std::snprintf(e.name, sizeof e.name, "%s", h.name.c_str());
+        }
+    }
+
+    // Exec failures come back through a close-on-exec pipe.
+    int status_pipe[2];
+    if (pipe2(status_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+        const std::string kv = *e;
+        if (kv.rfind("LD_LIBRARY_PATH=", 0) == 0 || kv.rfind("LD_PRELOAD=", 0) == 0) continue;
+        env.push_back(kv);
+    }
+    const char* ld_path = std::getenv("LD_LIBRARY_PATH");
+    const char* preload = std::getenv("LD_PRELOAD");
+    env.push_back("LD_LIBRARY_PATH=" + spec.lib_dir + (ld_path && *ld_path ? ":" + std::string(ld_path) : ""));
+    env.push_back("LD_PRELOAD=" + spec.lib_dir + "/libhcasim_client.so" + (preload && *preload ? ":" + std::string(preload) : ""));
+    env.push_back("HCASIM_CLOCK_READ_PS=" + std::to_string(spec.clock_read_ps));
+    std::vector<char*> argv, envp;
+    for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+    if (pid == 0) {
+        // The child: only async-signal-safe calls from here to exec.
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
+        const int fd = dup(memfd);  // without close-on-exec
+        char fd_env[64];
+        std::snprintf(fd_env, sizeof fd_env, "%s=%d", kChannelFdEnv, fd);
+        for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+        envp.push_back(fd_env);
+        envp.push_back(nullptr);
+        const int devnull = ::open("/dev/null", O_RDONLY);
+        if (devnull >= 0) dup2(devnull, 0);
+        if (spec.stdout_fd != 1) dup2(spec.stdout_fd, 1);
+        if (spec.stderr_fd != 2) dup2(spec.stderr_fd, 2);
+        environ = envp.data();
+        execvp(argv[0], argv.data());
+        const int err = errno;
+        [[maybe_unused]] ssize_t w = ::write(status_pipe[1], &err, sizeof err);
+        _exit(127);
+    }
+    ::close(status_pipe[1]);
+    ::close(memfd);
+    int err = 0;
+    const ssize_t n = ::read(status_pipe[0], &err, sizeof err);
+    ::close(status_pipe[0]);
+    if (n == sizeof err) {
+        waitpid(pid, nullptr, 0);
+        munmap(m_channel, kChannelBytes);
+        m_channel = nullptr;
+        throw std::runtime_error("node" + std::to_string(spec.node) + ": cannot run '" + spec.argv[0] +
+                                 "': " + std::strerror(err));
+    }
+    m_pid = pid;
+    if (spec.group) spec.group->channels.push_back(m_channel);
+    m_pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+}
+
+RemoteProgram::~RemoteProgram() {
+    if (m_pid > 0 && !m_exited) {
+        ::kill(m_pid, SIGKILL);
+        waitpid(m_pid, nullptr, 0);
+    }
+    m_verbs.reset();
+    if (m_pidfd >= 0) ::close(m_pidfd);
+    if (m_channel) munmap(m_channel, kChannelBytes);
+}
+
+std::string RemoteProgram::name() const { return "node" + std::to_string(m_spec.node) + " (" + joined(m_spec.argv) + ")"; }
+
+void RemoteProgram::kill_now() {
+    if (m_pid > 0 && !m_exited) ::kill(m_pid, SIGKILL);
+}
+
+bool RemoteProgram::reap() {
+    if (m_exited || m_pid <= 0) return false;
+    int st = 0;
+    if (waitpid(m_pid, &st, WNOHANG) != m_pid) return false;
+    m_exited = true;
+    m_wait_status = st;
+    m_exit.notify(sc_core::SC_ZERO_TIME);
+    return true;
+}
+
+bool RemoteProgram::dispatch_calls() {
+    bool any = false;
+    for (std::uint32_t i = 0; i < kSlots; ++i) {
+        if (m_dispatched[i] || m_channel->slots[i].state.load(std::memory_order_acquire) != kCall) continue;
+        m_dispatched[i] = true;
+        m_call[i].notify(sc_core::SC_ZERO_TIME);
+        any = true;
+    }
+    return any;
+}
+
+bool RemoteProgram::all_slots_calling() const {
+    for (const Slot& s : m_channel->slots) {
+        const std::uint32_t st = s.state.load(std::memory_order_acquire);
+        if (st == kIdle || st == kReply) return false;
+    }
+    return true;
+}
+
+bool RemoteProgram::quiescent() const {
+    if (m_exited) return true;
+    int in_call = 0;
+    for (const Slot& s : m_channel->slots) {
+        const std::uint32_t st = s.state.load(std::memory_order_acquire);
+        if (st == kReply) return false;  // its thread is about to run
+        if (st == kCall) ++in_call;
+    }
+    // No thread started since threads were last counted, and as many in
+    // calls as there are: it waits, without asking /proc.
+    const std::uint32_t started = m_channel->threads_started.load(std::memory_order_acquire);
+    if (started == m_threads_started_seen && in_call == m_threads_known) return true;
+    const std::string proc = "/proc/" + std::to_string(m_pid);
+    const std::string stat = read_small(proc + "/stat");
+    if (stat.empty()) return true;  // gone
+    // Field 20 is num_threads; the text after ')' starts with field 3.
+    std::size_t pos = stat.rfind(')') + 1;
+    for (int field = 3; field <= 20 && pos != std::string::npos; ++field) pos = stat.find(' ', pos + 1);
+    // pos is now the blank after field 20: back up to its start.
+    long threads = 0;
+    if (pos != std::string::npos) {
+        const std::size_t begin = stat.rfind(' ', pos - 1);
+        threads = std::strtol(stat.c_str() + begin + 1, nullptr, 10);
+    }
+    m_threads_known = static_cast<int>(threads);
+    m_threads_started_seen = started;
+    if (stat_state(stat) == 'Z') return true;
+    if (threads == in_call) return true;
+    // Some thread is outside a call: the program waits only if each such
+    // thread is blocked in the kernel (a socket, a pipe, an eventfd).
+    DIR* d = opendir((proc + "/task").c_str());
+    if (!d) return true;
+    bool all_wait = true;
+    while (dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        const int tid = std::atoi(e->d_name);
+        bool calling = false;
+        for (const Slot& s : m_channel->slots)
+            if (s.tid == tid && s.state.load(std::memory_order_acquire) == kCall) calling = true;
+        if (calling) continue;
+        const char state = stat_state(read_small(proc + "/task/" + e->d_name + "/stat"));
+        if (state == 'R') {
+            all_wait = false;
+            break;
+        }
+    }
+    closedir(d);
+    return all_wait;
+}
+
+void RemoteProgram::serve() {
+    m_verbs = std::make_unique<VerbsProxy>(m_pidfd);
+    sc_core::sc_spawn_options opts;
+    opts.set_stack_size(1 << 20);
+    for (std::uint32_t i = 0; i < kSlots; ++i)
+        m_slot_thread[i] = sc_core::sc_spawn([this, i]() { serve_slot(i); },
+                                             ("remote_node" + std::to_string(m_spec.node) + "_slot" + std::to_string(i)).c_str(),
+                                             &opts);
+    if (!m_exited) sc_core::wait(m_exit);
+    // A thread killed inside a call leaves its slot thread waiting: stop them all.
+    for (auto& h : m_slot_thread)
+        if (h.valid() && !h.terminated()) h.kill();
+    m_verbs->release_all();
+}
+
+void RemoteProgram::serve_slot(std::uint32_t i) {
+    host::bind_current_thread(&m_driver);
+    host::bind_current_address_space(m_pid);
+    std::vector<std::uint8_t> reply(kSlotBytes);
+    for (;;) {
+        sc_core::wait(m_call[i]);
+        Slot& s = m_channel->slots[i];
+        // What the program's thread did since its last call, first.
+        host::spend_cpu(s.charge_ps);
+        Reader in(s.data, std::min<std::size_t>(s.length, kSlotBytes));
+        Writer out(reply.data(), reply.size());
+        const auto op = static_cast<Op>(s.op);
+        if (op == Op::Hello) {
+            // Nothing to do: the program announced itself.
+        } else if (op == Op::Sleep) {
+            const auto ns = in.get<std::uint64_t>();
+            if (ns) sc_core::wait(sim::to_sc(ns * 1000));
+        } else if (op == Op::Listen) {
+            const auto port = in.get<std::uint16_t>();
+            if (m_spec.group && !in.bad()) {
+                m_spec.group->ports.insert(port);
+                m_spec.group->ports_changed.notify(sc_core::SC_ZERO_TIME);
+            }
+        } else if (op == Op::AwaitListener) {
+            const auto port = in.get<std::uint16_t>();
+            bool found = true;
+            if (m_spec.group && !in.bad()) {
+                ProgramGroup& t = *m_spec.group;
+                const sim::Tick until = sim::now_ps() + t.connect_wait;
+                while (!t.ports.count(port) && sim::now_ps() < until)
+                    sc_core::wait(sim::to_sc(until - sim::now_ps()), t.ports_changed);
+                found = t.ports.count(port) != 0;
+            }
+            out.put(static_cast<std::int32_t>(found ? 0 : ECONNREFUSED));
+        } else if (VerbsProxy::handles(op)) {
+            m_verbs->execute(op, in, out);
+        }
+        std::memcpy(s.data, reply.data(), out.length());
+        s.length = static_cast<std::uint32_t>(out.length());
+        if (m_spec.group) m_spec.group->publish_time(sim::now_ps());
+        else m_channel->now_ps.store(sim::now_ps(), std::memory_order_release);
+        m_dispatched[i] = false;
+        s.state.store(kReply, std::memory_order_release);
+        syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&s.state), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+    }
+}
+
+}  // namespace hcasim::remote

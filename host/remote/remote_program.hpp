@@ -1,0 +1,108 @@
+// A program `hcasim run` runs on a simulated node as a process of its own:
+// started with the drop-in libraries, its channel to the simulator, and one
+// SystemC thread per slot of that channel that carries out the calls its
+// threads make, on the node's driver and in its address space.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <systemc>
+
+#include "host/driver/driver.hpp"
+#include "host/remote/channel.hpp"
+#include "host/remote/verbs_proxy.hpp"
+#include "model/sim/time.hpp"
+
+namespace hcasim::remote {
+
+// What the programs of one run share.
+struct ProgramGroup {
+    // The TCP ports programs listen on. A connect to a port waits in
+    // simulated time until a program listens there (up to connect_wait), as
+    // if every server had been started first: which of two programs reaches
+    // listen() or connect() first at one simulated instant must not decide
+    // whether the connection is refused.
+    std::set<std::uint16_t> ports;
+    sc_core::sc_event ports_changed;
+    sim::Tick connect_wait = 0;
+    // Every program's channel: each hears of a new simulated time before
+    // any program runs at it (one program may wake another through a socket).
+    std::vector<ChannelHeader*> channels;
+    void publish_time(sim::Tick now) {
+        for (ChannelHeader* c : channels) c->now_ps.store(now, std::memory_order_release);
+    }
+};
+
+struct LaunchSpec {
+    std::vector<std::string> argv;  // the program and its arguments (argv[0] is looked up in PATH)
+    int node = 0;
+    std::string lib_dir;            // the drop-in libraries: libibverbs.so.1, libhcasim_client.so, ...
+    std::uint64_t tsc_khz = 0;      // the simulated TSC's rate
+    std::uint64_t epoch_ns = 0;     // CLOCK_REALTIME at simulated time 0
+    std::uint64_t clock_read_ps = 0;  // what one clock read costs the program
+    int stdout_fd = 1, stderr_fd = 2;  // where its output goes
+    ProgramGroup* group = nullptr;
+    const host::IpSubnet* subnet = nullptr;  // the simulated hosts' addresses and names
+};
+
+class RemoteProgram {
+public:
+    // Starts the program (it runs up to its first call, then waits for the
+    // simulator). Throws std::runtime_error naming the program when it
+    // cannot be started.
+    RemoteProgram(const LaunchSpec& spec, host::Driver& driver);
+    ~RemoteProgram();
+    RemoteProgram(const RemoteProgram&) = delete;
+    RemoteProgram& operator=(const RemoteProgram&) = delete;
+
+    const LaunchSpec& spec() const { return m_spec; }
+    pid_t pid() const { return m_pid; }
+    std::string name() const;  // "node1 (ib_write_lat -s 64)"
+
+    // In the node's host program thread: serves the program's calls until
+    // it ends, then releases what it left as the kernel driver would.
+    void serve();
+
+    // For the synchronisation (ProcessSync), outside the program's calls:
+    // hands the calls that came in to their slot threads; true if any.
+    bool dispatch_calls();
+    // Whether every thread of the program waits: inside a call, or blocked
+    // in the kernel outside one. Only then may simulated time advance.
+    bool quiescent() const;
+    // Whether every thread that ever called is inside a call now (a cheap
+    // first look: quiescent() still decides).
+    bool all_slots_calling() const;
+    // Collects its exit if it has ended; true the first time.
+    bool reap();
+    bool exited() const { return m_exited; }
+    int wait_status() const { return m_wait_status; }
+    std::atomic<std::uint32_t>& doorbell() { return m_channel->doorbell; }
+    void kill_now();
+
+private:
+    void serve_slot(std::uint32_t i);
+
+    LaunchSpec m_spec;
+    host::Driver& m_driver;
+    ChannelHeader* m_channel = nullptr;
+    pid_t m_pid = -1;
+    int m_pidfd = -1;
+    bool m_exited = false;
+    int m_wait_status = 0;
+    bool m_dispatched[kSlots] = {};
+    // Its thread count when /proc last gave it, and threads_started then.
+    mutable int m_threads_known = -1;
+    mutable std::uint32_t m_threads_started_seen = 0;
+    sc_core::sc_event m_call[kSlots];
+    sc_core::sc_process_handle m_slot_thread[kSlots];
+    sc_core::sc_event m_exit;
+    std::unique_ptr<VerbsProxy> m_verbs;
+};
+
+}  // namespace hcasim::remote

@@ -1,0 +1,675 @@
+#include "host/remote/verbs_proxy.hpp"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "host/driver/host_thread.hpp"
+#include "host/verbs/verbs_internal.hpp"
+
+namespace hcasim::remote {
+
+using verbs::SimChannel;
+
+// A completion channel's eventfd: the watcher counts each event that has
+// become ready into it, so the program's poll/epoll/select wakes.
+struct VerbsProxy::ChannelFd {
+    ibv_comp_channel* channel;
+    int fd;
+    std::uint64_t signalled = 0;  // counted into fd and not yet taken
+    bool stop = false;
+    sc_core::sc_event stop_event;
+};
+
+namespace {
+
+void count_into(int fd, std::uint64_t n) {
+    if (fd < 0 || n == 0) return;
+    // The eventfd belongs to a program that may have gone: a failed write
+    // changes nothing the simulation sees.
+    [[maybe_unused]] const ssize_t r = ::write(fd, &n, sizeof n);
+}
+
+std::uint64_t ptr(const void* p) { return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p)); }
+
+}  // namespace
+
+VerbsProxy::VerbsProxy(int pidfd) : m_pidfd(pidfd) {}
+
+VerbsProxy::~VerbsProxy() {
+    for (auto& [h, c] : m_channels)
+        if (c->fd >= 0) ::close(c->fd);
+    for (auto& [h, a] : m_async)
+        if (a->fd >= 0) ::close(a->fd);
+}
+
+bool VerbsProxy::handles(Op op) { return op >= Op::GetDeviceList && op < Op::Count; }
+
+template <typename T>
+T* VerbsProxy::find(std::uint64_t h, Kind kind) const {
+    auto it = m_objects.find(h);
+    if (it == m_objects.end() || it->second.kind != kind) return nullptr;
+    return reinterpret_cast<T*>(static_cast<std::uintptr_t>(h));
+}
+
+std::uint64_t VerbsProxy::add(const void* p, Kind kind, std::uint64_t client) {
+    m_objects[ptr(p)] = Object{kind, m_next_order++, client};
+    return ptr(p);
+}
+
+void VerbsProxy::remove(const void* p) { m_objects.erase(ptr(p)); }
+
+int VerbsProxy::take_fd(int remote_fd) {
+    if (m_pidfd < 0 || remote_fd < 0) return -1;
+    return static_cast<int>(syscall(SYS_pidfd_getfd, m_pidfd, remote_fd, 0));
+}
+
+void VerbsProxy::watch_channel(ChannelFd& c) {
+    sc_core::sc_spawn([this, &c]() {
+        host::EventChannel& ch = reinterpret_cast<SimChannel*>(c.channel)->events;
+        while (!c.stop) {
+            const sim::Tick now = sim::now_ps();
+            std::uint64_t ready = 0;
+            sim::Tick next = ~sim::Tick(0);
+            for (const auto& e : ch.events) {
+                if (e.ready_at <= now) ++ready;
+                else next = std::min(next, e.ready_at);
+            }
+            if (ready > c.signalled) {
+                count_into(c.fd, ready - c.signalled);
+                c.signalled = ready;
+            }
+            if (next != ~sim::Tick(0)) sc_core::wait(sim::to_sc(next - now), ch.arrived | c.stop_event);
+            else sc_core::wait(ch.arrived | c.stop_event);
+        }
+    });
+}
+
+void VerbsProxy::watch_async(ibv_context* ctx, int fd) {
+    auto a = std::make_unique<AsyncFd>();
+    a->fd = fd;
+    AsyncFd& af = *a;
+    m_async[ptr(ctx)] = std::move(a);
+    host::Driver* d = verbs::drv(ctx);
+    sc_core::sc_spawn([d, &af]() {
+        while (!af.stop) {
+            const sim::Tick now = sim::now_ps();
+            std::uint64_t ready = 0;
+            sim::Tick next = ~sim::Tick(0);
+            for (const auto& e : d->pending_async()) {
+                if (e.ready_at <= now) ++ready;
+                else next = std::min(next, e.ready_at);
+            }
+            if (ready > af.signalled) {
+                count_into(af.fd, ready - af.signalled);
+                af.signalled = ready;
+            }
+            if (next != ~sim::Tick(0)) sc_core::wait(sim::to_sc(next - now), d->async_arrived() | af.stop_event);
+            else sc_core::wait(d->async_arrived() | af.stop_event);
+        }
+    });
+}
+
+void VerbsProxy::stop_watchers() {
+    for (auto& [h, c] : m_channels) {
+        c->stop = true;
+        c->stop_event.notify(sc_core::SC_ZERO_TIME);
+    }
+    for (auto& [h, a] : m_async) {
+        a->stop = true;
+        a->stop_event.notify(sc_core::SC_ZERO_TIME);
+    }
+}
+
+void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
+    auto status = [&](int st) { out.put(static_cast<std::int32_t>(st)); };
+    switch (op) {
+    case Op::GetDeviceList: {
+        int n = 0;
+        ibv_device** list = ibv_get_device_list(&n);
+        out.put(static_cast<std::uint32_t>(list ? n : 0));
+        for (int i = 0; list && i < n; ++i) {
+            out.bytes(list[i]->name, sizeof list[i]->name);
+            out.bytes(list[i]->dev_name, sizeof list[i]->dev_name);
+            out.bytes(list[i]->dev_path, sizeof list[i]->dev_path);
+            out.bytes(list[i]->ibdev_path, sizeof list[i]->ibdev_path);
+            out.put(ibv_get_device_guid(list[i]));
+        }
+        if (list) ibv_free_device_list(list);
+        return;
+    }
+    case Op::OpenDevice: {
+        const auto index = in.get<std::uint32_t>();
+        const auto async_fd = in.get<std::int32_t>();
+        if (in.bad()) return status(EINVAL);
+        int n = 0;
+        ibv_device** list = ibv_get_device_list(&n);
+        if (!list || index >= static_cast<std::uint32_t>(n)) {
+            if (list) ibv_free_device_list(list);
+            return status(ENODEV);
+        }
+        ibv_context* ctx = ibv_open_device(list[index]);
+        ibv_free_device_list(list);
+        if (!ctx) return status(errno ? errno : ENOMEM);
+        status(0);
+        out.put(add(ctx, Kind::Context));
+        watch_async(ctx, take_fd(async_fd));
+        return;
+    }
+    case Op::CloseDevice: {
+        auto* ctx = find<ibv_context>(in.get<std::uint64_t>(), Kind::Context);
+        if (!ctx) return status(EINVAL);
+        auto a = m_async.find(ptr(ctx));
+        if (a != m_async.end()) {
+            a->second->stop = true;
+            a->second->stop_event.notify(sc_core::SC_ZERO_TIME);
+            if (a->second->fd >= 0) ::close(a->second->fd);
+            a->second->fd = -1;
+        }
+        const int st = ibv_close_device(ctx);
+        if (!st) remove(ctx);
+        return status(st);
+    }
+    case Op::QueryDevice: {
+        auto* ctx = find<ibv_context>(in.get<std::uint64_t>(), Kind::Context);
+        if (!ctx) return status(EINVAL);
+        ibv_device_attr a{};
+        const int st = ibv_query_device(ctx, &a);
+        status(st);
+        if (!st) out.put(a);
+        return;
+    }
+    case Op::QueryDeviceEx: {
+        auto* ctx = find<ibv_context>(in.get<std::uint64_t>(), Kind::Context);
+        if (!ctx) return status(EINVAL);
+        ibv_device_attr_ex a{};
+        const int st = ibv_query_device_ex(ctx, nullptr, &a);
+        status(st);
+        if (!st) out.put(a);
+        return;
+    }
+    case Op::QueryPort: {
+        auto* ctx = find<ibv_context>(in.get<std::uint64_t>(), Kind::Context);
+        const auto port = in.get<std::uint8_t>();
+        if (!ctx) return status(EINVAL);
+        ibv_port_attr a{};
+        const int st = ibv_query_port(ctx, port, &a);
+        status(st);
+        if (!st) {
+            out.put(std::uint32_t{0});
+            out.put(a);
+        }
+        return;
+    }
+    case Op::QueryGid: {
+        auto* ctx = find<ibv_context>(in.get<std::uint64_t>(), Kind::Context);
+        const auto port = in.get<std::uint8_t>();
+        const auto index = in.get<std::int32_t>();
+        if (!ctx) return status(EINVAL);
+        ibv_gid gid{};
+        if (ibv_query_gid(ctx, port, index, &gid)) return status(errno ? errno : EINVAL);
+        status(0);
+        out.put(gid);
+        return;
+    }
+    case Op::QueryPkey: {
+        auto* ctx = find<ibv_context>(in.get<std::uint64_t>(), Kind::Context);
+        const auto port = in.get<std::uint8_t>();
+        const auto index = in.get<std::int32_t>();
+        if (!ctx) return status(EINVAL);
+        __be16 pkey = 0;
+        if (ibv_query_pkey(ctx, port, index, &pkey)) return status(errno ? errno : EINVAL);
+        status(0);
+        out.put(pkey);
+        return;
+    }
+    case Op::AllocPd: {
+        auto* ctx = find<ibv_context>(in.get<std::uint64_t>(), Kind::Context);
+        if (!ctx) return status(EINVAL);
+        ibv_pd* pd = ibv_alloc_pd(ctx);
+        if (!pd) return status(errno ? errno : ENOMEM);
+        status(0);
+        out.put(add(pd, Kind::Pd));
+        out.put(pd->handle);
+        return;
+    }
+    case Op::DeallocPd: {
+        auto* pd = find<ibv_pd>(in.get<std::uint64_t>(), Kind::Pd);
+        if (!pd) return status(EINVAL);
+        const int st = ibv_dealloc_pd(pd);
+        if (!st) remove(pd);
+        return status(st);
+    }
+    case Op::RegMr: {
+        auto* pd = find<ibv_pd>(in.get<std::uint64_t>(), Kind::Pd);
+        const auto addr = in.get<std::uint64_t>();
+        const auto length = in.get<std::uint64_t>();
+        const auto iova = in.get<std::uint64_t>();
+        const auto access = in.get<std::uint32_t>();
+        if (!pd || in.bad()) return status(EINVAL);
+        // The address is the program's: the driver pins it in the calling
+        // thread's address space, which is the program's.
+        ibv_mr* mr = ibv_reg_mr_iova2(pd, reinterpret_cast<void*>(static_cast<std::uintptr_t>(addr)), length, iova,
+                                      access);
+        if (!mr) return status(errno ? errno : ENOMEM);
+        status(0);
+        out.put(add(mr, Kind::Mr));
+        out.put(mr->handle);
+        out.put(mr->lkey);
+        out.put(mr->rkey);
+        return;
+    }
+    case Op::DeregMr: {
+        auto* mr = find<ibv_mr>(in.get<std::uint64_t>(), Kind::Mr);
+        if (!mr) return status(EINVAL);
+        const int st = ibv_dereg_mr(mr);
+        if (!st) remove(mr);
+        return status(st);
+    }
+    case Op::CreateCompChannel: {
+        auto* ctx = find<ibv_context>(in.get<std::uint64_t>(), Kind::Context);
+        const auto fd = in.get<std::int32_t>();
+        if (!ctx) return status(EINVAL);
+        ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
+        if (!ch) return status(errno ? errno : ENOMEM);
+        const std::uint64_t h = add(ch, Kind::Channel);
+        auto c = std::make_unique<ChannelFd>();
+        c->channel = ch;
+        c->fd = take_fd(fd);
+        watch_channel(*c);
+        m_channels[h] = std::move(c);
+        status(0);
+        out.put(h);
+        return;
+    }
+    case Op::DestroyCompChannel: {
+        const auto h = in.get<std::uint64_t>();
+        auto* ch = find<ibv_comp_channel>(h, Kind::Channel);
+        if (!ch) return status(EINVAL);
+        const int st = ibv_destroy_comp_channel(ch);
+        if (st) return status(st);
+        remove(ch);
+        auto it = m_channels.find(h);
+        if (it != m_channels.end()) {
+            // The watcher may still be waiting on it: it stops and the
+            // record stays (closed) until the proxy goes.
+            it->second->stop = true;
+            it->second->stop_event.notify(sc_core::SC_ZERO_TIME);
+            if (it->second->fd >= 0) ::close(it->second->fd);
+            it->second->fd = -1;
+        }
+        return status(0);
+    }
+    case Op::CreateCq: {
+        auto* ctx = find<ibv_context>(in.get<std::uint64_t>(), Kind::Context);
+        const auto cqe = in.get<std::int32_t>();
+        const auto ch_h = in.get<std::uint64_t>();
+        const auto vector = in.get<std::int32_t>();
+        const auto client = in.get<std::uint64_t>();
+        ibv_comp_channel* ch = ch_h ? find<ibv_comp_channel>(ch_h, Kind::Channel) : nullptr;
+        if (!ctx || in.bad() || (ch_h && !ch)) return status(EINVAL);
+        ibv_cq* cq = ibv_create_cq(ctx, cqe, nullptr, ch, vector);
+        if (!cq) return status(errno ? errno : ENOMEM);
+        status(0);
+        out.put(add(cq, Kind::Cq, client));
+        out.put(static_cast<std::int32_t>(cq->cqe));
+        out.put(cq->handle);
+        return;
+    }
+    case Op::ResizeCq: {
+        auto* cq = find<ibv_cq>(in.get<std::uint64_t>(), Kind::Cq);
+        const auto cqe = in.get<std::int32_t>();
+        if (!cq) return status(EINVAL);
+        const int st = ibv_resize_cq(cq, cqe);
+        status(st);
+        if (!st) out.put(static_cast<std::int32_t>(cq->cqe));
+        return;
+    }
+    case Op::DestroyCq: {
+        auto* cq = find<ibv_cq>(in.get<std::uint64_t>(), Kind::Cq);
+        if (!cq) return status(EINVAL);
+        const int st = ibv_destroy_cq(cq);
+        if (!st) remove(cq);
+        return status(st);
+    }
+    case Op::PollCq: {
+        auto* cq = find<ibv_cq>(in.get<std::uint64_t>(), Kind::Cq);
+        const auto max = in.get<std::int32_t>();
+        if (!cq || max < 0 || static_cast<std::size_t>(max) * sizeof(ibv_wc) + 64 > kSlotBytes) {
+            out.put(std::int32_t{-1});
+            return;
+        }
+        std::vector<ibv_wc> wc(static_cast<std::size_t>(std::max(max, 1)));
+        const int n = ibv_poll_cq(cq, max, wc.data());
+        out.put(static_cast<std::int32_t>(n));
+        if (n > 0) out.bytes(wc.data(), sizeof(ibv_wc) * static_cast<std::size_t>(n));
+        return;
+    }
+    case Op::ReqNotifyCq: {
+        auto* cq = find<ibv_cq>(in.get<std::uint64_t>(), Kind::Cq);
+        const auto solicited = in.get<std::int32_t>();
+        if (!cq) return status(EINVAL);
+        return status(ibv_req_notify_cq(cq, solicited));
+    }
+    case Op::GetCqEvent: {
+        const auto h = in.get<std::uint64_t>();
+        auto* ch = find<ibv_comp_channel>(h, Kind::Channel);
+        if (!ch) return status(EINVAL);
+        ibv_cq* cq = nullptr;
+        void* unused = nullptr;
+        if (ibv_get_cq_event(ch, &cq, &unused)) return status(EINVAL);
+        auto& c = *m_channels.at(h);
+        if (c.signalled) --c.signalled;
+        auto it = m_objects.find(ptr(cq));
+        status(0);
+        out.put(it == m_objects.end() ? std::uint64_t{0} : it->second.client);
+        return;
+    }
+    case Op::AckCqEvents: {
+        auto* cq = find<ibv_cq>(in.get<std::uint64_t>(), Kind::Cq);
+        const auto n = in.get<std::uint32_t>();
+        if (cq) ibv_ack_cq_events(cq, n);
+        return;
+    }
+    case Op::CreateSrq: {
+        auto* pd = find<ibv_pd>(in.get<std::uint64_t>(), Kind::Pd);
+        ibv_srq_init_attr init{};
+        init.attr = in.get<ibv_srq_attr>();
+        const auto client = in.get<std::uint64_t>();
+        if (!pd || in.bad()) return status(EINVAL);
+        ibv_srq* srq = ibv_create_srq(pd, &init);
+        if (!srq) return status(errno ? errno : ENOMEM);
+        status(0);
+        out.put(add(srq, Kind::Srq, client));
+        out.put(init.attr);
+        out.put(srq->handle);
+        return;
+    }
+    case Op::ModifySrq: {
+        auto* srq = find<ibv_srq>(in.get<std::uint64_t>(), Kind::Srq);
+        auto attr = in.get<ibv_srq_attr>();
+        const auto mask = in.get<std::int32_t>();
+        if (!srq || in.bad()) return status(EINVAL);
+        return status(ibv_modify_srq(srq, &attr, mask));
+    }
+    case Op::QuerySrq: {
+        auto* srq = find<ibv_srq>(in.get<std::uint64_t>(), Kind::Srq);
+        if (!srq) return status(EINVAL);
+        ibv_srq_attr a{};
+        const int st = ibv_query_srq(srq, &a);
+        status(st);
+        if (!st) out.put(a);
+        return;
+    }
+    case Op::DestroySrq: {
+        auto* srq = find<ibv_srq>(in.get<std::uint64_t>(), Kind::Srq);
+        if (!srq) return status(EINVAL);
+        const int st = ibv_destroy_srq(srq);
+        if (!st) remove(srq);
+        return status(st);
+    }
+    case Op::CreateQp: {
+        auto* pd = find<ibv_pd>(in.get<std::uint64_t>(), Kind::Pd);
+        const auto scq_h = in.get<std::uint64_t>();
+        const auto rcq_h = in.get<std::uint64_t>();
+        const auto srq_h = in.get<std::uint64_t>();
+        ibv_qp_init_attr init{};
+        init.cap = in.get<ibv_qp_cap>();
+        const auto type = in.get<std::int32_t>();
+        init.sq_sig_all = in.get<std::int32_t>();
+        const auto client = in.get<std::uint64_t>();
+        init.send_cq = scq_h ? find<ibv_cq>(scq_h, Kind::Cq) : nullptr;
+        init.recv_cq = rcq_h ? find<ibv_cq>(rcq_h, Kind::Cq) : nullptr;
+        init.srq = srq_h ? find<ibv_srq>(srq_h, Kind::Srq) : nullptr;
+        if (!pd || in.bad() || (scq_h && !init.send_cq) || (rcq_h && !init.recv_cq) || (srq_h && !init.srq))
+            return status(EINVAL);
+        if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD) return status(EINVAL);
+        init.qp_type = static_cast<ibv_qp_type>(type);
+        ibv_qp* qp = ibv_create_qp(pd, &init);
+        if (!qp) return status(errno ? errno : ENOMEM);
+        status(0);
+        out.put(add(qp, Kind::Qp, client));
+        out.put(qp->qp_num);
+        out.put(qp->handle);
+        out.put(init.cap);
+        return;
+    }
+    case Op::ModifyQp: {
+        auto* qp = find<ibv_qp>(in.get<std::uint64_t>(), Kind::Qp);
+        auto attr = in.get<ibv_qp_attr>();
+        const auto mask = in.get<std::int32_t>();
+        if (!qp || in.bad()) return status(EINVAL);
+        return status(ibv_modify_qp(qp, &attr, mask));
+    }
+    case Op::QueryQp: {
+        auto* qp = find<ibv_qp>(in.get<std::uint64_t>(), Kind::Qp);
+        const auto mask = in.get<std::int32_t>();
+        if (!qp) return status(EINVAL);
+        ibv_qp_attr a{};
+        ibv_qp_init_attr init{};
+        const int st = ibv_query_qp(qp, &a, mask, &init);
+        status(st);
+        if (!st) {
+            out.put(a);
+            out.put(init.cap);
+        }
+        return;
+    }
+    case Op::DestroyQp: {
+        auto* qp = find<ibv_qp>(in.get<std::uint64_t>(), Kind::Qp);
+        if (!qp) return status(EINVAL);
+        const int st = ibv_destroy_qp(qp);
+        if (!st) remove(qp);
+        return status(st);
+    }
+    case Op::PostSend: {
+        auto* qp = find<ibv_qp>(in.get<std::uint64_t>(), Kind::Qp);
+        const auto count = in.get<std::uint32_t>();
+        std::vector<ibv_send_wr> wrs(count);
+        std::vector<std::vector<ibv_sge>> sges(count);
+        bool bad = !qp || count > kSlotBytes / sizeof(ibv_send_wr);
+        for (std::uint32_t i = 0; i < count && !bad; ++i) {
+            ibv_send_wr& w = wrs[i];
+            w = in.get<ibv_send_wr>();
+            const auto ah_h = in.get<std::uint64_t>();
+            if (qp->qp_type == IBV_QPT_UD) {
+                w.wr.ud.ah = find<ibv_ah>(ah_h, Kind::Ah);
+                if (!w.wr.ud.ah) bad = true;
+            }
+            if (w.num_sge < 0 || static_cast<std::size_t>(w.num_sge) > kSlotBytes / sizeof(ibv_sge)) {
+                bad = true;
+                break;
+            }
+            auto& s = sges[i];
+            s.resize(static_cast<std::size_t>(w.num_sge));
+            for (auto& g : s) g = in.get<ibv_sge>();
+            if (w.send_flags & IBV_SEND_INLINE) {
+                // The inline bytes came by value: point the gather list at them.
+                for (auto& g : s) {
+                    const std::uint8_t* p = in.view(g.length);
+                    g.addr = ptr(p);
+                }
+            }
+            w.sg_list = s.empty() ? nullptr : s.data();
+            w.next = i + 1 < count ? &wrs[i + 1] : nullptr;
+            if (in.bad()) bad = true;
+        }
+        if (bad) {
+            status(EINVAL);
+            out.put(std::uint32_t{0});
+            return;
+        }
+        ibv_send_wr* bad_wr = nullptr;
+        const int st = count ? ibv_post_send(qp, wrs.data(), &bad_wr) : 0;
+        status(st);
+        out.put(static_cast<std::uint32_t>(bad_wr ? bad_wr - wrs.data() : 0));
+        return;
+    }
+    case Op::PostRecv:
+    case Op::PostSrqRecv: {
+        const auto h = in.get<std::uint64_t>();
+        auto* qp = op == Op::PostRecv ? find<ibv_qp>(h, Kind::Qp) : nullptr;
+        auto* srq = op == Op::PostSrqRecv ? find<ibv_srq>(h, Kind::Srq) : nullptr;
+        const auto count = in.get<std::uint32_t>();
+        std::vector<ibv_recv_wr> wrs(count);
+        std::vector<std::vector<ibv_sge>> sges(count);
+        bool bad = (!qp && !srq) || count > kSlotBytes / sizeof(ibv_recv_wr);
+        for (std::uint32_t i = 0; i < count && !bad; ++i) {
+            ibv_recv_wr& w = wrs[i];
+            w = in.get<ibv_recv_wr>();
+            if (w.num_sge < 0 || static_cast<std::size_t>(w.num_sge) > kSlotBytes / sizeof(ibv_sge)) {
+                bad = true;
+                break;
+            }
+            auto& s = sges[i];
+            s.resize(static_cast<std::size_t>(w.num_sge));
+            for (auto& g : s) g = in.get<ibv_sge>();
+            w.sg_list = s.empty() ? nullptr : s.data();
+            w.next = i + 1 < count ? &wrs[i + 1] : nullptr;
+            if (in.bad()) bad = true;
+        }
+        if (bad) {
+            status(EINVAL);
+            out.put(std::uint32_t{0});
+            return;
+        }
+        ibv_recv_wr* bad_wr = nullptr;
+        int st = 0;
+        if (count) st = qp ? ibv_post_recv(qp, wrs.data(), &bad_wr) : ibv_post_srq_recv(srq, wrs.data(), &bad_wr);
+        status(st);
+        out.put(static_cast<std::uint32_t>(bad_wr ? bad_wr - wrs.data() : 0));
+        return;
+    }
+    case Op::CreateAh: {
+        auto* pd = find<ibv_pd>(in.get<std::uint64_t>(), Kind::Pd);
+        auto attr = in.get<ibv_ah_attr>();
+        if (!pd || in.bad()) return status(EINVAL);
+        ibv_ah* ah = ibv_create_ah(pd, &attr);
+        if (!ah) return status(errno ? errno : EINVAL);
+        status(0);
+        out.put(add(ah, Kind::Ah));
+        out.put(ah->handle);
+        return;
+    }
+    case Op::DestroyAh: {
+        auto* ah = find<ibv_ah>(in.get<std::uint64_t>(), Kind::Ah);
+        if (!ah) return status(EINVAL);
+        const int st = ibv_destroy_ah(ah);
+        if (!st) remove(ah);
+        return status(st);
+    }
+    case Op::AttachMcast:
+    case Op::DetachMcast: {
+        auto* qp = find<ibv_qp>(in.get<std::uint64_t>(), Kind::Qp);
+        const auto gid = in.get<ibv_gid>();
+        const auto lid = in.get<std::uint16_t>();
+        if (!qp || in.bad()) return status(EINVAL);
+        return status(op == Op::AttachMcast ? ibv_attach_mcast(qp, &gid, lid) : ibv_detach_mcast(qp, &gid, lid));
+    }
+    case Op::GetAsyncEvent: {
+        const auto h = in.get<std::uint64_t>();
+        auto* ctx = find<ibv_context>(h, Kind::Context);
+        if (!ctx) return status(EINVAL);
+        ibv_async_event e{};
+        if (ibv_get_async_event(ctx, &e)) return status(EIO);
+        auto a = m_async.find(h);
+        if (a != m_async.end() && a->second->signalled) --a->second->signalled;
+        // The element: the program's own object, or the port number.
+        std::uint64_t element = 0;
+        auto client_of = [&](const void* p) {
+            auto it = m_objects.find(ptr(p));
+            return it == m_objects.end() ? std::uint64_t{0} : it->second.client;
+        };
+        switch (e.event_type) {
+        case IBV_EVENT_CQ_ERR: element = client_of(e.element.cq); break;
+        case IBV_EVENT_SRQ_ERR:
+        case IBV_EVENT_SRQ_LIMIT_REACHED: element = client_of(e.element.srq); break;
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR:
+        case IBV_EVENT_COMM_EST:
+        case IBV_EVENT_SQ_DRAINED:
+        case IBV_EVENT_PATH_MIG:
+        case IBV_EVENT_PATH_MIG_ERR:
+        case IBV_EVENT_QP_LAST_WQE_REACHED: element = client_of(e.element.qp); break;
+        default: element = static_cast<std::uint64_t>(e.element.port_num); break;
+        }
+        // Kept until the program acknowledges it (by the element's handle).
+        m_unacked.push_back(e);
+        status(0);
+        out.put(static_cast<std::int32_t>(e.event_type));
+        out.put(element);
+        return;
+    }
+    case Op::AckAsyncEvent: {
+        const auto type = in.get<std::int32_t>();
+        const auto element = in.get<std::uint64_t>();
+        // The oldest unacknowledged event of that type on that element.
+        for (auto it = m_unacked.begin(); it != m_unacked.end(); ++it) {
+            if (it->event_type != type) continue;
+            const void* p = nullptr;
+            switch (it->event_type) {
+            case IBV_EVENT_CQ_ERR: p = it->element.cq; break;
+            case IBV_EVENT_SRQ_ERR:
+            case IBV_EVENT_SRQ_LIMIT_REACHED: p = it->element.srq; break;
+            case IBV_EVENT_QP_FATAL:
+            case IBV_EVENT_QP_REQ_ERR:
+            case IBV_EVENT_QP_ACCESS_ERR:
+            case IBV_EVENT_COMM_EST:
+            case IBV_EVENT_SQ_DRAINED:
+            case IBV_EVENT_PATH_MIG:
+            case IBV_EVENT_PATH_MIG_ERR:
+            case IBV_EVENT_QP_LAST_WQE_REACHED: p = it->element.qp; break;
+            default: break;
+            }
+            if (p && ptr(p) != element) continue;
+            ibv_ack_async_event(&*it);
+            m_unacked.erase(it);
+            break;
+        }
+        return;
+    }
+    default: status(ENOSYS); return;
+    }
+}
+
+void VerbsProxy::release_all() {
+    stop_watchers();
+    // Events the program took and never acknowledged: acknowledged now, as
+    // closing the uverbs file does, so that destroying their objects does not wait.
+    for (auto& e : m_unacked) ibv_ack_async_event(&e);
+    m_unacked.clear();
+    std::vector<std::pair<std::uint64_t, Object>> objs(m_objects.begin(), m_objects.end());
+    const Kind order[] = {Kind::Qp, Kind::Srq, Kind::Ah, Kind::Cq, Kind::Mr, Kind::Pd, Kind::Channel, Kind::Context};
+    for (Kind k : order) {
+        std::vector<std::pair<std::uint64_t, Object>> of;
+        for (auto& o : objs)
+            if (o.second.kind == k) of.push_back(o);
+        std::sort(of.begin(), of.end(), [](const auto& a, const auto& b) { return a.second.order > b.second.order; });
+        for (auto& [h, o] : of) {
+            void* p = reinterpret_cast<void*>(static_cast<std::uintptr_t>(h));
+            switch (k) {
+            case Kind::Qp: ibv_destroy_qp(static_cast<ibv_qp*>(p)); break;
+            case Kind::Srq: ibv_destroy_srq(static_cast<ibv_srq*>(p)); break;
+            case Kind::Ah: ibv_destroy_ah(static_cast<ibv_ah*>(p)); break;
+            case Kind::Cq: {
+                auto* cq = static_cast<ibv_cq*>(p);
+                // Events delivered and never acknowledged: acknowledged now.
+                cq->comp_events_completed = static_cast<std::uint32_t>(verbs::sim(cq)->dcq->events_delivered);
+                ibv_destroy_cq(cq);
+                break;
+            }
+            case Kind::Mr: ibv_dereg_mr(static_cast<ibv_mr*>(p)); break;
+            case Kind::Pd: ibv_dealloc_pd(static_cast<ibv_pd*>(p)); break;
+            case Kind::Channel: ibv_destroy_comp_channel(static_cast<ibv_comp_channel*>(p)); break;
+            case Kind::Context: ibv_close_device(static_cast<ibv_context*>(p)); break;
+            }
+            m_objects.erase(h);
+        }
+    }
+}
+
+}  // namespace hcasim::remote

@@ -1,0 +1,77 @@
+// The simulator's end of a program's libibverbs: carries out each call the
+// program's drop-in libibverbs.so.1 forwards, through the same verbs
+// personality and driver core that in-process programs call, in the calling
+// slot's SystemC thread (bound to the node's driver and to the program's
+// address space, so the adapter's DMA reaches the program's own buffers).
+//
+// The program names objects by the handles this gave it; a handle it was
+// not given, or one of the wrong kind, is refused with EINVAL, never
+// followed. When the program ends, what it left is released as the kernel
+// driver releases a closed uverbs file.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include <systemc>
+
+#include "host/remote/call_codec.hpp"
+#include "host/remote/channel.hpp"
+
+namespace hcasim::remote {
+
+class VerbsProxy {
+public:
+    // pidfd: the program's pidfd (for its eventfds).
+    explicit VerbsProxy(int pidfd);
+    ~VerbsProxy();
+    VerbsProxy(const VerbsProxy&) = delete;
+    VerbsProxy& operator=(const VerbsProxy&) = delete;
+
+    // Whether op is one of the verbs calls.
+    static bool handles(Op op);
+    // Carries out one call: its arguments in in, its results into out.
+    void execute(Op op, Reader& in, Writer& out);
+    // Releases every object the program left (it ended), in the order the
+    // kernel's uverbs cleanup uses: QPs, SRQs, AHs, CQs, MRs, PDs, channels,
+    // contexts. Consumes simulated time (driver commands).
+    void release_all();
+
+private:
+    enum class Kind { Context, Pd, Mr, Channel, Cq, Qp, Srq, Ah };
+    struct Object {
+        Kind kind;
+        std::uint64_t order;       // creation order: release goes newest first
+        std::uint64_t client = 0;  // the program's own object (its address), for events
+    };
+    struct ChannelFd;  // a completion channel's eventfd and its watcher
+
+    template <typename T>
+    T* find(std::uint64_t h, Kind kind) const;
+    std::uint64_t add(const void* p, Kind kind, std::uint64_t client = 0);
+    void remove(const void* p);
+    int take_fd(int remote_fd);  // the program's fd as ours (pidfd_getfd), or -1
+    void watch_channel(ChannelFd& c);
+    void watch_async(ibv_context* ctx, int fd);
+    void stop_watchers();
+
+    int m_pidfd;
+    std::uint64_t m_next_order = 1;
+    std::map<std::uint64_t, Object> m_objects;  // by handle (the simulator's object address)
+    std::map<std::uint64_t, std::unique_ptr<ChannelFd>> m_channels;
+    struct AsyncFd {
+        int fd;
+        std::uint64_t signalled = 0;
+        bool stop = false;
+        sc_core::sc_event stop_event;
+    };
+    std::map<std::uint64_t, std::unique_ptr<AsyncFd>> m_async;  // by context handle
+    std::vector<ibv_async_event> m_unacked;                     // taken, not yet acknowledged
+};
+
+}  // namespace hcasim::remote
