@@ -13,6 +13,7 @@ namespace hcasim::remote {
 
 enum class Op : std::uint32_t {
     Hello = 1,       // first call of a process: its pid
+    Exit,            // the process is exiting (its last call)
     Sleep,           // sleep/nanosleep in simulated time
     Listen,          // a TCP socket listens on a port (out-of-band exchanges)
     AwaitListener,   // a TCP connect waits until some program listens on the port

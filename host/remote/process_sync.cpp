@@ -68,16 +68,23 @@ void ProcessSync::run() {
             bool all_calling = true;
             for (RemoteProgram* p : m_programs)
                 if (!p->exited() && !p->all_slots_calling()) all_calling = false;
+            // Nothing has happened since every program was last seen
+            // waiting: they still are (the common case while the hardware
+            // works through a transfer, one event after another).
+            const bool unchanged = m_group && m_group->activity == m_quiet_activity;
             if (!gave_time) {
                 gave_time = true;
-                if (!all_calling) {
+                if (!all_calling && !unchanged) {
                     wait_for_doorbells(seen, 0.1);
                     continue;
                 }
             }
-            // A program whose threads are all inside calls has not ended;
-            // one killed from outside meanwhile is found within a poll period.
-            if (!all_calling || Clock::now() - last_reap > std::chrono::milliseconds(50)) {
+            // An ended program is seen as a zombie by quiescent(); one
+            // killed inside a call is found within a poll period.
+            bool dying = false;
+            for (RemoteProgram* p : m_programs)
+                if (p->dying()) dying = true;
+            if (dying || Clock::now() - last_reap > std::chrono::milliseconds(50)) {
                 last_reap = Clock::now();
                 bool all_ended = true;
                 for (RemoteProgram* p : m_programs) {
@@ -97,6 +104,12 @@ void ProcessSync::run() {
             bool waiting = true;
             for (RemoteProgram* p : m_programs)
                 if (!p->quiescent()) waiting = false;
+            // Each was seen waiting, one after the other; seen again and not
+            // run in between, they were all waiting at one instant.
+            if (waiting)
+                for (RemoteProgram* p : m_programs)
+                    if (!p->confirm_quiescent()) waiting = false;
+            if (waiting && m_group) m_quiet_activity = m_group->activity;
             if (waiting && sc_core::sc_pending_activity()) break;
             // Every program waits and nothing is left to simulate: only a
             // program blocked in the kernel can still move (a socket's peer).

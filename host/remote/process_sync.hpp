@@ -32,6 +32,7 @@ private:
 
     std::vector<RemoteProgram*> m_programs;
     ProgramGroup* m_group;
+    std::uint64_t m_quiet_activity = ~std::uint64_t(0);  // the group's activity when all were last seen waiting
     double m_timeout_s;
     std::vector<std::string> m_problems;
 };

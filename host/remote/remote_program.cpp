@@ -174,32 +174,96 @@ bool RemoteProgram::dispatch_calls() {
 }
 
 bool RemoteProgram::all_slots_calling() const {
-    for (const Slot& s : m_channel->slots) {
-        const std::uint32_t st = s.state.load(std::memory_order_acquire);
-        if (st == kIdle || st == kReply) return false;
+    for (std::uint32_t i = 0; i < kSlots; ++i) {
+        const std::uint32_t st = m_channel->slots[i].state.load(std::memory_order_acquire);
+        if (st == kIdle || st == kReply || (st == kCall && !m_dispatched[i])) return false;
     }
     return true;
 }
 
 bool RemoteProgram::quiescent() const {
+    m_unconfirmed = false;
     if (m_exited) return true;
+    if (m_exiting) {
+        // Said it is exiting: time waits until its end is collected.
+        const std::string stat = read_small("/proc/" + std::to_string(m_pid) + "/stat");
+        if (stat.empty() || stat_state(stat) == 'Z') m_dying = true;
+        return false;
+    }
     int in_call = 0;
-    for (const Slot& s : m_channel->slots) {
-        const std::uint32_t st = s.state.load(std::memory_order_acquire);
+    for (std::uint32_t i = 0; i < kSlots; ++i) {
+        const std::uint32_t st = m_channel->slots[i].state.load(std::memory_order_acquire);
         if (st == kReply) return false;  // its thread is about to run
+        // A call not handed to its slot thread yet is carried out at this
+        // instant: not waiting until it is.
+        if (st == kCall && !m_dispatched[i]) return false;
         if (st == kCall) ++in_call;
     }
     // No thread started since threads were last counted, and as many in
     // calls as there are: it waits, without asking /proc.
     const std::uint32_t started = m_channel->threads_started.load(std::memory_order_acquire);
     if (started == m_threads_started_seen && in_call == m_threads_known) return true;
+    // Found waiting (confirmed), and nothing that could wake it has happened
+    // since (a wall-clock time-out in the kernel is caught within 10 ms).
+    const auto wall = std::chrono::steady_clock::now();
+    if (m_spec.group && m_waiting_at == m_spec.group->activity && started == m_threads_started_seen &&
+        wall - m_waiting_since < std::chrono::milliseconds(10))
+        return true;
+    const bool waits = threads_wait(in_call, started, m_runs_seen);
+    if (!waits) {
+        if (m_spec.group) ++m_spec.group->activity;
+        return false;
+    }
+    m_unconfirmed = true;
+    return true;
+}
+
+bool RemoteProgram::confirm_quiescent() const {
+    if (!m_unconfirmed) return true;
+    m_unconfirmed = false;
+    int in_call = 0;
+    for (std::uint32_t i = 0; i < kSlots; ++i) {
+        const std::uint32_t st = m_channel->slots[i].state.load(std::memory_order_acquire);
+        if (st == kReply || (st == kCall && !m_dispatched[i])) return false;
+        if (st == kCall) ++in_call;
+    }
+    const std::uint32_t started = m_channel->threads_started.load(std::memory_order_acquire);
+    std::uint64_t runs = 0;
+    // Waiting at both looks and not run in between: it was waiting all along.
+    if (!threads_wait(in_call, started, runs) || runs != m_runs_seen) {
+        if (m_spec.group) ++m_spec.group->activity;
+        return false;
+    }
+    if (m_spec.group) {
+        m_waiting_at = m_spec.group->activity;
+        m_waiting_since = std::chrono::steady_clock::now();
+    }
+    return true;
+}
+
+namespace {
+// How often the thread has been put on a CPU (/proc/.../schedstat, third field).
+std::uint64_t times_run(const std::string& task_dir) {
+    const std::string t = read_small(task_dir + "/schedstat");
+    const auto a = t.find(' ');
+    const auto b = a == std::string::npos ? a : t.find(' ', a + 1);
+    return b == std::string::npos ? 0 : std::strtoull(t.c_str() + b + 1, nullptr, 10);
+}
+}  // namespace
+
+bool RemoteProgram::threads_wait(int in_call, std::uint32_t started, std::uint64_t& runs) const {
+    runs = 0;
     const std::string proc = "/proc/" + std::to_string(m_pid);
     const std::string stat = read_small(proc + "/stat");
-    if (stat.empty()) return true;  // gone
+    // Ended: not waiting until its end is collected (reap), so that it is
+    // collected before simulated time moves on.
+    if (stat.empty() || stat_state(stat) == 'Z') {
+        m_dying = true;
+        return false;
+    }
     // Field 20 is num_threads; the text after ')' starts with field 3.
     std::size_t pos = stat.rfind(')') + 1;
     for (int field = 3; field <= 20 && pos != std::string::npos; ++field) pos = stat.find(' ', pos + 1);
-    // pos is now the blank after field 20: back up to its start.
     long threads = 0;
     if (pos != std::string::npos) {
         const std::size_t begin = stat.rfind(' ', pos - 1);
@@ -207,8 +271,13 @@ bool RemoteProgram::quiescent() const {
     }
     m_threads_known = static_cast<int>(threads);
     m_threads_started_seen = started;
-    if (stat_state(stat) == 'Z') return true;
     if (threads == in_call) return true;
+    if (threads == 1) {
+        // The one thread, outside a call.
+        if (stat_state(stat) == 'R') return false;
+        runs = times_run(proc + "/task/" + std::to_string(m_pid));
+        return true;
+    }
     // Some thread is outside a call: the program waits only if each such
     // thread is blocked in the kernel (a socket, a pipe, an eventfd).
     DIR* d = opendir((proc + "/task").c_str());
@@ -221,25 +290,26 @@ bool RemoteProgram::quiescent() const {
         for (const Slot& s : m_channel->slots)
             if (s.tid == tid && s.state.load(std::memory_order_acquire) == kCall) calling = true;
         if (calling) continue;
-        const char state = stat_state(read_small(proc + "/task/" + e->d_name + "/stat"));
-        if (state == 'R') {
+        const std::string task = proc + "/task/" + e->d_name;
+        if (stat_state(read_small(task + "/stat")) == 'R') {
             all_wait = false;
             break;
         }
+        runs += times_run(task);
     }
     closedir(d);
     return all_wait;
 }
 
 void RemoteProgram::serve() {
-    m_verbs = std::make_unique<VerbsProxy>(m_pidfd);
+    m_verbs = std::make_unique<VerbsProxy>(m_pidfd, m_spec.group ? &m_spec.group->activity : nullptr);
     sc_core::sc_spawn_options opts;
     opts.set_stack_size(1 << 20);
     for (std::uint32_t i = 0; i < kSlots; ++i)
         m_slot_thread[i] = sc_core::sc_spawn([this, i]() { serve_slot(i); },
                                              ("remote_node" + std::to_string(m_spec.node) + "_slot" + std::to_string(i)).c_str(),
                                              &opts);
-    if (!m_exited) sc_core::wait(m_exit);
+    if (!m_exited && !m_exiting) sc_core::wait(m_exit);
     // A thread killed inside a call leaves its slot thread waiting: stop them all.
     for (auto& h : m_slot_thread)
         if (h.valid() && !h.terminated()) h.kill();
@@ -260,6 +330,8 @@ void RemoteProgram::serve_slot(std::uint32_t i) {
         const auto op = static_cast<Op>(s.op);
         if (op == Op::Hello) {
             // Nothing to do: the program announced itself.
+        } else if (op == Op::Exit) {
+            m_exiting = true;
         } else if (op == Op::Sleep) {
             const auto ns = in.get<std::uint64_t>();
             if (ns) sc_core::wait(sim::to_sc(ns * 1000));
@@ -285,11 +357,14 @@ void RemoteProgram::serve_slot(std::uint32_t i) {
         }
         std::memcpy(s.data, reply.data(), out.length());
         s.length = static_cast<std::uint32_t>(out.length());
-        if (m_spec.group) m_spec.group->publish_time(sim::now_ps());
-        else m_channel->now_ps.store(sim::now_ps(), std::memory_order_release);
+        if (m_spec.group) {
+            m_spec.group->publish_time(sim::now_ps());
+            ++m_spec.group->activity;
+        } else m_channel->now_ps.store(sim::now_ps(), std::memory_order_release);
         m_dispatched[i] = false;
         s.state.store(kReply, std::memory_order_release);
         syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&s.state), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+        if (op == Op::Exit) m_exit.notify(sc_core::SC_ZERO_TIME);
     }
 }
 

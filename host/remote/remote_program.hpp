@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <chrono>
 #include <memory>
 #include <set>
 #include <string>
@@ -34,6 +35,10 @@ struct ProgramGroup {
     // Every program's channel: each hears of a new simulated time before
     // any program runs at it (one program may wake another through a socket).
     std::vector<ChannelHeader*> channels;
+    // Bumped by whatever can wake a program's thread blocked in the kernel:
+    // a call's result, an event counted into one of its eventfds, any
+    // program seen running. A program found waiting stays so until it moves.
+    std::uint64_t activity = 0;
     void publish_time(sim::Tick now) {
         for (ChannelHeader* c : channels) c->now_ps.store(now, std::memory_order_release);
     }
@@ -74,19 +79,28 @@ public:
     bool dispatch_calls();
     // Whether every thread of the program waits: inside a call, or blocked
     // in the kernel outside one. Only then may simulated time advance.
+    // A waiting it saw by looking at the threads one by one must be
+    // confirmed by a second look (confirm_quiescent) once every program has
+    // been looked at: a thread may have run and blocked again in between.
     bool quiescent() const;
+    bool confirm_quiescent() const;
     // Whether every thread that ever called is inside a call now (a cheap
     // first look: quiescent() still decides).
     bool all_slots_calling() const;
     // Collects its exit if it has ended; true the first time.
     bool reap();
     bool exited() const { return m_exited; }
+    // Seen ended (a zombie) and not collected yet.
+    bool dying() const { return m_dying && !m_exited; }
     int wait_status() const { return m_wait_status; }
     std::atomic<std::uint32_t>& doorbell() { return m_channel->doorbell; }
     void kill_now();
 
 private:
     void serve_slot(std::uint32_t i);
+    // What /proc says: every thread outside a call is blocked in the kernel.
+    // runs: how often those threads have been on a CPU.
+    bool threads_wait(int in_call, std::uint32_t started, std::uint64_t& runs) const;
 
     LaunchSpec m_spec;
     host::Driver& m_driver;
@@ -94,11 +108,18 @@ private:
     pid_t m_pid = -1;
     int m_pidfd = -1;
     bool m_exited = false;
+    mutable bool m_dying = false;
+    bool m_exiting = false;  // it said so (its last call)
     int m_wait_status = 0;
     bool m_dispatched[kSlots] = {};
     // Its thread count when /proc last gave it, and threads_started then.
     mutable int m_threads_known = -1;
     mutable std::uint32_t m_threads_started_seen = 0;
+    // The group's activity count when it was last found waiting, and when (wall).
+    mutable std::uint64_t m_waiting_at = ~std::uint64_t(0);
+    mutable std::chrono::steady_clock::time_point m_waiting_since;
+    mutable bool m_unconfirmed = false;
+    mutable std::uint64_t m_runs_seen = 0;
     sc_core::sc_event m_call[kSlots];
     sc_core::sc_process_handle m_slot_thread[kSlots];
     sc_core::sc_event m_exit;

@@ -26,18 +26,23 @@ struct VerbsProxy::ChannelFd {
 
 namespace {
 
-void count_into(int fd, std::uint64_t n) {
+}  // namespace
+
+void VerbsProxy::count_into(int fd, std::uint64_t n) {
     if (fd < 0 || n == 0) return;
+    if (m_activity) ++*m_activity;
     // The eventfd belongs to a program that may have gone: a failed write
     // changes nothing the simulation sees.
     [[maybe_unused]] const ssize_t r = ::write(fd, &n, sizeof n);
 }
 
+namespace {
+
 std::uint64_t ptr(const void* p) { return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p)); }
 
 }  // namespace
 
-VerbsProxy::VerbsProxy(int pidfd) : m_pidfd(pidfd) {}
+VerbsProxy::VerbsProxy(int pidfd, std::uint64_t* activity) : m_pidfd(pidfd), m_activity(activity) {}
 
 VerbsProxy::~VerbsProxy() {
     for (auto& [h, c] : m_channels)
@@ -94,7 +99,7 @@ void VerbsProxy::watch_async(ibv_context* ctx, int fd) {
     AsyncFd& af = *a;
     m_async[ptr(ctx)] = std::move(a);
     host::Driver* d = verbs::drv(ctx);
-    sc_core::sc_spawn([d, &af]() {
+    sc_core::sc_spawn([this, d, &af]() {
         while (!af.stop) {
             const sim::Tick now = sim::now_ps();
             std::uint64_t ready = 0;

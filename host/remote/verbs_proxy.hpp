@@ -27,8 +27,9 @@ namespace hcasim::remote {
 
 class VerbsProxy {
 public:
-    // pidfd: the program's pidfd (for its eventfds).
-    explicit VerbsProxy(int pidfd);
+    // pidfd: the program's pidfd (for its eventfds); activity: bumped when
+    // an event is counted into one of them (it may wake the program).
+    VerbsProxy(int pidfd, std::uint64_t* activity);
     ~VerbsProxy();
     VerbsProxy(const VerbsProxy&) = delete;
     VerbsProxy& operator=(const VerbsProxy&) = delete;
@@ -61,6 +62,8 @@ private:
     void stop_watchers();
 
     int m_pidfd;
+    std::uint64_t* m_activity;
+    void count_into(int fd, std::uint64_t n);
     std::uint64_t m_next_order = 1;
     std::map<std::uint64_t, Object> m_objects;  // by handle (the simulator's object address)
     std::map<std::uint64_t, std::unique_ptr<ChannelFd>> m_channels;

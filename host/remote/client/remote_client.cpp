@@ -92,6 +92,15 @@ void release_slot(void*) {
 }
 
 pthread_key_t g_slot_key;
+pid_t g_attached_pid = 0;
+
+// The program is ending: the simulator releases what it left now, at this
+// simulated time, not whenever the host gets round to noticing the exit.
+__attribute__((destructor)) void detach() {
+    if (!g_channel || getpid() != g_attached_pid) return;
+    Call bye(Op::Exit);
+    bye.run();
+}
 
 __attribute__((constructor)) void attach() {
     const char* fd_text = std::getenv(kChannelFdEnv);
@@ -110,6 +119,7 @@ __attribute__((constructor)) void attach() {
         _exit(127);
     }
     g_channel = ch;
+    g_attached_pid = getpid();
     if (const char* c = std::getenv("HCASIM_CLOCK_READ_PS")) g_clock_read_ps = std::strtoull(c, nullptr, 10);
     pthread_key_create(&g_slot_key, release_slot);
     struct sigaction sa {};
