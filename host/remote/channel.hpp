@@ -61,6 +61,8 @@ struct alignas(64) ChannelHeader {
     // The node's simulated time (ps). Only the simulator writes it, and
     // only while no thread of the program is running outside a call.
     std::atomic<std::uint64_t> now_ps;
+    // Clock reads so far (a program that reads the clock is not spinning on memory).
+    std::atomic<std::uint64_t> clock_reads;
     std::uint64_t tsc_khz;         // the simulated TSC's rate
     std::uint64_t epoch_ns;        // CLOCK_REALTIME at simulated time 0
     std::uint32_t ip_network;      // the IPoIB subnet (host byte order) and its prefix length

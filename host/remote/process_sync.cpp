@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 
@@ -42,17 +43,28 @@ void ProcessSync::kill_all(const std::string& why) {
     }
 }
 
+// Moves simulated time to the next event. The waiting programs hear of it
+// first: a program woken there (by a call's result, or through a socket by
+// another) reads it at once. Spinners keep their own time.
+void ProcessSync::advance_waiting(const std::vector<std::size_t>& spinners, sim::Tick until) {
+    const sim::Tick next = std::min<sim::Tick>(until, sim::now_ps() + sc_core::sc_time_to_pending_activity().value());
+    for (std::size_t i = 0; i < m_programs.size(); ++i)
+        if (!m_programs[i]->exited() && std::find(spinners.begin(), spinners.end(), i) == spinners.end())
+            m_programs[i]->publish_time(next);
+    sc_core::wait(sim::to_sc(next - sim::now_ps()));
+}
+
 void ProcessSync::run() {
     using Clock = std::chrono::steady_clock;
     const auto started = Clock::now();
     bool killed = false;
     Clock::time_point last_reap = started;
     std::vector<std::uint32_t> seen(m_programs.size());
+    std::vector<std::size_t> spinners;  // programs taken to spin on memory, for the next advance
     for (;;) {
         // Everything due at this instant happens first.
         while (sc_core::sc_pending_activity_at_current_time()) sc_core::wait(sc_core::SC_ZERO_TIME);
         const sim::Tick now = sim::now_ps();
-        if (m_group) m_group->publish_time(now);
         bool progressed = false;
         bool gave_time = false;
         Clock::time_point idle_since = Clock::now();
@@ -101,14 +113,27 @@ void ProcessSync::run() {
                 killed = true;
                 continue;
             }
+            std::vector<bool> waits(m_programs.size());
             bool waiting = true;
-            for (RemoteProgram* p : m_programs)
-                if (!p->quiescent()) waiting = false;
+            for (std::size_t i = 0; i < m_programs.size(); ++i)
+                if (!(waits[i] = m_programs[i]->quiescent())) waiting = false;
+            // Those that run may be spinning on memory (perftest's
+            // write_lat): if every one that runs does, and the others wait,
+            // time moves on to the adapter's next write into a spinner's memory.
+            bool spin = !waiting;
+            for (std::size_t i = 0; i < m_programs.size() && spin; ++i)
+                if (!waits[i] && !m_programs[i]->spinning()) spin = false;
             // Each was seen waiting, one after the other; seen again and not
             // run in between, they were all waiting at one instant.
-            if (waiting)
-                for (RemoteProgram* p : m_programs)
-                    if (!p->confirm_quiescent()) waiting = false;
+            if (waiting || spin)
+                for (std::size_t i = 0; i < m_programs.size(); ++i)
+                    if (waits[i] && !m_programs[i]->confirm_quiescent()) waiting = spin = false;
+            if (spin && sc_core::sc_pending_activity()) {
+                spinners.clear();
+                for (std::size_t i = 0; i < m_programs.size(); ++i)
+                    if (!waits[i]) spinners.push_back(i);
+                break;
+            }
             if (waiting && m_group) m_quiet_activity = m_group->activity;
             if (waiting && sc_core::sc_pending_activity()) break;
             // Every program waits and nothing is left to simulate: only a
@@ -124,11 +149,41 @@ void ProcessSync::run() {
             } else if (!waiting) {
                 idle_since = Clock::now();
             }
-            wait_for_doorbells(seen, waiting ? 10 : 1);
+            // A running program: look again soon (a spinner is recognised
+            // after host.spin_cpu_us of its CPU time).
+            wait_for_doorbells(seen, waiting ? 10 : 0.15);
         }
         if (progressed) continue;
+        if (!spinners.empty()) {
+            // Run the hardware until it writes a spinner's memory, or a
+            // waiting program has reason to move, or nothing is left: where
+            // this stops depends only on the simulation, never on how fast
+            // the spinners spin.
+            std::vector<std::uint64_t> writes;
+            for (std::size_t i : spinners) writes.push_back(m_programs[i]->memory_writes());
+            const std::uint64_t activity = m_group ? m_group->activity : 0;
+            bool written = false;
+            // At most one step (host.poll_horizon_ns) at a time, then the
+            // spinners are looked at again: a program taken for a spinner
+            // that was only computing moves the clock little.
+            const sim::Tick until = sim::now_ps() + m_programs[spinners.front()]->spec().spin_step;
+            while (!written && sc_core::sc_pending_activity() && (!m_group || m_group->activity == activity) &&
+                   sim::now_ps() < until) {
+                advance_waiting(spinners, until);
+                while (sc_core::sc_pending_activity_at_current_time()) sc_core::wait(sc_core::SC_ZERO_TIME);
+                for (std::size_t k = 0; k < spinners.size(); ++k)
+                    if (m_programs[spinners[k]]->memory_writes() != writes[k]) {
+                        // It sees the write now, at this instant.
+                        m_programs[spinners[k]]->woken();
+                        m_programs[spinners[k]]->publish_time(sim::now_ps());
+                        written = true;
+                    }
+            }
+            spinners.clear();
+            continue;
+        }
         // Every program waits: on to the next simulated event.
-        sc_core::wait(sc_core::sc_time_to_pending_activity());
+        advance_waiting({}, ~sim::Tick(0));
     }
 }
 

@@ -29,6 +29,8 @@ private:
     // of one ends, unless that already happened since the doorbells were read.
     void wait_for_doorbells(const std::vector<std::uint32_t>& seen, double max_ms);
     void kill_all(const std::string& why);
+    // Moves simulated time to the next event (at most to until).
+    void advance_waiting(const std::vector<std::size_t>& spinners, sim::Tick until);
 
     std::vector<RemoteProgram*> m_programs;
     ProgramGroup* m_group;

@@ -301,6 +301,59 @@ bool RemoteProgram::threads_wait(int in_call, std::uint32_t started, std::uint64
     return all_wait;
 }
 
+std::uint64_t RemoteProgram::cpu_ns() const {
+    // The first field of each thread's schedstat: time on a CPU, in ns.
+    const std::string proc = "/proc/" + std::to_string(m_pid) + "/task";
+    std::uint64_t total = 0;
+    DIR* d = opendir(proc.c_str());
+    if (!d) return 0;
+    while (dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        total += std::strtoull(read_small(proc + "/" + e->d_name + "/schedstat").c_str(), nullptr, 10);
+    }
+    closedir(d);
+    return total;
+}
+
+std::uint64_t RemoteProgram::kernel_work() const {
+    // Page faults (stat fields 10 and 12) and read/write system calls
+    // (io: syscr, syscw): a loop that only reads memory makes none.
+    const std::string proc = "/proc/" + std::to_string(m_pid);
+    const std::string stat = read_small(proc + "/stat");
+    std::uint64_t n = 0;
+    std::size_t pos = stat.rfind(')');
+    for (int field = 3; field <= 12 && pos != std::string::npos; ++field) {
+        pos = stat.find(' ', pos + 1);
+        if ((field == 10 || field == 12) && pos != std::string::npos) n += std::strtoull(stat.c_str() + pos + 1, nullptr, 10);
+    }
+    const std::string io = read_small(proc + "/io");
+    for (const char* key : {"syscr: ", "syscw: "}) {
+        const auto at = io.find(key);
+        if (at != std::string::npos) n += std::strtoull(io.c_str() + at + 7, nullptr, 10);
+    }
+    return n;
+}
+
+bool RemoteProgram::spinning() const {
+    if (m_exited || m_exiting || m_spec.spin_cpu_ns == 0) return false;
+    const std::uint64_t cpu = cpu_ns();
+    const std::uint64_t reads = m_channel->clock_reads.load(std::memory_order_acquire);
+    const std::uint64_t work = kernel_work();
+    // A program that reads the clock computes, or waits for the clock to
+    // move (its own clock reads move its time, so it ends on its own); one
+    // that faults pages in or makes system calls is doing something else
+    // than reading a word of memory again and again.
+    if (m_cpu_mark == kNoMark || reads != m_clock_reads_mark || work != m_kernel_work_mark) {
+        m_cpu_mark = cpu;
+        m_clock_reads_mark = reads;
+        m_kernel_work_mark = work;
+        return false;
+    }
+    return cpu - m_cpu_mark >= m_spec.spin_cpu_ns;
+}
+
+std::uint64_t RemoteProgram::memory_writes() const { return m_driver.hca().pcie().memory().remote_writes(); }
+
 void RemoteProgram::serve() {
     m_verbs = std::make_unique<VerbsProxy>(m_pidfd, m_spec.group ? &m_spec.group->activity : nullptr);
     sc_core::sc_spawn_options opts;
@@ -357,14 +410,14 @@ void RemoteProgram::serve_slot(std::uint32_t i) {
         }
         std::memcpy(s.data, reply.data(), out.length());
         s.length = static_cast<std::uint32_t>(out.length());
-        if (m_spec.group) {
-            m_spec.group->publish_time(sim::now_ps());
-            ++m_spec.group->activity;
-        } else m_channel->now_ps.store(sim::now_ps(), std::memory_order_release);
+        // Its thread goes on at this instant.
+        m_channel->now_ps.store(sim::now_ps(), std::memory_order_release);
+        if (m_spec.group) ++m_spec.group->activity;
         m_dispatched[i] = false;
         s.state.store(kReply, std::memory_order_release);
         syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&s.state), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
         if (op == Op::Exit) m_exit.notify(sc_core::SC_ZERO_TIME);
+        m_cpu_mark = kNoMark;  // it runs again from here
     }
 }
 

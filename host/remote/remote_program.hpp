@@ -32,16 +32,11 @@ struct ProgramGroup {
     std::set<std::uint16_t> ports;
     sc_core::sc_event ports_changed;
     sim::Tick connect_wait = 0;
-    // Every program's channel: each hears of a new simulated time before
-    // any program runs at it (one program may wake another through a socket).
     std::vector<ChannelHeader*> channels;
     // Bumped by whatever can wake a program's thread blocked in the kernel:
     // a call's result, an event counted into one of its eventfds, any
     // program seen running. A program found waiting stays so until it moves.
     std::uint64_t activity = 0;
-    void publish_time(sim::Tick now) {
-        for (ChannelHeader* c : channels) c->now_ps.store(now, std::memory_order_release);
-    }
 };
 
 struct LaunchSpec {
@@ -51,6 +46,8 @@ struct LaunchSpec {
     std::uint64_t tsc_khz = 0;      // the simulated TSC's rate
     std::uint64_t epoch_ns = 0;     // CLOCK_REALTIME at simulated time 0
     std::uint64_t clock_read_ps = 0;  // what one clock read costs the program
+    std::uint64_t spin_cpu_ns = 0;    // CPU time without a call after which it is taken to spin on memory
+    sim::Tick spin_step = 0;          // longest advance of simulated time for a spinner before it is looked at again
     int stdout_fd = 1, stderr_fd = 2;  // where its output goes
     ProgramGroup* group = nullptr;
     const host::IpSubnet* subnet = nullptr;  // the simulated hosts' addresses and names
@@ -94,6 +91,19 @@ public:
     bool dying() const { return m_dying && !m_exited; }
     int wait_status() const { return m_wait_status; }
     std::atomic<std::uint32_t>& doorbell() { return m_channel->doorbell; }
+    // Tells the program the simulated time. Only while it waits: a running
+    // program's clock moves by its own clock reads (and calls) alone, so
+    // what it computes from its clock never depends on the host.
+    void publish_time(sim::Tick t) { m_channel->now_ps.store(t, std::memory_order_release); }
+    // A program that runs (is not quiescent) and has used spin_cpu_ns of CPU
+    // time since it last had reason to move (a call's result, an adapter
+    // write into its memory) is taken to spin on memory, as perftest's
+    // write_lat does: it waits for the adapter's next write into its memory.
+    bool spinning() const;
+    // It has reason to move again (the adapter wrote its memory).
+    void woken() const { m_cpu_mark = kNoMark; }
+    // Adapter writes into its memory so far.
+    std::uint64_t memory_writes() const;
     void kill_now();
 
 private:
@@ -119,6 +129,12 @@ private:
     mutable std::uint64_t m_waiting_at = ~std::uint64_t(0);
     mutable std::chrono::steady_clock::time_point m_waiting_since;
     mutable bool m_unconfirmed = false;
+    static constexpr std::uint64_t kNoMark = ~std::uint64_t(0);
+    mutable std::uint64_t m_cpu_mark = kNoMark;  // its CPU time (ns) when it last had reason to move
+    mutable std::uint64_t m_clock_reads_mark = 0;
+    mutable std::uint64_t m_kernel_work_mark = 0;
+    std::uint64_t kernel_work() const;
+    std::uint64_t cpu_ns() const;
     mutable std::uint64_t m_runs_seen = 0;
     sc_core::sc_event m_call[kSlots];
     sc_core::sc_process_handle m_slot_thread[kSlots];

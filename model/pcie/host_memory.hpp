@@ -84,6 +84,7 @@ public:
             // No host thread of the simulator polls another process's
             // memory: only the notification matters.
             remote_copy(range.space, range.host + (addr - base), const_cast<void*>(src), n, true);
+            ++m_remote_writes;
             m_written.notify(sc_core::SC_ZERO_TIME);
             return;
         }
@@ -117,6 +118,9 @@ public:
     }
 
     std::uint64_t bytes_read() const { return m_bytes_read; }
+    // Writes into other processes' memory so far: what a program spinning on
+    // its buffer waits for.
+    std::uint64_t remote_writes() const { return m_remote_writes; }
     std::uint64_t bytes_written() const { return m_bytes_written; }
 
 private:
@@ -154,6 +158,7 @@ private:
     sim::Tick m_writes_now_at = 0;
     std::uint64_t m_bytes_read = 0;
     std::uint64_t m_bytes_written = 0;
+    std::uint64_t m_remote_writes = 0;
 };
 
 }  // namespace hcasim::pcie

@@ -55,6 +55,7 @@ pid_t my_tid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 std::uint64_t read_clock_ps() {
     const std::uint64_t t = g_channel->now_ps.load(std::memory_order_acquire) + t_debt_ps;
     t_debt_ps += g_clock_read_ps;
+    g_channel->clock_reads.fetch_add(1, std::memory_order_relaxed);
     return t;
 }
 
