@@ -140,7 +140,7 @@ void ProcessSync::run() {
             // program blocked in the kernel can still move (a socket's peer).
             if (waiting && !killed) {
                 const double idle = std::chrono::duration<double>(Clock::now() - idle_since).count();
-                if (idle > 10.0) {
+                if (idle > 5.0) {
                     kill_all("is blocked forever at " + std::to_string(sim::ps_to_us(now)) +
                              " us: every program waits and nothing is left to simulate");
                     killed = true;

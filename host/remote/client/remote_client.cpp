@@ -71,10 +71,11 @@ void on_segv(int sig, siginfo_t* info, void* uc_void) {
     int length = 0;
     if (ip[0] == 0x0f && ip[1] == 0x31) length = 2;
     else if (ip[0] == 0x0f && ip[1] == 0x01 && ip[2] == 0xf9) length = 3;
-    if (length == 0 || !g_channel) {
-        // A real fault: die of it as the program would have.
+    if (length == 0 || !g_channel || info->si_code <= 0) {
+        // A real fault, or one sent by kill(): die of it as the program
+        // would have (a fault recurs when the instruction runs again).
         signal(sig, SIG_DFL);
-        (void)info;
+        if (info->si_code <= 0) raise(sig);
         return;
     }
     const std::uint64_t t = tsc_now();

@@ -1,0 +1,211 @@
+// hcasim run --node: Debian's own RDMA binaries (ibverbs-utils, perftest),
+// unmodified, as processes of their own on simulated nodes, and a seeded
+// random verbs program built against the system libibverbs.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "testbench/integration/harness.hpp"
+
+using namespace hcasim;
+using namespace hcasim::test;
+
+namespace {
+
+std::string binary_dir() {
+    const std::string b = HCASIM_BINARY;
+    return b.substr(0, b.rfind('/'));
+}
+
+// The lines a program printed ("node1: ..."), in the order printed, that
+// contain what.
+std::vector<std::string> lines_with(const std::string& out, const std::string& what) {
+    std::vector<std::string> v;
+    std::size_t at = 0;
+    while (at < out.size()) {
+        const auto end = out.find('\n', at);
+        const std::string line = out.substr(at, end == std::string::npos ? std::string::npos : end - at);
+        if (line.find(what) != std::string::npos) v.push_back(line);
+        if (end == std::string::npos) break;
+        at = end + 1;
+    }
+    return v;
+}
+
+// The columns of the result row perftest prints after its "#bytes" header on node1.
+std::vector<double> perftest_row(const std::string& out) {
+    const auto header = out.find("node1:  #bytes");
+    if (header == std::string::npos) return {};
+    const auto row = out.find("node1: ", out.find('\n', header));
+    const auto end = out.find('\n', row);
+    std::istringstream in(out.substr(row + 7, end - row - 7));
+    std::vector<double> v;
+    for (double d; in >> d;) v.push_back(d);
+    return v;
+}
+
+// The row of hcasim lat / bw for one size.
+std::vector<double> hcasim_row(const std::string& out) {
+    const auto header = out.find("#bytes");
+    if (header == std::string::npos) return {};
+    const auto row = out.find('\n', header) + 1;
+    std::istringstream in(out.substr(row, out.find('\n', row) - row));
+    std::vector<double> v;
+    for (double d; in >> d;) v.push_back(d);
+    return v;
+}
+
+CommandResult run_pair(const std::string& program, const std::string& extra = "") {
+    return run_hcasim("run " + extra + " --node '" + program + "' --node '" + program + " node0'", true);
+}
+
+}  // namespace
+
+TEST_CASE("ibv_devices through hcasim run lists the simulated adapter", "[run]") {
+    const CommandResult r = run_hcasim("run --node ibv_devices", true);
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("node0:     hcasim0") != std::string::npos);
+    CHECK(r.out.find("hcasim: node0 (ibv_devices): exit 0") != std::string::npos);
+}
+
+TEST_CASE("ibv_devinfo -v through hcasim run shows the active port and the LID the subnet manager gave it", "[run]") {
+    const CommandResult r = run_hcasim("run --node 'ibv_devinfo -v' --node 'ibv_devinfo'", true);
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("node0: \t\t\tstate:\t\t\tPORT_ACTIVE (4)") != std::string::npos);
+    CHECK(r.out.find("node1: \t\t\tport_lid:\t\t2") != std::string::npos);
+    CHECK(r.out.find("node0: \tmax_qp_wr:") != std::string::npos);  // -v: the device's limits
+}
+
+TEST_CASE("the ibverbs pingpong examples run unmodified and check the data they receive", "[run]") {
+    for (const char* p : {"ibv_rc_pingpong --chk -n 200", "ibv_uc_pingpong --chk -n 200", "ibv_ud_pingpong --chk -n 200",
+                          "ibv_srq_pingpong --chk -n 200", "ibv_rc_pingpong --chk -e -n 200"}) {
+        const CommandResult r = run_pair(p);
+        INFO(p << "\n" << r.out);
+        REQUIRE(r.exit_code == 0);
+        CHECK(lines_with(r.out, "iters in").size() == 2);
+    }
+}
+
+TEST_CASE("ibv_rc_pingpong reaches node0 by name through a switch", "[run]") {
+    const CommandResult r = run_pair("ibv_rc_pingpong --chk -n 100", "--set fabric.topology=switch");
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    CHECK(lines_with(r.out, "100 iters in").size() == 2);
+}
+
+TEST_CASE("an unmodified program prints the same simulated figures every run", "[run]") {
+    auto figures = [](const std::string& out) {
+        std::string f;
+        for (const auto& l : lines_with(out, "iters in")) f += l + "\n";
+        for (const auto& l : lines_with(out, "bytes in")) f += l + "\n";
+        for (const auto& l : lines_with(out, "simulated time")) f += l + "\n";
+        return f;
+    };
+    const CommandResult a = run_pair("ibv_rc_pingpong -n 300");
+    const CommandResult b = run_pair("ibv_rc_pingpong -n 300");
+    REQUIRE(a.exit_code == 0);
+    REQUIRE(b.exit_code == 0);
+    CHECK(!figures(a.out).empty());
+    CHECK(figures(a.out) == figures(b.out));
+}
+
+TEST_CASE("perftest's ib_write_bw through hcasim run agrees with hcasim bw", "[run][perftest]") {
+    const CommandResult r = run_pair("ib_write_bw -s 65536 -n 500");
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    const auto row = perftest_row(r.out);  // bytes, iterations, peak, average, Mpps
+    REQUIRE(row.size() >= 4);
+    const CommandResult in = run_hcasim("bw --sizes 65536 -n 500 --mtu 2048");
+    const auto ref = hcasim_row(in.out);
+    REQUIRE(ref.size() >= 4);
+    CHECK(row[3] == Approx(ref[3]).epsilon(0.01));
+}
+
+TEST_CASE("perftest's ib_send_lat and ib_write_lat through hcasim run agree with hcasim lat", "[run][perftest]") {
+    // perftest reads the TSC once per iteration, hcasim lat does not: each
+    // read costs host.cpu.clock_read_ns (20 ns), within 5% here.
+    for (const char* op : {"send", "write"}) {
+        const std::string program = std::string("ib_") + op + "_lat -s 64 -n 300";
+        const CommandResult r = run_pair(program);
+        INFO(r.out);
+        REQUIRE(r.exit_code == 0);
+        const auto row = perftest_row(r.out);  // bytes, iterations, t_min, t_max, t_typical, t_avg
+        REQUIRE(row.size() >= 6);
+        const CommandResult in = run_hcasim(std::string("lat --op ") + op + " --sizes 64 -n 300 --mtu 2048");
+        const auto ref = hcasim_row(in.out);
+        REQUIRE(ref.size() >= 6);
+        CHECK(row[4] == Approx(ref[4]).epsilon(0.05));
+    }
+}
+
+TEST_CASE("a seeded random verbs program moves every byte and completion right over many seeds", "[run][stress]") {
+    const std::string program = binary_dir() + "/programs/verbs_stress";
+    const char* env = std::getenv("HCASIM_STRESS_SEEDS");
+    const int seeds = env ? std::atoi(env) : 6;
+    for (int seed = 1; seed <= seeds; ++seed) {
+        const std::string p = program + " -s " + std::to_string(seed);
+        const CommandResult r = run_pair(p);
+        INFO("seed " << seed << "\n" << r.out);
+        REQUIRE(r.exit_code == 0);
+        CHECK(lines_with(r.out, " 0 errors").size() == 2);
+    }
+}
+
+// Its server checks every byte of its areas in one stretch of several
+// milliseconds of CPU time without a call, longer than host.spin_cpu_us: it
+// is taken for a spinner meanwhile (docs/unmodified-programs.md), so the run's
+// end time may differ; what the programs saw and did may not.
+TEST_CASE("the seeded random verbs program gives the same digests for the same seed", "[run][stress]") {
+    const std::string p = binary_dir() + "/programs/verbs_stress -s 7";
+    const CommandResult a = run_pair(p);
+    const CommandResult b = run_pair(p);
+    REQUIRE(a.exit_code == 0);
+    REQUIRE(b.exit_code == 0);
+    auto digests = [](const std::string& out) {
+        auto v = lines_with(out, "digest");
+        std::sort(v.begin(), v.end());
+        std::string s;
+        for (const auto& l : v) s += l + "\n";
+        return s;
+    };
+    CHECK(digests(a.out) == digests(b.out));
+}
+
+TEST_CASE("a program that cannot be started, crashes or hangs ends the run with a message naming it", "[run]") {
+    SECTION("not found") {
+        const CommandResult r = run_hcasim("run --node no-such-rdma-program", true);
+        CHECK(r.exit_code != 0);
+        CHECK(r.out.find("node0: cannot run 'no-such-rdma-program'") != std::string::npos);
+    }
+    SECTION("crashes") {
+        const CommandResult r = run_hcasim("run --node 'sh -c \"kill -SEGV \\$\\$\"' --node ibv_devices", true);
+        INFO(r.out);
+        CHECK(r.exit_code == 128 + 11);
+        CHECK(r.out.find("killed by signal 11") != std::string::npos);
+        CHECK(r.out.find("hcasim: node1 (ibv_devices): exit 0") != std::string::npos);  // the other goes on
+    }
+    SECTION("waits forever") {
+        // A server whose client never comes.
+        const CommandResult r = run_hcasim("run --node ibv_rc_pingpong", true);
+        INFO(r.out);
+        CHECK(r.exit_code != 0);
+        CHECK(r.out.find("node0 (ibv_rc_pingpong) is blocked forever") != std::string::npos);
+    }
+    SECTION("runs past --timeout") {
+        const CommandResult r = run_hcasim("run --timeout 2 --node 'sh -c \"while :; do :; done\"'", true);
+        INFO(r.out);
+        CHECK(r.exit_code != 0);
+        CHECK(r.out.find("did not finish within 2 s of wall time") != std::string::npos);
+    }
+    SECTION("a malformed command line") {
+        const CommandResult r = run_hcasim("run --node 'ibv_devices \"unterminated'", true);
+        CHECK(r.exit_code == 2);
+        CHECK(r.out.find("unterminated \"") != std::string::npos);
+    }
+}
