@@ -10,6 +10,12 @@
 
 namespace hcasim::remote {
 
+namespace {
+// How long (simulated) the synchronisation lets the hardware run, with every
+// program waiting, before it looks at them again.
+constexpr sim::Tick kRecheck = 100 * sim::kPsPerUs;
+}  // namespace
+
 ProcessSync::ProcessSync(std::vector<RemoteProgram*> programs, ProgramGroup* group, double timeout_s)
     : m_programs(std::move(programs)), m_group(group), m_timeout_s(timeout_s) {}
 
@@ -182,8 +188,12 @@ void ProcessSync::run() {
             spinners.clear();
             continue;
         }
-        // Every program waits: on to the next simulated event.
-        advance_waiting({}, ~sim::Tick(0));
+        // Every program waits, and stays waiting until something happens
+        // that can wake one (which tells them all the time): let the
+        // hardware run until then, looking again at least every
+        // kRecheck of simulated time.
+        if (m_group) sc_core::wait(sim::to_sc(kRecheck), m_group->activity_event);
+        else advance_waiting({}, ~sim::Tick(0));
     }
 }
 

@@ -355,7 +355,12 @@ bool RemoteProgram::spinning() const {
 std::uint64_t RemoteProgram::memory_writes() const { return m_driver.hca().pcie().memory().remote_writes(); }
 
 void RemoteProgram::serve() {
-    m_verbs = std::make_unique<VerbsProxy>(m_pidfd, m_spec.group ? &m_spec.group->activity : nullptr);
+    ProgramGroup* group = m_spec.group;
+    ChannelHeader* channel = m_channel;
+    m_verbs = std::make_unique<VerbsProxy>(m_pidfd, [group, channel]() {
+        if (group) group->touch(sim::now_ps());
+        else channel->now_ps.store(sim::now_ps(), std::memory_order_release);
+    });
     sc_core::sc_spawn_options opts;
     opts.set_stack_size(1 << 20);
     for (std::uint32_t i = 0; i < kSlots; ++i)
@@ -411,8 +416,8 @@ void RemoteProgram::serve_slot(std::uint32_t i) {
         std::memcpy(s.data, reply.data(), out.length());
         s.length = static_cast<std::uint32_t>(out.length());
         // Its thread goes on at this instant.
-        m_channel->now_ps.store(sim::now_ps(), std::memory_order_release);
-        if (m_spec.group) ++m_spec.group->activity;
+        if (m_spec.group) m_spec.group->touch(sim::now_ps());
+        else m_channel->now_ps.store(sim::now_ps(), std::memory_order_release);
         m_dispatched[i] = false;
         s.state.store(kReply, std::memory_order_release);
         syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&s.state), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);

@@ -32,11 +32,20 @@ struct ProgramGroup {
     std::set<std::uint16_t> ports;
     sc_core::sc_event ports_changed;
     sim::Tick connect_wait = 0;
-    std::vector<ChannelHeader*> channels;
+    std::vector<ChannelHeader*> channels;  // every program's
     // Bumped by whatever can wake a program's thread blocked in the kernel:
     // a call's result, an event counted into one of its eventfds, any
     // program seen running. A program found waiting stays so until it moves.
     std::uint64_t activity = 0;
+    // Something that can wake a program happened at this instant: every
+    // program hears the time now (a running one cannot have been told a
+    // different one: time stands still while any runs).
+    sc_core::sc_event activity_event;
+    void touch(sim::Tick now) {
+        ++activity;
+        for (ChannelHeader* c : channels) c->now_ps.store(now, std::memory_order_release);
+        activity_event.notify(sc_core::SC_ZERO_TIME);
+    }
 };
 
 struct LaunchSpec {

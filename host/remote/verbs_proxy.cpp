@@ -30,7 +30,7 @@ namespace {
 
 void VerbsProxy::count_into(int fd, std::uint64_t n) {
     if (fd < 0 || n == 0) return;
-    if (m_activity) ++*m_activity;
+    if (m_touch) m_touch();
     // The eventfd belongs to a program that may have gone: a failed write
     // changes nothing the simulation sees.
     [[maybe_unused]] const ssize_t r = ::write(fd, &n, sizeof n);
@@ -42,7 +42,7 @@ std::uint64_t ptr(const void* p) { return static_cast<std::uint64_t>(reinterpret
 
 }  // namespace
 
-VerbsProxy::VerbsProxy(int pidfd, std::uint64_t* activity) : m_pidfd(pidfd), m_activity(activity) {}
+VerbsProxy::VerbsProxy(int pidfd, std::function<void()> touch) : m_pidfd(pidfd), m_touch(std::move(touch)) {}
 
 VerbsProxy::~VerbsProxy() {
     for (auto& [h, c] : m_channels)

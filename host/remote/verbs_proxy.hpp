@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -27,9 +28,9 @@ namespace hcasim::remote {
 
 class VerbsProxy {
 public:
-    // pidfd: the program's pidfd (for its eventfds); activity: bumped when
-    // an event is counted into one of them (it may wake the program).
-    VerbsProxy(int pidfd, std::uint64_t* activity);
+    // pidfd: the program's pidfd (for its eventfds); touch: called when an
+    // event is counted into one of them (it may wake the program).
+    VerbsProxy(int pidfd, std::function<void()> touch);
     ~VerbsProxy();
     VerbsProxy(const VerbsProxy&) = delete;
     VerbsProxy& operator=(const VerbsProxy&) = delete;
@@ -62,7 +63,7 @@ private:
     void stop_watchers();
 
     int m_pidfd;
-    std::uint64_t* m_activity;
+    std::function<void()> m_touch;
     void count_into(int fd, std::uint64_t n);
     std::uint64_t m_next_order = 1;
     std::map<std::uint64_t, Object> m_objects;  // by handle (the simulator's object address)
