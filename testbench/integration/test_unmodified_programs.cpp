@@ -209,3 +209,15 @@ TEST_CASE("a program that cannot be started, crashes or hangs ends the run with 
         CHECK(r.out.find("unterminated \"") != std::string::npos);
     }
 }
+
+TEST_CASE("a program that dies loses its QPs as with the kernel driver, and the other program goes on", "[run]") {
+    // The server aborts after 20 receives; the client's later sends find no
+    // QP behind them and fail with a transport retry error, which it reports.
+    const std::string program = binary_dir() + "/programs/verbs_stress -s 3";
+    const CommandResult r = run_hcasim("run --node '" + program + " -a 20' --node '" + program + " node0'", true);
+    INFO(r.out);
+    CHECK(r.out.find("aborting after 20 receives") != std::string::npos);
+    CHECK(r.out.find("killed by signal 6") != std::string::npos);
+    CHECK(r.out.find("send status is 12") != std::string::npos);  // IBV_WC_RETRY_EXC_ERR
+    CHECK(r.exit_code == 128 + 6);
+}

@@ -4,6 +4,9 @@
 //
 //   verbs_stress -s SEED             (server: node 0)
 //   verbs_stress -s SEED HOST        (client)
+//   verbs_stress -s SEED -a N        (a server that aborts after N receive
+//                                     completions: its QPs go with it, and the
+//                                     client's further sends must fail)
 //
 // Both sides derive the same plan from the seed: a number of RC QPs, and a
 // list of messages, each an RDMA WRITE, WRITE_WITH_IMM or SEND on a random
@@ -173,9 +176,11 @@ int exchange(const char* host, const Dest& mine, Dest& theirs) {
 
 int main(int argc, char** argv) {
     std::uint64_t seed = 1;
+    long abort_after = -1;
     int opt;
-    while ((opt = getopt(argc, argv, "s:")) != -1) {
+    while ((opt = getopt(argc, argv, "s:a:")) != -1) {
         if (opt == 's') seed = std::strtoull(optarg, nullptr, 10);
+        else if (opt == 'a') abort_after = std::strtol(optarg, nullptr, 10);
         else return 2;
     }
     const char* host = optind < argc ? argv[optind] : nullptr;
@@ -371,6 +376,11 @@ int main(int argc, char** argv) {
             const int got = ibv_poll_cq(cq, 16, wc);
             if (got < 0) die("ibv_poll_cq");
             for (int k = 0; k < got; ++k, ++seen) {
+                if (abort_after >= 0 && static_cast<long>(seen) == abort_after) {
+                    std::printf("seed %" PRIu64 ": aborting after %zu receives\n", seed, seen);
+                    std::fflush(stdout);
+                    std::abort();
+                }
                 const std::size_t i = wc[k].wr_id;
                 const Message& m = plan.msgs[i];
                 const auto q = static_cast<std::size_t>(m.qp);
