@@ -55,8 +55,40 @@ enum class Op : std::uint32_t {
     AckAsyncEvent,
     AttachMcast,
     DetachMcast,
+    Adopt,           // the program mirrors an object rdma_cm made (its handle, its own pointer, an fd)
+    // rdma_cm (librdmacm.so.1)
+    CmCreateChannel,
+    CmDestroyChannel,
+    CmCreateId,
+    CmDestroyId,
+    CmMigrateId,
+    CmSetOption,
+    CmBindAddr,
+    CmResolveAddr,
+    CmResolveRoute,
+    CmListen,
+    CmConnect,
+    CmAccept,
+    CmReject,
+    CmNotify,
+    CmDisconnect,
+    CmEstablish,
+    CmCreateQp,
+    CmDestroyQp,
+    CmGetEvent,
+    CmAckEvent,
+    CmJoinMulticast,
+    CmLeaveMulticast,
+    CmGetRequest,
+    CmGetAddrinfo,
+    CmCreateEp,
+    CmDestroyEp,
+    CmId,            // an id's state again (after the program touched its QP itself)
     Count
 };
+
+// What an Adopt call mirrors.
+enum class AdoptKind : std::uint32_t { Context = 1, Pd, Channel, Cq, Qp };
 
 // Appends values to a slot's data.
 class Writer {

@@ -141,6 +141,7 @@ RemoteProgram::~RemoteProgram() {
         ::kill(m_pid, SIGKILL);
         waitpid(m_pid, nullptr, 0);
     }
+    m_rdma_cm.reset();
     m_verbs.reset();
     if (m_pidfd >= 0) ::close(m_pidfd);
     if (m_channel) munmap(m_channel, kChannelBytes);
@@ -357,10 +358,12 @@ std::uint64_t RemoteProgram::memory_writes() const { return m_driver.hca().pcie(
 void RemoteProgram::serve() {
     ProgramGroup* group = m_spec.group;
     ChannelHeader* channel = m_channel;
-    m_verbs = std::make_unique<VerbsProxy>(m_pidfd, [group, channel]() {
+    auto touch = [group, channel]() {
         if (group) group->touch(sim::now_ps());
         else channel->now_ps.store(sim::now_ps(), std::memory_order_release);
-    });
+    };
+    m_verbs = std::make_unique<VerbsProxy>(m_pidfd, touch);
+    m_rdma_cm = std::make_unique<RdmaCmProxy>(*m_verbs, m_pidfd, touch);
     sc_core::sc_spawn_options opts;
     opts.set_stack_size(1 << 20);
     for (std::uint32_t i = 0; i < kSlots; ++i)
@@ -371,6 +374,7 @@ void RemoteProgram::serve() {
     // A thread killed inside a call leaves its slot thread waiting: stop them all.
     for (auto& h : m_slot_thread)
         if (h.valid() && !h.terminated()) h.kill();
+    m_rdma_cm->release_all();
     m_verbs->release_all();
 }
 
@@ -412,6 +416,8 @@ void RemoteProgram::serve_slot(std::uint32_t i) {
             out.put(static_cast<std::int32_t>(found ? 0 : ECONNREFUSED));
         } else if (VerbsProxy::handles(op)) {
             m_verbs->execute(op, in, out);
+        } else if (RdmaCmProxy::handles(op)) {
+            m_rdma_cm->execute(op, in, out);
         }
         std::memcpy(s.data, reply.data(), out.length());
         s.length = static_cast<std::uint32_t>(out.length());

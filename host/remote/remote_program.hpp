@@ -17,6 +17,7 @@
 
 #include "host/driver/driver.hpp"
 #include "host/remote/channel.hpp"
+#include "host/remote/rdma_cm_proxy.hpp"
 #include "host/remote/verbs_proxy.hpp"
 #include "model/sim/time.hpp"
 
@@ -149,6 +150,7 @@ private:
     sc_core::sc_process_handle m_slot_thread[kSlots];
     sc_core::sc_event m_exit;
     std::unique_ptr<VerbsProxy> m_verbs;
+    std::unique_ptr<RdmaCmProxy> m_rdma_cm;
 };
 
 }  // namespace hcasim::remote

@@ -51,18 +51,35 @@ VerbsProxy::~VerbsProxy() {
         if (a->fd >= 0) ::close(a->fd);
 }
 
-bool VerbsProxy::handles(Op op) { return op >= Op::GetDeviceList && op < Op::Count; }
+bool VerbsProxy::handles(Op op) { return op >= Op::GetDeviceList && op <= Op::Adopt; }
 
-template <typename T>
-T* VerbsProxy::find(std::uint64_t h, Kind kind) const {
-    auto it = m_objects.find(h);
-    if (it == m_objects.end() || it->second.kind != kind) return nullptr;
-    return reinterpret_cast<T*>(static_cast<std::uintptr_t>(h));
-}
 
 std::uint64_t VerbsProxy::add(const void* p, Kind kind, std::uint64_t client) {
     m_objects[ptr(p)] = Object{kind, m_next_order++, client};
     return ptr(p);
+}
+
+std::uint64_t VerbsProxy::adopt(const void* p, Kind kind) {
+    if (!p) return 0;
+    auto it = m_objects.find(ptr(p));
+    if (it == m_objects.end()) {
+        Object o{kind, m_next_order++, 0};
+        o.borrowed = true;
+        m_objects[ptr(p)] = o;
+    }
+    return ptr(p);
+}
+
+void VerbsProxy::forget(const void* p) {
+    if (!p) return;
+    auto c = m_channels.find(ptr(p));
+    if (c != m_channels.end()) {
+        c->second->stop = true;
+        c->second->stop_event.notify(sc_core::SC_ZERO_TIME);
+        if (c->second->fd >= 0) ::close(c->second->fd);
+        c->second->fd = -1;
+    }
+    m_objects.erase(ptr(p));
 }
 
 void VerbsProxy::remove(const void* p) { m_objects.erase(ptr(p)); }
@@ -637,6 +654,27 @@ void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
         }
         return;
     }
+    case Op::Adopt: {
+        const auto kind = static_cast<AdoptKind>(in.get<std::uint32_t>());
+        const auto h = in.get<std::uint64_t>();
+        const auto client = in.get<std::uint64_t>();
+        const auto fd = in.get<std::int32_t>();
+        auto it = m_objects.find(h);
+        const Kind want = kind == AdoptKind::Context ? Kind::Context : kind == AdoptKind::Pd ? Kind::Pd
+                        : kind == AdoptKind::Channel ? Kind::Channel : kind == AdoptKind::Cq ? Kind::Cq : Kind::Qp;
+        if (in.bad() || it == m_objects.end() || it->second.kind != want) return status(EINVAL);
+        it->second.client = client;
+        if (kind == AdoptKind::Channel && !m_channels.count(h)) {
+            auto c = std::make_unique<ChannelFd>();
+            c->channel = reinterpret_cast<ibv_comp_channel*>(static_cast<std::uintptr_t>(h));
+            c->fd = take_fd(fd);
+            watch_channel(*c);
+            m_channels[h] = std::move(c);
+        }
+        if (kind == AdoptKind::Context && !m_async.count(h))
+            watch_async(reinterpret_cast<ibv_context*>(static_cast<std::uintptr_t>(h)), take_fd(fd));
+        return status(0);
+    }
     default: status(ENOSYS); return;
     }
 }
@@ -652,7 +690,7 @@ void VerbsProxy::release_all() {
     for (Kind k : order) {
         std::vector<std::pair<std::uint64_t, Object>> of;
         for (auto& o : objs)
-            if (o.second.kind == k) of.push_back(o);
+            if (o.second.kind == k && !o.second.borrowed) of.push_back(o);
         std::sort(of.begin(), of.end(), [](const auto& a, const auto& b) { return a.second.order > b.second.order; });
         for (auto& [h, o] : of) {
             void* p = reinterpret_cast<void*>(static_cast<std::uintptr_t>(h));

@@ -44,17 +44,25 @@ public:
     // contexts. Consumes simulated time (driver commands).
     void release_all();
 
-private:
     enum class Kind { Context, Pd, Mr, Channel, Cq, Qp, Srq, Ah };
+    // An object rdma_cm made for the program (its id's device, PD, QP, CQs,
+    // channels): the program may name it, and rdma_cm, not this, frees it.
+    // Returns its handle.
+    std::uint64_t adopt(const void* p, Kind kind);
+    // rdma_cm freed it.
+    void forget(const void* p);
+    template <typename T>
+    T* find(std::uint64_t h, Kind kind) const;
+
+private:
     struct Object {
         Kind kind;
         std::uint64_t order;       // creation order: release goes newest first
         std::uint64_t client = 0;  // the program's own object (its address), for events
+        bool borrowed = false;     // rdma_cm's
     };
     struct ChannelFd;  // a completion channel's eventfd and its watcher
 
-    template <typename T>
-    T* find(std::uint64_t h, Kind kind) const;
     std::uint64_t add(const void* p, Kind kind, std::uint64_t client = 0);
     void remove(const void* p);
     int take_fd(int remote_fd);  // the program's fd as ours (pidfd_getfd), or -1
@@ -77,5 +85,12 @@ private:
     std::map<std::uint64_t, std::unique_ptr<AsyncFd>> m_async;  // by context handle
     std::vector<ibv_async_event> m_unacked;                     // taken, not yet acknowledged
 };
+
+template <typename T>
+T* VerbsProxy::find(std::uint64_t h, Kind kind) const {
+    auto it = m_objects.find(h);
+    if (it == m_objects.end() || it->second.kind != kind) return nullptr;
+    return reinterpret_cast<T*>(static_cast<std::uintptr_t>(h));
+}
 
 }  // namespace hcasim::remote

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "testbench/integration/harness.hpp"
@@ -220,4 +221,35 @@ TEST_CASE("a program that dies loses its QPs as with the kernel driver, and the 
     CHECK(r.out.find("killed by signal 6") != std::string::npos);
     CHECK(r.out.find("send status is 12") != std::string::npos);  // IBV_WC_RETRY_EXC_ERR
     CHECK(r.exit_code == 128 + 6);
+}
+
+TEST_CASE("the rdmacm utilities run unmodified through hcasim run", "[run][rdma_cm]") {
+    // rping -V checks every ping's data; ucmatose and udaddy connect RC and
+    // UD ids and exchange messages; rdma_server/rdma_client use
+    // rdma_getaddrinfo, rdma_create_ep and the rdma_verbs calls.
+    for (const auto& [server, client] : std::vector<std::pair<std::string, std::string>>{
+             {"rping -s -V -C 20", "rping -c -a node0 -V -C 20"},
+             {"ucmatose", "ucmatose -s node0"},
+             {"udaddy", "udaddy -s node0"},
+             {"rdma_server", "rdma_client -s node0"}}) {
+        const CommandResult r =
+            run_hcasim("run --set fabric.topology=switch --node '" + server + "' --node '" + client + "'", true);
+        INFO(server << " / " << client << "\n" << r.out);
+        CHECK(r.exit_code == 0);
+    }
+}
+
+TEST_CASE("perftest with -R connects through rdma_cm and agrees with the out-of-band exchange", "[run][rdma_cm][perftest]") {
+    const CommandResult cm = run_pair("ib_send_lat -R -s 64 -n 200");
+    const CommandResult oob = run_pair("ib_send_lat -s 64 -n 200");
+    INFO(cm.out);
+    REQUIRE(cm.exit_code == 0);
+    REQUIRE(oob.exit_code == 0);
+    const auto a = perftest_row(cm.out), b = perftest_row(oob.out);
+    REQUIRE(a.size() >= 6);
+    REQUIRE(b.size() >= 6);
+    CHECK(a[4] == Approx(b[4]).epsilon(0.02));
+    const CommandResult bw = run_pair("ib_write_bw -R -s 65536 -n 200");
+    INFO(bw.out);
+    CHECK(bw.exit_code == 0);
 }

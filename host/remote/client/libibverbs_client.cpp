@@ -16,6 +16,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
 #include <vector>
 
@@ -67,6 +69,19 @@ struct CAh {
     ibv_ah ah;
     std::uint64_t h;
 };
+
+// Every object of the program by its handle: librdmacm.so.1 names the
+// program's own objects (a CQ it made and gave rdma_create_qp) by them.
+std::mutex g_registry_lock;
+std::map<std::uint64_t, void*> g_registry;
+void remember(std::uint64_t h, void* p) {
+    std::lock_guard<std::mutex> g(g_registry_lock);
+    g_registry[h] = p;
+}
+void forget(std::uint64_t h) {
+    std::lock_guard<std::mutex> g(g_registry_lock);
+    g_registry.erase(h);
+}
 
 CContext* cctx(ibv_context* c) {
     return reinterpret_cast<CContext*>(reinterpret_cast<std::uint8_t*>(c) - offsetof(verbs_context, context));
@@ -261,6 +276,7 @@ EXPORT ibv_context* ibv_open_device(ibv_device* device) {
     }
     auto* x = new CContext{};
     x->h = c.out().get<std::uint64_t>();
+    remember(x->h, &x->vctx.context);
     ibv_context& ctx = x->vctx.context;
     ctx.device = device;
     ctx.cmd_fd = -1;
@@ -287,6 +303,7 @@ EXPORT int ibv_close_device(ibv_context* context) {
     if (st) return st;
     close(context->async_fd);
     pthread_mutex_destroy(&context->mutex);
+    forget(cctx(context)->h);
     delete cctx(context);
     return 0;
 }
@@ -398,6 +415,7 @@ EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
     if (st) return fail<ibv_pd>(st);
     auto* p = new CPd{};
     p->h = c.out().get<std::uint64_t>();
+    remember(p->h, &p->pd);
     p->pd.context = context;
     p->pd.handle = c.out().get<std::uint32_t>();
     return &p->pd;
@@ -408,7 +426,10 @@ EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
     Call c(Op::DeallocPd);
     c.in().put(handle<CPd>(pd));
     const int st = status_of(c);
-    if (!st) delete reinterpret_cast<CPd*>(pd);
+    if (!st) {
+        forget(handle<CPd>(pd));
+        delete reinterpret_cast<CPd*>(pd);
+    }
     return st;
 }
 
@@ -468,6 +489,7 @@ EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
     }
     auto* ch = new CChannel{};
     ch->h = c.out().get<std::uint64_t>();
+    remember(ch->h, &ch->ch);
     ch->ch.context = context;
     ch->ch.fd = fd;
     return &ch->ch;
@@ -480,6 +502,7 @@ EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
     const int st = status_of(c);
     if (st) return st;
     close(channel->fd);
+    forget(handle<CChannel>(channel));
     delete reinterpret_cast<CChannel*>(channel);
     return 0;
 }
@@ -500,6 +523,7 @@ EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ib
         return fail<ibv_cq>(st);
     }
     q->h = c.out().get<std::uint64_t>();
+    remember(q->h, &q->cq);
     q->cq.context = context;
     q->cq.channel = channel;
     q->cq.cq_context = cq_context;
@@ -528,6 +552,7 @@ EXPORT int ibv_destroy_cq(ibv_cq* cq) {
     if (st) return st;
     pthread_mutex_destroy(&cq->mutex);
     pthread_cond_destroy(&cq->cond);
+    forget(handle<CCq>(cq));
     delete reinterpret_cast<CCq*>(cq);
     return 0;
 }
@@ -575,6 +600,7 @@ EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
         return fail<ibv_srq>(st);
     }
     s->h = c.out().get<std::uint64_t>();
+    remember(s->h, &s->srq);
     attr->attr = c.out().get<ibv_srq_attr>();
     s->srq.context = pd->context;
     s->srq.pd = pd;
@@ -611,6 +637,7 @@ EXPORT int ibv_destroy_srq(ibv_srq* srq) {
     if (st) return st;
     pthread_mutex_destroy(&srq->mutex);
     pthread_cond_destroy(&srq->cond);
+    forget(handle<CSrq>(srq));
     delete reinterpret_cast<CSrq*>(srq);
     return 0;
 }
@@ -635,6 +662,7 @@ EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
         return fail<ibv_qp>(st);
     }
     q->h = c.out().get<std::uint64_t>();
+    remember(q->h, &q->qp);
     q->qp.qp_num = c.out().get<std::uint32_t>();
     q->qp.handle = c.out().get<std::uint32_t>();
     init->cap = c.out().get<ibv_qp_cap>();
@@ -688,6 +716,7 @@ EXPORT int ibv_destroy_qp(ibv_qp* qp) {
     if (st) return st;
     pthread_mutex_destroy(&qp->mutex);
     pthread_cond_destroy(&qp->cond);
+    forget(handle<CQp>(qp));
     delete reinterpret_cast<CQp*>(qp);
     return 0;
 }
@@ -1058,4 +1087,149 @@ EXPORT void ibv_copy_path_rec_to_kern(ib_user_path_rec* dst, ibv_sa_path_rec* sr
     dst->packet_life_time_selector = src->packet_life_time_selector;
     dst->packet_life_time = src->packet_life_time;
     dst->preference = src->preference;
+}
+
+// ---- objects rdma_cm made: librdmacm.so.1 mirrors them here ---------------
+//
+// The simulator's rdma_cm opens the device, allocates the default PD and
+// creates QPs, CQs and completion channels for the program; these give the
+// program its own objects for them, laid out as every other, so the verbs it
+// calls on id->qp or id->send_cq work as on its own.
+
+namespace {
+int adopt_call(AdoptKind kind, std::uint64_t h, const void* client, int fd) {
+    Call c(Op::Adopt);
+    c.in().put(static_cast<std::uint32_t>(kind));
+    c.in().put(h);
+    c.in().put(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(client)));
+    c.in().put(static_cast<std::int32_t>(fd));
+    return status_of(c);
+}
+
+ibv_device* adopted_device() {
+    // The one device of the node, for the contexts rdma_cm opened.
+    static ibv_device* dev = [] {
+        int n = 0;
+        ibv_device** list = ibv_get_device_list(&n);
+        ibv_device* d = list && n > 0 ? list[0] : nullptr;
+        std::free(list);  // the devices stay
+        return d;
+    }();
+    return dev;
+}
+}  // namespace
+
+EXPORT ibv_context* hcasim_adopt_context(std::uint64_t h) {
+    const int async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+    auto* x = new CContext{};
+    x->h = h;
+    ibv_context& ctx = x->vctx.context;
+    ctx.device = adopted_device();
+    ctx.cmd_fd = -1;
+    ctx.async_fd = async_fd;
+    ctx.num_comp_vectors = 1;
+    ctx.ops.poll_cq = op_poll_cq;
+    ctx.ops.req_notify_cq = op_req_notify_cq;
+    ctx.ops.post_send = op_post_send;
+    ctx.ops.post_recv = op_post_recv;
+    ctx.ops.post_srq_recv = op_post_srq_recv;
+    ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
+    x->vctx.sz = sizeof(verbs_context);
+    x->vctx.query_port = op_query_port;
+    x->vctx.query_device_ex = op_query_device_ex;
+    pthread_mutex_init(&ctx.mutex, nullptr);
+    remember(h, &ctx);
+    adopt_call(AdoptKind::Context, h, &ctx, async_fd);
+    return &ctx;
+}
+
+EXPORT ibv_pd* hcasim_adopt_pd(std::uint64_t h, ibv_context* context, std::uint32_t handle) {
+    auto* p = new CPd{};
+    p->h = h;
+    p->pd.context = context;
+    p->pd.handle = handle;
+    remember(h, &p->pd);
+    adopt_call(AdoptKind::Pd, h, &p->pd, -1);
+    return &p->pd;
+}
+
+EXPORT ibv_comp_channel* hcasim_adopt_channel(std::uint64_t h, ibv_context* context) {
+    auto* ch = new CChannel{};
+    ch->h = h;
+    ch->ch.context = context;
+    ch->ch.fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+    remember(h, &ch->ch);
+    adopt_call(AdoptKind::Channel, h, &ch->ch, ch->ch.fd);
+    return &ch->ch;
+}
+
+EXPORT ibv_cq* hcasim_adopt_cq(std::uint64_t h, ibv_context* context, ibv_comp_channel* channel, void* cq_context,
+                               int cqe) {
+    auto* q = new CCq{};
+    q->h = h;
+    q->cq.context = context;
+    q->cq.channel = channel;
+    q->cq.cq_context = cq_context;
+    q->cq.cqe = cqe;
+    pthread_mutex_init(&q->cq.mutex, nullptr);
+    pthread_cond_init(&q->cq.cond, nullptr);
+    remember(h, &q->cq);
+    adopt_call(AdoptKind::Cq, h, &q->cq, -1);
+    return &q->cq;
+}
+
+EXPORT ibv_qp* hcasim_adopt_qp(std::uint64_t h, ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq, std::uint32_t qpn,
+                               int qp_type, void* qp_context, int state) {
+    auto* q = new CQp{};
+    q->h = h;
+    q->qp.context = pd->context;
+    q->qp.qp_context = qp_context;
+    q->qp.pd = pd;
+    q->qp.send_cq = send_cq;
+    q->qp.recv_cq = recv_cq;
+    q->qp.qp_num = qpn;
+    q->qp.qp_type = static_cast<ibv_qp_type>(qp_type);
+    q->qp.state = static_cast<ibv_qp_state>(state);
+    q->init.send_cq = send_cq;
+    q->init.recv_cq = recv_cq;
+    q->init.qp_type = q->qp.qp_type;
+    pthread_mutex_init(&q->qp.mutex, nullptr);
+    pthread_cond_init(&q->qp.cond, nullptr);
+    remember(h, &q->qp);
+    adopt_call(AdoptKind::Qp, h, &q->qp, -1);
+    return &q->qp;
+}
+
+// rdma_cm freed what these mirror: only the program's side goes.
+EXPORT void hcasim_drop_qp(ibv_qp* qp) {
+    if (!qp) return;
+    forget(handle<CQp>(qp));
+    pthread_mutex_destroy(&qp->mutex);
+    pthread_cond_destroy(&qp->cond);
+    delete reinterpret_cast<CQp*>(qp);
+}
+EXPORT void hcasim_drop_cq(ibv_cq* cq) {
+    if (!cq) return;
+    forget(handle<CCq>(cq));
+    pthread_mutex_destroy(&cq->mutex);
+    pthread_cond_destroy(&cq->cond);
+    delete reinterpret_cast<CCq*>(cq);
+}
+EXPORT void hcasim_drop_channel(ibv_comp_channel* ch) {
+    if (!ch) return;
+    forget(handle<CChannel>(ch));
+    close(ch->fd);
+    delete reinterpret_cast<CChannel*>(ch);
+}
+EXPORT std::uint64_t hcasim_handle_of_pd(ibv_pd* pd) { return handle<CPd>(pd); }
+EXPORT std::uint64_t hcasim_handle_of_cq(ibv_cq* cq) { return handle<CCq>(cq); }
+EXPORT std::uint64_t hcasim_handle_of_qp(ibv_qp* qp) { return handle<CQp>(qp); }
+EXPORT std::uint64_t hcasim_handle_of_srq(ibv_srq* srq) { return handle<CSrq>(srq); }
+EXPORT std::uint64_t hcasim_handle_of_context(ibv_context* c) { return c ? cctx(c)->h : 0; }
+
+// The program's object of a handle, if it has one.
+EXPORT void* hcasim_object_of(std::uint64_t h) {
+    std::lock_guard<std::mutex> g(g_registry_lock);
+    auto it = g_registry.find(h);
+    return it == g_registry.end() ? nullptr : it->second;
 }

@@ -1,0 +1,51 @@
+// The simulator's end of a program's librdmacm: carries out each rdma_cm
+// call its drop-in librdmacm.so.1 forwards, through the same librdmacm
+// personality (host/rdma_cm) that in-process programs call. The verbs
+// objects rdma_cm makes for the program (the device, the default PD, QPs,
+// CQs and their channels) are adopted into its VerbsProxy so that the
+// program can name them; each id's state goes back with every call and
+// event so that the program's rdma_cm_id mirrors it.
+#pragma once
+
+#include <rdma/rdma_cma.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+
+#include <systemc>
+
+#include "host/remote/call_codec.hpp"
+#include "host/remote/verbs_proxy.hpp"
+
+namespace hcasim::remote {
+
+class RdmaCmProxy {
+public:
+    RdmaCmProxy(VerbsProxy& verbs, int pidfd, std::function<void()> touch);
+    ~RdmaCmProxy();
+    RdmaCmProxy(const RdmaCmProxy&) = delete;
+    RdmaCmProxy& operator=(const RdmaCmProxy&) = delete;
+
+    static bool handles(Op op);
+    void execute(Op op, Reader& in, Writer& out);
+    // The program ended: its ids go (with their QPs), then its channels.
+    void release_all();
+
+private:
+    struct Channel;  // an event channel, the program's eventfd and its watcher
+
+    void put_id(Writer& out, rdma_cm_id* id);
+    rdma_cm_id* id_of(std::uint64_t h) const;
+    void forget_qp_objects(rdma_cm_id* id);
+    int take_fd(int remote_fd);
+
+    VerbsProxy& m_verbs;
+    int m_pidfd;
+    std::function<void()> m_touch;
+    std::map<std::uint64_t, std::unique_ptr<Channel>> m_channels;  // by handle
+    std::map<std::uint64_t, rdma_cm_id*> m_ids;                     // by handle
+    std::map<std::uint64_t, rdma_cm_event*> m_events;               // taken, not yet acknowledged
+};
+
+}  // namespace hcasim::remote
