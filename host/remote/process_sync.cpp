@@ -77,9 +77,6 @@ void ProcessSync::run() {
         for (;;) {
             for (std::size_t i = 0; i < m_programs.size(); ++i)
                 seen[i] = m_programs[i]->doorbell().load(std::memory_order_acquire);
-            for (RemoteProgram* p : m_programs)
-                if (!p->exited() && p->dispatch_calls()) progressed = true;
-            if (progressed) break;
             // A program that just got a call's result usually calls again
             // within microseconds (a polling loop): give it that long before
             // looking at its threads.
@@ -134,11 +131,26 @@ void ProcessSync::run() {
             if (waiting || spin)
                 for (std::size_t i = 0; i < m_programs.size(); ++i)
                     if (waits[i] && !m_programs[i]->confirm_quiescent()) waiting = spin = false;
+            if (spin) {
+                // Calls of the waiting programs go first, at this instant.
+                for (std::size_t i = 0; i < m_programs.size(); ++i)
+                    if (waits[i] && !m_programs[i]->exited() && m_programs[i]->dispatch_calls()) progressed = true;
+                if (progressed) break;
+            }
             if (spin && sc_core::sc_pending_activity()) {
                 spinners.clear();
                 for (std::size_t i = 0; i < m_programs.size(); ++i)
                     if (!waits[i]) spinners.push_back(i);
                 break;
+            }
+            // Every program has settled: the calls that came in are handed
+            // over now, all at this instant and in node order, so which
+            // program happened to call first on the host does not decide
+            // the order of what they do at the same simulated time.
+            if (waiting) {
+                for (RemoteProgram* p : m_programs)
+                    if (!p->exited() && p->dispatch_calls()) progressed = true;
+                if (progressed) break;
             }
             if (waiting && m_group) m_quiet_activity = m_group->activity;
             if (waiting && sc_core::sc_pending_activity()) break;

@@ -177,7 +177,7 @@ bool RemoteProgram::dispatch_calls() {
 bool RemoteProgram::all_slots_calling() const {
     for (std::uint32_t i = 0; i < kSlots; ++i) {
         const std::uint32_t st = m_channel->slots[i].state.load(std::memory_order_acquire);
-        if (st == kIdle || st == kReply || (st == kCall && !m_dispatched[i])) return false;
+        if (st == kIdle || st == kReply) return false;
     }
     return true;
 }
@@ -195,9 +195,7 @@ bool RemoteProgram::quiescent() const {
     for (std::uint32_t i = 0; i < kSlots; ++i) {
         const std::uint32_t st = m_channel->slots[i].state.load(std::memory_order_acquire);
         if (st == kReply) return false;  // its thread is about to run
-        // A call not handed to its slot thread yet is carried out at this
-        // instant: not waiting until it is.
-        if (st == kCall && !m_dispatched[i]) return false;
+        // A call, handed to its slot thread or not yet, waits.
         if (st == kCall) ++in_call;
     }
     // No thread started since threads were last counted, and as many in
@@ -225,7 +223,7 @@ bool RemoteProgram::confirm_quiescent() const {
     int in_call = 0;
     for (std::uint32_t i = 0; i < kSlots; ++i) {
         const std::uint32_t st = m_channel->slots[i].state.load(std::memory_order_acquire);
-        if (st == kReply || (st == kCall && !m_dispatched[i])) return false;
+        if (st == kReply) return false;
         if (st == kCall) ++in_call;
     }
     const std::uint32_t started = m_channel->threads_started.load(std::memory_order_acquire);
