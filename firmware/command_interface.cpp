@@ -49,6 +49,7 @@ bool CommandInterface::resize_cq(std::uint32_t cqn, std::uint64_t ring, std::uin
     cq->log_size = log_size;
     cq->producer = pending;
     cq->cached_consumer = 0;
+    cq->refresh_pending = false;  // a read in flight counts the old ring
     cq->overrun = false;
     moved = pending;
     return true;

@@ -81,6 +81,11 @@ struct CqContext {
     std::uint64_t db_record = 0;     // host address of CqDoorbellRecord
     std::uint32_t producer = 0;      // next CQE the adapter writes (free-running)
     std::uint32_t cached_consumer = 0;
+    // A read of the consumer index started ahead of need: what it read and
+    // when that is on chip.
+    bool refresh_pending = false;
+    std::uint32_t refresh_consumer = 0;
+    sim::Tick refresh_at = 0;
     bool armed = false;
     bool armed_solicited = false;
     bool overrun = false;
