@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "host/driver/host_thread.hpp"
+#include "host/verbs/verbs_abi.hpp"
 #include "host/verbs/verbs_internal.hpp"
 
 namespace hcasim::remote {
@@ -39,6 +40,17 @@ void VerbsProxy::count_into(int fd, std::uint64_t n) {
 namespace {
 
 std::uint64_t ptr(const void* p) { return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p)); }
+
+// The object an asynchronous event names, or null for a port or device event.
+const void* event_object(const ibv_async_event& e) {
+    switch (verbs::async_element(e.event_type)) {
+    case verbs::AsyncElement::Cq: return e.element.cq;
+    case verbs::AsyncElement::Srq: return e.element.srq;
+    case verbs::AsyncElement::Qp: return e.element.qp;
+    case verbs::AsyncElement::Port: return nullptr;
+    }
+    return nullptr;
+}
 
 }  // namespace
 
@@ -605,20 +617,8 @@ void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
             auto it = m_objects.find(ptr(p));
             return it == m_objects.end() ? std::uint64_t{0} : it->second.client;
         };
-        switch (e.event_type) {
-        case IBV_EVENT_CQ_ERR: element = client_of(e.element.cq); break;
-        case IBV_EVENT_SRQ_ERR:
-        case IBV_EVENT_SRQ_LIMIT_REACHED: element = client_of(e.element.srq); break;
-        case IBV_EVENT_QP_FATAL:
-        case IBV_EVENT_QP_REQ_ERR:
-        case IBV_EVENT_QP_ACCESS_ERR:
-        case IBV_EVENT_COMM_EST:
-        case IBV_EVENT_SQ_DRAINED:
-        case IBV_EVENT_PATH_MIG:
-        case IBV_EVENT_PATH_MIG_ERR:
-        case IBV_EVENT_QP_LAST_WQE_REACHED: element = client_of(e.element.qp); break;
-        default: element = static_cast<std::uint64_t>(e.element.port_num); break;
-        }
+        const void* object = event_object(e);
+        element = object ? client_of(object) : static_cast<std::uint64_t>(e.element.port_num);
         // Kept until the program acknowledges it (by the element's handle).
         m_unacked.push_back(e);
         status(0);
@@ -632,21 +632,7 @@ void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
         // The oldest unacknowledged event of that type on that element.
         for (auto it = m_unacked.begin(); it != m_unacked.end(); ++it) {
             if (it->event_type != type) continue;
-            const void* p = nullptr;
-            switch (it->event_type) {
-            case IBV_EVENT_CQ_ERR: p = it->element.cq; break;
-            case IBV_EVENT_SRQ_ERR:
-            case IBV_EVENT_SRQ_LIMIT_REACHED: p = it->element.srq; break;
-            case IBV_EVENT_QP_FATAL:
-            case IBV_EVENT_QP_REQ_ERR:
-            case IBV_EVENT_QP_ACCESS_ERR:
-            case IBV_EVENT_COMM_EST:
-            case IBV_EVENT_SQ_DRAINED:
-            case IBV_EVENT_PATH_MIG:
-            case IBV_EVENT_PATH_MIG_ERR:
-            case IBV_EVENT_QP_LAST_WQE_REACHED: p = it->element.qp; break;
-            default: break;
-            }
+            const void* p = event_object(*it);
             if (p && ptr(p) != element) continue;
             ibv_ack_async_event(&*it);
             m_unacked.erase(it);

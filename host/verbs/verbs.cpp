@@ -13,6 +13,7 @@
 #include <new>
 
 #include "host/driver/host_thread.hpp"
+#include "host/verbs/verbs_abi.hpp"
 #include "host/verbs/verbs_internal.hpp"
 
 using hcasim::host::Driver;
@@ -414,32 +415,6 @@ ibv_mtu ibv_mtu_of(std::uint32_t bytes) {
     }
 }
 
-const char* const kStatusStrings[] = {
-    "success",
-    "local length error",
-    "local QP operation error",
-    "local EE context operation error",
-    "local protection error",
-    "Work Request Flushed Error",
-    "memory management operation error",
-    "bad response error",
-    "local access error",
-    "remote invalid request error",
-    "remote access error",
-    "remote operation error",
-    "transport retry counter exceeded",
-    "RNR retry counter exceeded",
-    "local RDD violation error",
-    "remote invalid RD request",
-    "operation aborted",
-    "invalid EE context number",
-    "invalid EE context state",
-    "fatal error",
-    "response timeout error",
-    "general error",
-    "TM error",
-    "TM rendezvous error",
-};
 
 }  // namespace
 
@@ -854,31 +829,23 @@ int ibv_get_async_event(struct ibv_context* context, struct ibv_async_event* eve
 void ibv_ack_async_event(struct ibv_async_event* event) {
     if (!event) return;
     ibv_context* context = nullptr;
-    switch (event->event_type) {
-    case IBV_EVENT_CQ_ERR:
+    switch (hcasim::verbs::async_element(event->event_type)) {
+    case hcasim::verbs::AsyncElement::Cq:
         if (!event->element.cq) return;
         ++event->element.cq->async_events_completed;
         context = event->element.cq->context;
         break;
-    case IBV_EVENT_QP_FATAL:
-    case IBV_EVENT_QP_REQ_ERR:
-    case IBV_EVENT_QP_ACCESS_ERR:
-    case IBV_EVENT_COMM_EST:
-    case IBV_EVENT_SQ_DRAINED:
-    case IBV_EVENT_PATH_MIG:
-    case IBV_EVENT_PATH_MIG_ERR:
-    case IBV_EVENT_QP_LAST_WQE_REACHED:
+    case hcasim::verbs::AsyncElement::Qp:
         if (!event->element.qp) return;
         ++event->element.qp->events_completed;
         context = event->element.qp->context;
         break;
-    case IBV_EVENT_SRQ_LIMIT_REACHED:
-    case IBV_EVENT_SRQ_ERR:
+    case hcasim::verbs::AsyncElement::Srq:
         if (!event->element.srq) return;
         ++event->element.srq->events_completed;
         context = event->element.srq->context;
         break;
-    default:
+    case hcasim::verbs::AsyncElement::Port:
         return;  // port and device events belong to no object
     }
     sim_ctx(context)->acked.notify(sc_core::SC_ZERO_TIME);
@@ -1200,66 +1167,15 @@ int ibv_destroy_qp(struct ibv_qp* ibqp) {
 }
 
 // The strings are libibverbs' own, so programs print what they would on
-// real hardware.
-const char* ibv_node_type_str(enum ibv_node_type node_type) {
-    switch (node_type) {
-    case IBV_NODE_CA: return "InfiniBand channel adapter";
-    case IBV_NODE_SWITCH: return "InfiniBand switch";
-    case IBV_NODE_ROUTER: return "InfiniBand router";
-    case IBV_NODE_RNIC: return "iWARP NIC";
-    case IBV_NODE_USNIC: return "usNIC";
-    case IBV_NODE_USNIC_UDP: return "usNIC UDP";
-    case IBV_NODE_UNSPECIFIED: return "unspecified";
-    default: return "unknown";
-    }
-}
-
-const char* ibv_port_state_str(enum ibv_port_state port_state) {
-    switch (port_state) {
-    case IBV_PORT_NOP: return "no state change (NOP)";
-    case IBV_PORT_DOWN: return "down";
-    case IBV_PORT_INIT: return "init";
-    case IBV_PORT_ARMED: return "armed";
-    case IBV_PORT_ACTIVE: return "active";
-    case IBV_PORT_ACTIVE_DEFER: return "active defer";
-    default: return "unknown";
-    }
-}
-
-const char* ibv_event_type_str(enum ibv_event_type event) {
-    switch (event) {
-    case IBV_EVENT_CQ_ERR: return "CQ error";
-    case IBV_EVENT_QP_FATAL: return "local work queue catastrophic error";
-    case IBV_EVENT_QP_REQ_ERR: return "invalid request local work queue error";
-    case IBV_EVENT_QP_ACCESS_ERR: return "local access violation work queue error";
-    case IBV_EVENT_COMM_EST: return "communication established";
-    case IBV_EVENT_SQ_DRAINED: return "send queue drained";
-    case IBV_EVENT_PATH_MIG: return "path migrated";
-    case IBV_EVENT_PATH_MIG_ERR: return "path migration request error";
-    case IBV_EVENT_DEVICE_FATAL: return "local catastrophic error";
-    case IBV_EVENT_PORT_ACTIVE: return "port active";
-    case IBV_EVENT_PORT_ERR: return "port error";
-    case IBV_EVENT_LID_CHANGE: return "LID change";
-    case IBV_EVENT_PKEY_CHANGE: return "P_Key change";
-    case IBV_EVENT_SM_CHANGE: return "SM change";
-    case IBV_EVENT_SRQ_ERR: return "SRQ catastrophic error";
-    case IBV_EVENT_SRQ_LIMIT_REACHED: return "SRQ limit reached";
-    case IBV_EVENT_QP_LAST_WQE_REACHED: return "last WQE reached";
-    case IBV_EVENT_CLIENT_REREGISTER: return "client reregistration";
-    case IBV_EVENT_GID_CHANGE: return "GID table change";
-    case IBV_EVENT_WQ_FATAL: return "WQ fatal";
-    default: return "unknown";
-    }
-}
+// real hardware (host/verbs/verbs_abi.hpp).
+const char* ibv_node_type_str(enum ibv_node_type node_type) { return hcasim::verbs::node_type_text(node_type); }
+const char* ibv_port_state_str(enum ibv_port_state port_state) { return hcasim::verbs::port_state_text(port_state); }
+const char* ibv_event_type_str(enum ibv_event_type event) { return hcasim::verbs::event_type_text(event); }
 
 // The simulated adapter never pins the program's pages against fork()'s
 // copy-on-write: there is nothing to prepare.
 int ibv_fork_init(void) { return 0; }
 
-const char* ibv_wc_status_str(enum ibv_wc_status status) {
-    const auto i = static_cast<std::size_t>(status);
-    if (i < sizeof kStatusStrings / sizeof kStatusStrings[0]) return kStatusStrings[i];
-    return "unknown";
-}
+const char* ibv_wc_status_str(enum ibv_wc_status status) { return hcasim::verbs::wc_status_text(status); }
 
 }  // extern "C"

@@ -22,8 +22,10 @@
 #include <vector>
 
 #include "host/remote/client/remote_client.hpp"
+#include "host/verbs/verbs_abi.hpp"
 
 using namespace hcasim::remote;
+using namespace hcasim::verbs;
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -827,23 +829,11 @@ EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
     event->event_type = static_cast<ibv_event_type>(c.out().get<std::int32_t>());
     // The element: the program's own object, named back by its address, or the port.
     const auto element = c.out().get<std::uint64_t>();
-    switch (event->event_type) {
-    case IBV_EVENT_CQ_ERR: event->element.cq = reinterpret_cast<ibv_cq*>(static_cast<std::uintptr_t>(element)); break;
-    case IBV_EVENT_SRQ_ERR:
-    case IBV_EVENT_SRQ_LIMIT_REACHED:
-        event->element.srq = reinterpret_cast<ibv_srq*>(static_cast<std::uintptr_t>(element));
-        break;
-    case IBV_EVENT_QP_FATAL:
-    case IBV_EVENT_QP_REQ_ERR:
-    case IBV_EVENT_QP_ACCESS_ERR:
-    case IBV_EVENT_COMM_EST:
-    case IBV_EVENT_SQ_DRAINED:
-    case IBV_EVENT_PATH_MIG:
-    case IBV_EVENT_PATH_MIG_ERR:
-    case IBV_EVENT_QP_LAST_WQE_REACHED:
-        event->element.qp = reinterpret_cast<ibv_qp*>(static_cast<std::uintptr_t>(element));
-        break;
-    default: event->element.port_num = static_cast<int>(element); break;
+    switch (async_element(event->event_type)) {
+    case AsyncElement::Cq: event->element.cq = reinterpret_cast<ibv_cq*>(static_cast<std::uintptr_t>(element)); break;
+    case AsyncElement::Srq: event->element.srq = reinterpret_cast<ibv_srq*>(static_cast<std::uintptr_t>(element)); break;
+    case AsyncElement::Qp: event->element.qp = reinterpret_cast<ibv_qp*>(static_cast<std::uintptr_t>(element)); break;
+    case AsyncElement::Port: event->element.port_num = static_cast<int>(element); break;
     }
     return 0;
 }
@@ -853,19 +843,11 @@ EXPORT void ibv_ack_async_event(ibv_async_event* event) {
     Call c(Op::AckAsyncEvent);
     c.in().put(static_cast<std::int32_t>(event->event_type));
     std::uint64_t element = 0;
-    switch (event->event_type) {
-    case IBV_EVENT_CQ_ERR: element = handle<CCq>(event->element.cq); break;
-    case IBV_EVENT_SRQ_ERR:
-    case IBV_EVENT_SRQ_LIMIT_REACHED: element = handle<CSrq>(event->element.srq); break;
-    case IBV_EVENT_QP_FATAL:
-    case IBV_EVENT_QP_REQ_ERR:
-    case IBV_EVENT_QP_ACCESS_ERR:
-    case IBV_EVENT_COMM_EST:
-    case IBV_EVENT_SQ_DRAINED:
-    case IBV_EVENT_PATH_MIG:
-    case IBV_EVENT_PATH_MIG_ERR:
-    case IBV_EVENT_QP_LAST_WQE_REACHED: element = handle<CQp>(event->element.qp); break;
-    default: break;
+    switch (async_element(event->event_type)) {
+    case AsyncElement::Cq: element = handle<CCq>(event->element.cq); break;
+    case AsyncElement::Srq: element = handle<CSrq>(event->element.srq); break;
+    case AsyncElement::Qp: element = handle<CQp>(event->element.qp); break;
+    case AsyncElement::Port: break;
     }
     c.in().put(element);
     c.run();
@@ -883,43 +865,11 @@ EXPORT int ibv_read_sysfs_file(const char*, const char*, char*, size_t) { return
 EXPORT int ibv_read_ibdev_sysfs_file(char*, size_t, ibv_device*, const char*, ...) { return -1; }
 EXPORT const char* ibv_get_sysfs_path(void) { return "/sys"; }
 
-EXPORT const char* ibv_node_type_str(ibv_node_type t) {
-    static const char* const names[] = {"unknown", "InfiniBand channel adapter", "InfiniBand switch",
-                                        "InfiniBand router", "iWARP NIC", "usNIC", "usNIC UDP", "unspecified"};
-    const int i = static_cast<int>(t);
-    return i >= IBV_NODE_CA && i <= IBV_NODE_UNSPECIFIED ? names[i] : names[0];
-}
-
-EXPORT const char* ibv_port_state_str(ibv_port_state s) {
-    static const char* const names[] = {"PORT_NOP", "PORT_DOWN", "PORT_INIT", "PORT_ARMED", "PORT_ACTIVE",
-                                        "PORT_ACTIVE_DEFER"};
-    const int i = static_cast<int>(s);
-    return i >= 0 && i <= IBV_PORT_ACTIVE_DEFER ? names[i] : "unknown";
-}
-
-EXPORT const char* ibv_event_type_str(ibv_event_type e) {
-    static const char* const names[] = {
-        "CQ error", "local work queue catastrophic error", "invalid request local work queue error",
-        "local access violation work queue error", "communication established", "send queue drained",
-        "path migrated", "path migration request error", "local catastrophic error", "port active",
-        "port error", "LID change", "P_Key change", "SM change", "SRQ error", "SRQ limit reached",
-        "last WQE reached", "client reregistration", "GID table change", "WQ fatal"};
-    const int i = static_cast<int>(e);
-    return i >= 0 && i <= IBV_EVENT_WQ_FATAL ? names[i] : "unknown";
-}
-
-EXPORT const char* ibv_wc_status_str(ibv_wc_status s) {
-    static const char* const names[] = {
-        "success", "local length error", "local QP operation error", "local EE context operation error",
-        "local protection error", "Work Request Flushed Error", "memory management operation error",
-        "bad response error", "local access error", "remote invalid request error", "remote access error",
-        "remote operation error", "transport retry counter exceeded", "RNR retry counter exceeded",
-        "local RDD violation error", "remote invalid RD request", "aborted error", "invalid EE context number",
-        "invalid EE context state", "fatal error", "response timeout error", "general error",
-        "TM error", "TM rendezvous error"};
-    const int i = static_cast<int>(s);
-    return i >= 0 && i <= IBV_WC_TM_RNDV_INCOMPLETE ? names[i] : "unknown";
-}
+// libibverbs' own strings (host/verbs/verbs_abi.hpp, shared with the verbs personality).
+EXPORT const char* ibv_node_type_str(ibv_node_type t) { return node_type_text(t); }
+EXPORT const char* ibv_port_state_str(ibv_port_state s) { return port_state_text(s); }
+EXPORT const char* ibv_event_type_str(ibv_event_type e) { return event_type_text(e); }
+EXPORT const char* ibv_wc_status_str(ibv_wc_status s) { return wc_status_text(s); }
 
 EXPORT int ibv_rate_to_mult(ibv_rate rate) {
     switch (rate) {
