@@ -96,6 +96,15 @@ void VerbsProxy::forget(const void* p) {
 
 void VerbsProxy::remove(const void* p) { m_objects.erase(ptr(p)); }
 
+template <typename T>
+int VerbsProxy::destroy(std::uint64_t h, Kind kind, int (*fn)(T*)) {
+    T* obj = find<T>(h, kind);
+    if (!obj) return EINVAL;
+    const int st = fn(obj);
+    if (!st) remove(obj);
+    return st;
+}
+
 int VerbsProxy::take_fd(int remote_fd) {
     if (m_pidfd < 0 || remote_fd < 0) return -1;
     return static_cast<int>(syscall(SYS_pidfd_getfd, m_pidfd, remote_fd, 0));
@@ -270,13 +279,7 @@ void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
         out.put(pd->handle);
         return;
     }
-    case Op::DeallocPd: {
-        auto* pd = find<ibv_pd>(in.get<std::uint64_t>(), Kind::Pd);
-        if (!pd) return status(EINVAL);
-        const int st = ibv_dealloc_pd(pd);
-        if (!st) remove(pd);
-        return status(st);
-    }
+    case Op::DeallocPd: return status(destroy<ibv_pd>(in.get<std::uint64_t>(), Kind::Pd, ibv_dealloc_pd));
     case Op::RegMr: {
         auto* pd = find<ibv_pd>(in.get<std::uint64_t>(), Kind::Pd);
         const auto addr = in.get<std::uint64_t>();
@@ -296,13 +299,7 @@ void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
         out.put(mr->rkey);
         return;
     }
-    case Op::DeregMr: {
-        auto* mr = find<ibv_mr>(in.get<std::uint64_t>(), Kind::Mr);
-        if (!mr) return status(EINVAL);
-        const int st = ibv_dereg_mr(mr);
-        if (!st) remove(mr);
-        return status(st);
-    }
+    case Op::DeregMr: return status(destroy<ibv_mr>(in.get<std::uint64_t>(), Kind::Mr, ibv_dereg_mr));
     case Op::CreateCompChannel: {
         auto* ctx = find<ibv_context>(in.get<std::uint64_t>(), Kind::Context);
         const auto fd = in.get<std::int32_t>();
@@ -362,13 +359,7 @@ void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
         if (!st) out.put(static_cast<std::int32_t>(cq->cqe));
         return;
     }
-    case Op::DestroyCq: {
-        auto* cq = find<ibv_cq>(in.get<std::uint64_t>(), Kind::Cq);
-        if (!cq) return status(EINVAL);
-        const int st = ibv_destroy_cq(cq);
-        if (!st) remove(cq);
-        return status(st);
-    }
+    case Op::DestroyCq: return status(destroy<ibv_cq>(in.get<std::uint64_t>(), Kind::Cq, ibv_destroy_cq));
     case Op::PollCq: {
         auto* cq = find<ibv_cq>(in.get<std::uint64_t>(), Kind::Cq);
         const auto max = in.get<std::int32_t>();
@@ -438,13 +429,7 @@ void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
         if (!st) out.put(a);
         return;
     }
-    case Op::DestroySrq: {
-        auto* srq = find<ibv_srq>(in.get<std::uint64_t>(), Kind::Srq);
-        if (!srq) return status(EINVAL);
-        const int st = ibv_destroy_srq(srq);
-        if (!st) remove(srq);
-        return status(st);
-    }
+    case Op::DestroySrq: return status(destroy<ibv_srq>(in.get<std::uint64_t>(), Kind::Srq, ibv_destroy_srq));
     case Op::CreateQp: {
         auto* pd = find<ibv_pd>(in.get<std::uint64_t>(), Kind::Pd);
         const auto scq_h = in.get<std::uint64_t>();
@@ -492,13 +477,7 @@ void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
         }
         return;
     }
-    case Op::DestroyQp: {
-        auto* qp = find<ibv_qp>(in.get<std::uint64_t>(), Kind::Qp);
-        if (!qp) return status(EINVAL);
-        const int st = ibv_destroy_qp(qp);
-        if (!st) remove(qp);
-        return status(st);
-    }
+    case Op::DestroyQp: return status(destroy<ibv_qp>(in.get<std::uint64_t>(), Kind::Qp, ibv_destroy_qp));
     case Op::PostSend: {
         auto* qp = find<ibv_qp>(in.get<std::uint64_t>(), Kind::Qp);
         const auto count = in.get<std::uint32_t>();
@@ -588,13 +567,7 @@ void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
         out.put(ah->handle);
         return;
     }
-    case Op::DestroyAh: {
-        auto* ah = find<ibv_ah>(in.get<std::uint64_t>(), Kind::Ah);
-        if (!ah) return status(EINVAL);
-        const int st = ibv_destroy_ah(ah);
-        if (!st) remove(ah);
-        return status(st);
-    }
+    case Op::DestroyAh: return status(destroy<ibv_ah>(in.get<std::uint64_t>(), Kind::Ah, ibv_destroy_ah));
     case Op::AttachMcast:
     case Op::DetachMcast: {
         auto* qp = find<ibv_qp>(in.get<std::uint64_t>(), Kind::Qp);

@@ -65,6 +65,9 @@ private:
 
     std::uint64_t add(const void* p, Kind kind, std::uint64_t client = 0);
     void remove(const void* p);
+    // The verbs call fn on the object named h, and the handle goes with it: 0 or an errno.
+    template <typename T>
+    int destroy(std::uint64_t h, Kind kind, int (*fn)(T*));
     int take_fd(int remote_fd);  // the program's fd as ours (pidfd_getfd), or -1
     void watch_channel(ChannelFd& c);
     void watch_async(ibv_context* ctx, int fd);

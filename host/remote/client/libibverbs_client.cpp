@@ -103,6 +103,26 @@ int status_of(Call& c) {
     return c.out().get<std::int32_t>();
 }
 
+// Frees the program's side of a CQ, SRQ or QP (whose struct has a mutex and
+// a condition variable).
+template <typename C, typename T>
+void drop(T* obj) {
+    forget(handle<C>(obj));
+    pthread_mutex_destroy(&obj->mutex);
+    pthread_cond_destroy(&obj->cond);
+    delete reinterpret_cast<C*>(obj);
+}
+
+// Destroys it in the simulator, then the program's side.
+template <typename C, typename T>
+int destroy_call(Op op, T* obj) {
+    Call c(op);
+    c.in().put(handle<C>(obj));
+    const int st = status_of(c);
+    if (!st) drop<C>(obj);
+    return st;
+}
+
 // ---- the context's ops -----------------------------------------------------
 
 int op_poll_cq(ibv_cq* cq, int num, ibv_wc* wc) {
@@ -548,15 +568,7 @@ EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
 
 EXPORT int ibv_destroy_cq(ibv_cq* cq) {
     if (!cq) return EINVAL;
-    Call c(Op::DestroyCq);
-    c.in().put(handle<CCq>(cq));
-    const int st = status_of(c);
-    if (st) return st;
-    pthread_mutex_destroy(&cq->mutex);
-    pthread_cond_destroy(&cq->cond);
-    forget(handle<CCq>(cq));
-    delete reinterpret_cast<CCq*>(cq);
-    return 0;
+    return destroy_call<CCq>(Op::DestroyCq, cq);
 }
 
 // Waits in the kernel on the channel's fd, as libibverbs reads it, then
@@ -633,15 +645,7 @@ EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
 
 EXPORT int ibv_destroy_srq(ibv_srq* srq) {
     if (!srq) return EINVAL;
-    Call c(Op::DestroySrq);
-    c.in().put(handle<CSrq>(srq));
-    const int st = status_of(c);
-    if (st) return st;
-    pthread_mutex_destroy(&srq->mutex);
-    pthread_cond_destroy(&srq->cond);
-    forget(handle<CSrq>(srq));
-    delete reinterpret_cast<CSrq*>(srq);
-    return 0;
+    return destroy_call<CSrq>(Op::DestroySrq, srq);
 }
 
 // ---- queue pairs ---------------------------------------------------------------
@@ -712,15 +716,7 @@ EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_att
 
 EXPORT int ibv_destroy_qp(ibv_qp* qp) {
     if (!qp) return EINVAL;
-    Call c(Op::DestroyQp);
-    c.in().put(handle<CQp>(qp));
-    const int st = status_of(c);
-    if (st) return st;
-    pthread_mutex_destroy(&qp->mutex);
-    pthread_cond_destroy(&qp->cond);
-    forget(handle<CQp>(qp));
-    delete reinterpret_cast<CQp*>(qp);
-    return 0;
+    return destroy_call<CQp>(Op::DestroyQp, qp);
 }
 
 // Only QPs created with send ops flags have an ibv_qp_ex.
@@ -1152,18 +1148,10 @@ EXPORT ibv_qp* hcasim_adopt_qp(std::uint64_t h, ibv_pd* pd, ibv_cq* send_cq, ibv
 
 // rdma_cm freed what these mirror: only the program's side goes.
 EXPORT void hcasim_drop_qp(ibv_qp* qp) {
-    if (!qp) return;
-    forget(handle<CQp>(qp));
-    pthread_mutex_destroy(&qp->mutex);
-    pthread_cond_destroy(&qp->cond);
-    delete reinterpret_cast<CQp*>(qp);
+    if (qp) drop<CQp>(qp);
 }
 EXPORT void hcasim_drop_cq(ibv_cq* cq) {
-    if (!cq) return;
-    forget(handle<CCq>(cq));
-    pthread_mutex_destroy(&cq->mutex);
-    pthread_cond_destroy(&cq->cond);
-    delete reinterpret_cast<CCq*>(cq);
+    if (cq) drop<CCq>(cq);
 }
 EXPORT void hcasim_drop_channel(ibv_comp_channel* ch) {
     if (!ch) return;

@@ -150,6 +150,16 @@ CId* read_id(Reader& r, CId* like = nullptr) {
     return m;
 }
 
+// The result of a call that sends the id's state back, failed or not: the
+// mirror takes the state, errno stays the call's.
+int result_with_id(Call& c) {
+    const int rc = result(c);
+    const int err = errno;
+    if (c.ok()) read_id(c.out());
+    errno = err;
+    return rc;
+}
+
 CId* cid(rdma_cm_id* id) { return reinterpret_cast<CId*>(id); }
 
 void put_addr(Writer& w, const sockaddr* a) {
@@ -279,11 +289,7 @@ int address_call(Op op, rdma_cm_id* id, const sockaddr* src, const sockaddr* dst
     put_addr(c.in(), src);
     put_addr(c.in(), dst);
     c.in().put(static_cast<std::int32_t>(timeout_ms));
-    const int rc = result(c);
-    const int err = errno;
-    if (c.ok()) read_id(c.out());
-    errno = err;
-    return rc;
+    return result_with_id(c);
 }
 }  // namespace
 
@@ -298,11 +304,7 @@ EXPORT int rdma_resolve_route(rdma_cm_id* id, int timeout_ms) {
     Call c(Op::CmResolveRoute);
     c.in().put(cid(id)->h);
     c.in().put(static_cast<std::int32_t>(timeout_ms));
-    const int rc = result(c);
-    const int err = errno;
-    if (c.ok()) read_id(c.out());
-    errno = err;
-    return rc;
+    return result_with_id(c);
 }
 
 EXPORT int rdma_listen(rdma_cm_id* id, int backlog) {
@@ -324,22 +326,14 @@ int conn_call(Op op, rdma_cm_id* id, rdma_conn_param* p) {
     if (!copy.private_data) copy.private_data_len = 0;
     c.in().put(copy);
     c.in().bytes(copy.private_data, copy.private_data_len);
-    const int rc = result(c);
-    const int err = errno;
-    if (c.ok()) read_id(c.out());
-    errno = err;
-    return rc;
+    return result_with_id(c);
 }
 
 int id_call(Op op, rdma_cm_id* id) {
     if (!id) return fail(EINVAL);
     Call c(op);
     c.in().put(cid(id)->h);
-    const int rc = result(c);
-    const int err = errno;
-    if (c.ok()) read_id(c.out());
-    errno = err;
-    return rc;
+    return result_with_id(c);
 }
 }  // namespace
 
