@@ -12,13 +12,18 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <csignal>
 
 namespace hcasim::remote {
 
 constexpr std::uint32_t kChannelMagic = 0x68636173;  // "hcas"
-constexpr std::uint32_t kChannelVersion = 1;
+constexpr std::uint32_t kChannelVersion = 2;
 constexpr std::uint32_t kSlots = 16;                 // threads of one program that make calls
 constexpr std::size_t kSlotBytes = 256 * 1024;       // arguments or results of one call
+
+// The signal by which the simulator asks a running thread where it is
+// (ChannelHeader::sample_*). Not one glibc keeps for itself.
+inline int sample_signal() { return SIGRTMAX - 2; }
 
 // The environment a program is started with.
 constexpr const char* kChannelFdEnv = "HCASIM_CHANNEL_FD";
@@ -63,6 +68,17 @@ struct alignas(64) ChannelHeader {
     std::atomic<std::uint64_t> now_ps;
     // Clock reads so far (a program that reads the clock is not spinning on memory).
     std::atomic<std::uint64_t> clock_reads;
+    // A running thread's state on the simulator's request (sample_signal):
+    // its instruction pointer and a digest of its registers and the stack
+    // around its stack pointer. The same state twice at one instruction: it
+    // goes round a loop that changes nothing (it spins). sample_answer is
+    // set to sample_request once the rest is written.
+    std::atomic<std::uint32_t> sample_request;
+    std::atomic<std::uint32_t> sample_answer;
+    std::int32_t sample_tid;
+    std::uint32_t sample_reserved;
+    std::uint64_t sample_ip;
+    std::uint64_t sample_digest;
     std::uint64_t tsc_khz;         // the simulated TSC's rate
     std::uint64_t epoch_ns;        // CLOCK_REALTIME at simulated time 0
     std::uint32_t ip_network;      // the IPoIB subnet (host byte order) and its prefix length

@@ -14,6 +14,8 @@ namespace {
 // How long (simulated) the synchronisation lets the hardware run, with every
 // program waiting, before it looks at them again.
 constexpr sim::Tick kRecheck = 100 * sim::kPsPerUs;
+// The same while a program spins on memory.
+constexpr sim::Tick kSpinRecheck = 1000 * sim::kPsPerUs;
 }  // namespace
 
 ProcessSync::ProcessSync(std::vector<RemoteProgram*> programs, ProgramGroup* group, double timeout_s)
@@ -181,10 +183,10 @@ void ProcessSync::run() {
             for (std::size_t i : spinners) writes.push_back(m_programs[i]->memory_writes());
             const std::uint64_t activity = m_group ? m_group->activity : 0;
             bool written = false;
-            // At most one step (host.poll_horizon_ns) at a time, then the
-            // spinners are looked at again: a program taken for a spinner
-            // that was only computing moves the clock little.
-            const sim::Tick until = sim::now_ps() + m_programs[spinners.front()]->spec().spin_step;
+            // A spinner is one that goes round a loop that changes nothing,
+            // so it stays one until its memory is written: the recheck is
+            // only for the wall-clock time-out and collecting ended programs.
+            const sim::Tick until = sim::now_ps() + kSpinRecheck;
             while (!written && sc_core::sc_pending_activity() && (!m_group || m_group->activity == activity) &&
                    sim::now_ps() < until) {
                 advance_waiting(spinners, until);

@@ -346,9 +346,106 @@ bool RemoteProgram::spinning() const {
         m_cpu_mark = cpu;
         m_clock_reads_mark = reads;
         m_kernel_work_mark = work;
+        m_loops = false;
         return false;
     }
-    return cpu - m_cpu_mark >= m_spec.spin_cpu_ns;
+    if (cpu - m_cpu_mark < m_spec.spin_cpu_ns) return false;
+    // How long it has run decides only when to look: what it does decides
+    // whether it waits, so the verdict does not depend on the host's speed.
+    if (!m_loops && !loops_without_progress()) {
+        m_cpu_mark = cpu_ns();  // it computes: look again after as much CPU time again
+        return false;
+    }
+    m_loops = true;
+    return true;
+}
+
+int RemoteProgram::sample(int tid, std::uint64_t& ip, std::uint64_t& digest) const {
+    const std::uint32_t request = ++m_sample_request;
+    m_channel->sample_request.store(request, std::memory_order_release);
+    if (syscall(SYS_tgkill, m_pid, tid, sample_signal()) != 0) return -1;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+    // Sleeping, not spinning: the thread may need this CPU to answer.
+    for (;;) {
+        const std::uint32_t answer = m_channel->sample_answer.load(std::memory_order_acquire);
+        if (answer == request) break;
+        if (std::chrono::steady_clock::now() > give_up) return 0;
+        const timespec wait{0, 1000000};
+        syscall(SYS_futex, &m_channel->sample_answer, FUTEX_WAIT, answer, &wait, nullptr, 0);
+    }
+    if (m_channel->sample_tid != tid) return 0;
+    ip = m_channel->sample_ip;
+    digest = m_channel->sample_digest;
+    return 1;
+}
+
+namespace {
+// Waits (wall time, a little) until thread task_dir has had some CPU time
+// more; false if it does not get it.
+bool ran_on(const std::string& task_dir) {
+    const std::uint64_t from = std::strtoull(read_small(task_dir + "/schedstat").c_str(), nullptr, 10);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+    for (;;) {
+        const timespec pause{0, 20000};
+        nanosleep(&pause, nullptr);
+        const std::string t = read_small(task_dir + "/schedstat");
+        if (t.empty()) return false;
+        if (std::strtoull(t.c_str(), nullptr, 10) >= from + 20000) return true;
+        if (std::chrono::steady_clock::now() > give_up) return false;
+    }
+}
+}  // namespace
+
+bool RemoteProgram::loops_without_progress() const {
+    // Samples of a thread until two come from one instruction: the same
+    // state there means a loop that changes nothing; another state, work.
+    constexpr int kMaxSamples = 64;
+    const std::string task = "/proc/" + std::to_string(m_pid) + "/task";
+    DIR* d = opendir(task.c_str());
+    if (!d) return false;
+    std::vector<int> running;
+    while (dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        const int tid = std::atoi(e->d_name);
+        bool calling = false;
+        for (const Slot& s : m_channel->slots)
+            if (s.tid == tid && s.state.load(std::memory_order_acquire) == kCall) calling = true;
+        if (!calling && stat_state(read_small(task + "/" + e->d_name + "/stat")) == 'R') running.push_back(tid);
+    }
+    closedir(d);
+    if (running.empty()) return false;
+    for (const int tid : running) {
+        std::vector<std::pair<std::uint64_t, std::uint64_t>> seen;
+        bool decided = false;
+        const std::string task_dir = task + "/" + std::to_string(tid);
+        for (int k = 0; k < kMaxSamples && !decided; ++k) {
+            // Between two looks it must have run on (a signal already
+            // waiting is taken before the thread runs again, and would show
+            // the same state, whatever the thread does).
+            if (k > 0 && !ran_on(task_dir)) return false;
+            std::uint64_t ip = 0, digest = 0;
+            // Gone: it is changing. No answer (it blocks the signal): the
+            // CPU time rule alone decides, as it must for the run to go on.
+            const int answered = sample(tid, ip, digest);
+            if (answered < 0) return false;
+            if (answered == 0) return true;
+            // Back in a loop it was found spinning in before: one look will do.
+            if (k == 0 && m_spin_loops.count({tid, ip})) {
+                decided = true;
+                break;
+            }
+            for (const auto& s : seen)
+                if (s.first == ip) {
+                    if (s.second != digest) return false;
+                    m_spin_loops.insert({tid, ip});
+                    decided = true;
+                    break;
+                }
+            seen.emplace_back(ip, digest);
+        }
+        if (!decided) return false;  // a long loop: look again later
+    }
+    return true;
 }
 
 std::uint64_t RemoteProgram::memory_writes() const { return m_driver.hca().pcie().memory().remote_writes(); }
@@ -397,21 +494,38 @@ void RemoteProgram::serve_slot(std::uint32_t i) {
             if (ns) sc_core::wait(sim::to_sc(ns * 1000));
         } else if (op == Op::Listen) {
             const auto port = in.get<std::uint16_t>();
+            const auto real = in.get<std::uint16_t>();
             if (m_spec.group && !in.bad()) {
-                m_spec.group->ports.insert(port);
+                m_spec.group->listeners[{m_spec.node, port}] = real;
                 m_spec.group->ports_changed.notify(sc_core::SC_ZERO_TIME);
             }
         } else if (op == Op::AwaitListener) {
+            // To a node (its address), or to loopback (-1): the program's
+            // own node if it listens there, else the first that does, so
+            // that a client given "localhost" finds its server.
             const auto port = in.get<std::uint16_t>();
-            bool found = true;
+            const auto node = in.get<std::int32_t>();
+            std::uint16_t real = 0;
             if (m_spec.group && !in.bad()) {
                 ProgramGroup& t = *m_spec.group;
+                auto find = [&]() -> bool {
+                    auto at = t.listeners.find({node < 0 ? m_spec.node : node, port});
+                    if (at == t.listeners.end() && node < 0)
+                        for (auto it = t.listeners.begin(); it != t.listeners.end(); ++it)
+                            if (it->first.second == port) {
+                                at = it;
+                                break;
+                            }
+                    if (at == t.listeners.end()) return false;
+                    real = at->second;
+                    return true;
+                };
                 const sim::Tick until = sim::now_ps() + t.connect_wait;
-                while (!t.ports.count(port) && sim::now_ps() < until)
+                while (!find() && sim::now_ps() < until)
                     sc_core::wait(sim::to_sc(until - sim::now_ps()), t.ports_changed);
-                found = t.ports.count(port) != 0;
             }
-            out.put(static_cast<std::int32_t>(found ? 0 : ECONNREFUSED));
+            out.put(static_cast<std::int32_t>(real ? 0 : ECONNREFUSED));
+            out.put(real);
         } else if (VerbsProxy::handles(op)) {
             m_verbs->execute(op, in, out);
         } else if (RdmaCmProxy::handles(op)) {

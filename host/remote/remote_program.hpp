@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -25,12 +26,15 @@ namespace hcasim::remote {
 
 // What the programs of one run share.
 struct ProgramGroup {
-    // The TCP ports programs listen on. A connect to a port waits in
+    // The TCP ports programs listen on, by node and the port the program
+    // asked for: the real (loopback) port the host gave it. Each node has
+    // ports of its own, as on a cluster, and no run shares ports with
+    // another or with the host's own programs. A connect to a port waits in
     // simulated time until a program listens there (up to connect_wait), as
     // if every server had been started first: which of two programs reaches
     // listen() or connect() first at one simulated instant must not decide
     // whether the connection is refused.
-    std::set<std::uint16_t> ports;
+    std::map<std::pair<int, std::uint16_t>, std::uint16_t> listeners;
     sc_core::sc_event ports_changed;
     sim::Tick connect_wait = 0;
     std::vector<ChannelHeader*> channels;  // every program's
@@ -57,7 +61,6 @@ struct LaunchSpec {
     std::uint64_t epoch_ns = 0;     // CLOCK_REALTIME at simulated time 0
     std::uint64_t clock_read_ps = 0;  // what one clock read costs the program
     std::uint64_t spin_cpu_ns = 0;    // CPU time without a call after which it is taken to spin on memory
-    sim::Tick spin_step = 0;          // longest advance of simulated time for a spinner before it is looked at again
     int stdout_fd = 1, stderr_fd = 2;  // where its output goes
     ProgramGroup* group = nullptr;
     const host::IpSubnet* subnet = nullptr;  // the simulated hosts' addresses and names
@@ -105,10 +108,13 @@ public:
     // program's clock moves by its own clock reads (and calls) alone, so
     // what it computes from its clock never depends on the host.
     void publish_time(sim::Tick t) { m_channel->now_ps.store(t, std::memory_order_release); }
-    // A program that runs (is not quiescent) and has used spin_cpu_ns of CPU
+    // A program that runs (is not quiescent), has used spin_cpu_ns of CPU
     // time since it last had reason to move (a call's result, an adapter
-    // write into its memory) is taken to spin on memory, as perftest's
-    // write_lat does: it waits for the adapter's next write into its memory.
+    // write into its memory), and whose every running thread goes round a
+    // loop that changes nothing (sampled: the same registers and stack twice
+    // at one instruction) spins on memory, as perftest's write_lat does: it
+    // waits for the adapter's next write into its memory. One whose state
+    // moves on computes, and simulated time waits for it.
     bool spinning() const;
     // It has reason to move again (the adapter wrote its memory).
     void woken() const { m_cpu_mark = kNoMark; }
@@ -142,6 +148,14 @@ private:
     static constexpr std::uint64_t kNoMark = ~std::uint64_t(0);
     mutable std::uint64_t m_cpu_mark = kNoMark;  // its CPU time (ns) when it last had reason to move
     mutable std::uint64_t m_clock_reads_mark = 0;
+    mutable bool m_loops = false;  // found going round a loop that changes nothing since the mark
+    // Every thread of it outside a call that runs goes round such a loop.
+    bool loops_without_progress() const;
+    // Where thread tid is: 1, or 0 if it does not answer, -1 if it is gone.
+    int sample(int tid, std::uint64_t& ip, std::uint64_t& digest) const;
+    mutable std::uint32_t m_sample_request = 0;
+    // Where its threads were found spinning (thread, instruction).
+    mutable std::set<std::pair<int, std::uint64_t>> m_spin_loops;
     mutable std::uint64_t m_kernel_work_mark = 0;
     std::uint64_t kernel_work() const;
     std::uint64_t cpu_ns() const;

@@ -174,7 +174,6 @@ ProgramsResult run_programs(System& sys, const ProgramsOptions& o, std::ostream&
         spec.tsc_khz = static_cast<std::uint64_t>(mhz * 1000.0 + 0.5);
         spec.epoch_ns = 1767225600ull * 1000000000ull;  // 2026-01-01 00:00:00 UTC: the same every run
         spec.clock_read_ps = sim::ns_to_ps(clock_read_ns);
-        spec.spin_step = sim::ns_to_ps(sys.config().get_real("host.poll_horizon_ns"));
         spec.spin_cpu_ns = static_cast<std::uint64_t>(sys.config().get_real("host.spin_cpu_us") * 1000.0);
         spec.group = &group;
         spec.subnet = &sys.ip_subnet();

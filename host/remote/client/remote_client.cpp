@@ -30,6 +30,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <ctime>
 
 using namespace hcasim::remote;
@@ -85,6 +87,36 @@ void on_segv(int sig, siginfo_t* info, void* uc_void) {
     uc->uc_mcontext.gregs[REG_RIP] += length;
 }
 
+// The simulator asks where this thread is, having seen it run long without
+// a call: a digest of its registers (not those the kernel fills in for the
+// signal) and of the stack around its stack pointer, where unoptimised code
+// keeps its loop variables.
+void on_sample(int, siginfo_t*, void* uc_void) {
+    const int saved_errno = errno;
+    if (g_channel) {
+        const greg_t* r = static_cast<ucontext_t*>(uc_void)->uc_mcontext.gregs;
+        std::uint64_t h = 14695981039346656037ull;
+        auto mix = [&h](const void* p, std::size_t n) {
+            for (std::size_t i = 0; i < n; ++i) {
+                h ^= static_cast<const unsigned char*>(p)[i];
+                h *= 1099511628211ull;
+            }
+        };
+        for (int i = 0; i < NGREG; ++i)
+            if (i != REG_TRAPNO && i != REG_ERR && i != REG_OLDMASK && i != REG_CR2 && i != REG_CSGSFS)
+                mix(&r[i], sizeof r[i]);
+        // The red zone below it and a few frames' worth above.
+        mix(reinterpret_cast<const unsigned char*>(r[REG_RSP]) - 128, 384);
+        g_channel->sample_tid = static_cast<std::int32_t>(syscall(SYS_gettid));
+        g_channel->sample_ip = static_cast<std::uint64_t>(r[REG_RIP]);
+        g_channel->sample_digest = h;
+        g_channel->sample_answer.store(g_channel->sample_request.load(std::memory_order_acquire),
+                                       std::memory_order_release);
+        futex(&g_channel->sample_answer, FUTEX_WAKE, 1);
+    }
+    errno = saved_errno;
+}
+
 void release_slot(void*) {
     if (!t_slot) return;
     t_slot->state.store(kFree, std::memory_order_release);
@@ -128,6 +160,10 @@ __attribute__((constructor)) void attach() {
     sa.sa_sigaction = on_segv;
     sa.sa_flags = SA_SIGINFO | SA_NODEFER;
     sigaction(SIGSEGV, &sa, nullptr);
+    struct sigaction sample {};
+    sample.sa_sigaction = on_sample;
+    sample.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigaction(sample_signal(), &sample, nullptr);
     prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
     // Tell the simulator who this is.
     Call hello(Op::Hello);
@@ -269,19 +305,84 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t* t, const pt
 //
 // Programs exchange QP numbers, LIDs and keys over TCP. All of them run on
 // this machine, so a connection to a simulated host (its IPoIB address or
-// name) goes to the loopback address, where its program listens. A connect
-// waits in simulated time until some program listens on the port, as if the
-// servers had been started first.
+// name) goes to the loopback address, where its program listens. Each node
+// has ports of its own: a TCP socket bound to a port is bound to a port the
+// host picks, and the simulator maps (node, port) to it, so two nodes may
+// listen on one port and no run meets another's programs. A connect waits in
+// simulated time until some program listens on the port, as if the servers
+// had been started first.
 
 namespace {
 
-bool simulated_host(std::uint32_t ip) {
+std::uint32_t prefix_mask() {
     const std::uint32_t len = g_channel->ip_prefix_len;
-    const std::uint32_t mask = len == 0 ? 0 : ~std::uint32_t{0} << (32 - len);
-    return (ip & mask) == (g_channel->ip_network & mask);
+    return len == 0 ? 0 : ~std::uint32_t{0} << (32 - len);
+}
+
+bool simulated_host(std::uint32_t ip) {
+    return (ip & prefix_mask()) == (g_channel->ip_network & prefix_mask());
+}
+
+// The port each of the program's TCP sockets asked for, by descriptor.
+std::mutex g_ports_lock;
+std::map<int, std::uint16_t> g_asked_port;
+
+bool stream_socket(int fd) {
+    int type = 0;
+    socklen_t tl = sizeof type;
+    return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM;
+}
+
+std::uint16_t* port_field(sockaddr* a) {
+    if (a->sa_family == AF_INET) return &reinterpret_cast<sockaddr_in*>(a)->sin_port;
+    if (a->sa_family == AF_INET6) return &reinterpret_cast<sockaddr_in6*>(a)->sin6_port;
+    return nullptr;
 }
 
 }  // namespace
+
+__attribute__((visibility("default"))) int bind(int fd, const sockaddr* addr, socklen_t len) {
+    using Fn = int (*)(int, const sockaddr*, socklen_t);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "bind"));
+    if (!g_channel || !addr || len > sizeof(sockaddr_storage) || !stream_socket(fd)) return real(fd, addr, len);
+    sockaddr_storage ss{};
+    std::memcpy(&ss, addr, len);
+    std::uint16_t* port = port_field(reinterpret_cast<sockaddr*>(&ss));
+    if (!port || *port == 0) return real(fd, addr, len);
+    const std::uint16_t asked = ntohs(*port);
+    *port = 0;
+    const int r = real(fd, reinterpret_cast<sockaddr*>(&ss), len);
+    if (r == 0) {
+        std::lock_guard<std::mutex> g(g_ports_lock);
+        g_asked_port[fd] = asked;
+    }
+    return r;
+}
+
+// The port the program asked for, not the one the host gave.
+__attribute__((visibility("default"))) int getsockname(int fd, sockaddr* addr, socklen_t* len) {
+    using Fn = int (*)(int, sockaddr*, socklen_t*);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "getsockname"));
+    const int r = real(fd, addr, len);
+    if (r != 0 || !g_channel || !addr || !len) return r;
+    std::lock_guard<std::mutex> g(g_ports_lock);
+    const auto at = g_asked_port.find(fd);
+    if (at == g_asked_port.end()) return r;
+    if ((addr->sa_family == AF_INET && *len >= sizeof(sockaddr_in)) ||
+        (addr->sa_family == AF_INET6 && *len >= sizeof(sockaddr_in6)))
+        *port_field(addr) = htons(at->second);
+    return r;
+}
+
+__attribute__((visibility("default"))) int close(int fd) {
+    using Fn = int (*)(int);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "close"));
+    if (g_channel) {
+        std::lock_guard<std::mutex> g(g_ports_lock);
+        g_asked_port.erase(fd);
+    }
+    return real(fd);
+}
 
 __attribute__((visibility("default"))) int listen(int fd, int backlog) {
     using Fn = int (*)(int, int);
@@ -290,14 +391,22 @@ __attribute__((visibility("default"))) int listen(int fd, int backlog) {
     if (r != 0 || !g_channel) return r;
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return r;
-    std::uint16_t port = 0;
-    if (ss.ss_family == AF_INET) port = ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-    else if (ss.ss_family == AF_INET6) port = ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
-    else return r;
+    using NameFn = int (*)(int, sockaddr*, socklen_t*);
+    static NameFn real_name = reinterpret_cast<NameFn>(dlsym(RTLD_NEXT, "getsockname"));
+    if (real_name(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return r;
+    const std::uint16_t* port = port_field(reinterpret_cast<sockaddr*>(&ss));
+    if (!port) return r;
+    const std::uint16_t given = ntohs(*port);
+    std::uint16_t asked = given;
+    {
+        std::lock_guard<std::mutex> g(g_ports_lock);
+        const auto at = g_asked_port.find(fd);
+        if (at != g_asked_port.end()) asked = at->second;
+    }
     const int saved = errno;
     Call c(Op::Listen);
-    c.in().put(port);
+    c.in().put(asked);
+    c.in().put(given);
     c.run();
     errno = saved;
     return r;
@@ -306,40 +415,45 @@ __attribute__((visibility("default"))) int listen(int fd, int backlog) {
 __attribute__((visibility("default"))) int connect(int fd, const sockaddr* addr, socklen_t len) {
     using Fn = int (*)(int, const sockaddr*, socklen_t);
     static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "connect"));
-    if (!g_channel || !addr) return real(fd, addr, len);
-    int type = 0;
-    socklen_t tl = sizeof type;
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM) return real(fd, addr, len);
-    std::uint16_t port = 0;
-    sockaddr_in v4{};
-    sockaddr_in6 v6{};
-    const sockaddr* target = addr;
+    if (!g_channel || !addr || !stream_socket(fd)) return real(fd, addr, len);
+    sockaddr_storage target{};
+    std::int32_t node = -1;  // loopback: the program's own node, or whichever listens
     if (addr->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
+        sockaddr_in v4{};
         std::memcpy(&v4, addr, sizeof v4);
         const std::uint32_t ip = ntohl(v4.sin_addr.s_addr);
         const bool loopback = (ip >> 24) == 127;
         if (!loopback && !simulated_host(ip)) return real(fd, addr, len);
-        if (!loopback) v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        port = ntohs(v4.sin_port);
-        target = reinterpret_cast<const sockaddr*>(&v4);
+        if (!loopback) {
+            node = static_cast<std::int32_t>((ip & ~prefix_mask()) - 1);
+            v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        }
+        std::memcpy(&target, &v4, sizeof v4);
         len = sizeof v4;
     } else if (addr->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
+        sockaddr_in6 v6{};
         std::memcpy(&v6, addr, sizeof v6);
-        if (!IN6_IS_ADDR_LOOPBACK(&v6.sin6_addr) && !IN6_IS_ADDR_V4MAPPED(&v6.sin6_addr)) return real(fd, addr, len);
-        port = ntohs(v6.sin6_port);
+        const bool mapped_loopback = IN6_IS_ADDR_V4MAPPED(&v6.sin6_addr) && v6.sin6_addr.s6_addr[12] == 127;
+        if (!IN6_IS_ADDR_LOOPBACK(&v6.sin6_addr) && !mapped_loopback) return real(fd, addr, len);
+        std::memcpy(&target, &v6, sizeof v6);
+        len = sizeof v6;
     } else {
         return real(fd, addr, len);
     }
+    std::uint16_t* port = port_field(reinterpret_cast<sockaddr*>(&target));
     Call c(Op::AwaitListener);
-    c.in().put(port);
+    c.in().put(ntohs(*port));
+    c.in().put(node);
     if (c.run()) {
         const int st = c.out().get<std::int32_t>();
+        const std::uint16_t given = c.out().get<std::uint16_t>();
         if (st) {
             errno = st;
             return -1;
         }
+        *port = htons(given);
     }
-    return real(fd, target, len);
+    return real(fd, reinterpret_cast<sockaddr*>(&target), len);
 }
 
 // Host names of the simulated hosts resolve to their IPoIB addresses.
