@@ -5,8 +5,8 @@
 // Addresses are IPv4 on each node's IPoIB interface. rdma_resolve_addr ARPs
 // for the destination, rdma_resolve_route asks the SA for a PathRecord, and
 // connections are IB CM exchanges of the adapter's CM agent: RDMA_PS_TCP and
-// RDMA_PS_IB connect RC QPs with REQ/REP/RTU, RDMA_PS_UDP and RDMA_PS_IPOIB
-// resolve UD QPs with SIDR. As in librdmacm, the program's own thread brings
+// RDMA_PS_IB connect RC QPs (XRC initiator and target QPs for XRC ids) with
+// REQ/REP/RTU, RDMA_PS_UDP and RDMA_PS_IPOIB resolve UD QPs with SIDR. As in librdmacm, the program's own thread brings
 // its QP up (ibv_modify_qp) when it takes the events that need it, so that
 // CPU time is the program's; the CM's messages and time-outs are the agent's.
 #include <arpa/inet.h>
@@ -291,8 +291,16 @@ int qp_to_init(SimId& s, bool remote_read) {
 }
 
 // RTR and RTS toward the peer: remote_psn is what it starts sending with.
+// As ib_cm's QP attributes: an XRC initiator gets no responder attributes
+// (it receives nothing), an XRC target no requester ones (it sends only
+// responses).
 int qp_to_rts(SimId& s, std::uint32_t remote_qpn, std::uint32_t remote_psn, std::uint8_t retry, std::uint8_t rnr_retry) {
     if (int err = qp_to_init(s, s.responder_resources > 0)) return err;
+    const ibv_qp_type type = s.id.qp->qp_type;
+    int rtr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+    if (type != IBV_QPT_XRC_SEND) rtr_mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    int rts_mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT;
+    if (type != IBV_QPT_XRC_RECV) rts_mask |= IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = static_cast<ibv_mtu>(s.path.mtu);
@@ -304,10 +312,7 @@ int qp_to_rts(SimId& s, std::uint32_t remote_qpn, std::uint32_t remote_psn, std:
     a.ah_attr.sl = s.path.sl;
     a.ah_attr.static_rate = 0;
     a.ah_attr.port_num = s.id.port_num ? s.id.port_num : 1;
-    if (int err = modify(s.id.qp, a,
-                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-        return err;
+    if (int err = modify(s.id.qp, a, rtr_mask)) return err;
     ibv_qp_attr r{};
     r.qp_state = IBV_QPS_RTS;
     r.sq_psn = s.psn;
@@ -315,9 +320,51 @@ int qp_to_rts(SimId& s, std::uint32_t remote_qpn, std::uint32_t remote_psn, std:
     r.timeout = ack_timeout(s);
     r.retry_cnt = retry;
     r.rnr_retry = rnr_retry;
-    return modify(s.id.qp, r,
-                  IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                      IBV_QP_RNR_RETRY);
+    return modify(s.id.qp, r, rts_mask);
+}
+
+// librdmacm's XRC domain of the device (ucma_get_xrcd): a private one,
+// opened on first use and kept.
+ibv_xrcd* node_xrcd(NodeCm& n, ibv_context* verbs) {
+    if (!n.xrcd) {
+        ibv_xrcd_init_attr a{};
+        a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+        a.fd = -1;
+        a.oflags = O_CREAT;
+        n.xrcd = ibv_open_xrcd(verbs, &a);
+    }
+    return n.xrcd;
+}
+
+// Frees the CQs and channels rdma_cm made for an id (either may be absent).
+void destroy_cqs(SimId& s, bool send, bool recv) {
+    if (send) {
+        if (s.id.send_cq) ibv_destroy_cq(s.id.send_cq);
+        if (s.id.send_cq_channel) ibv_destroy_comp_channel(s.id.send_cq_channel);
+        s.id.send_cq = nullptr;
+        s.id.send_cq_channel = nullptr;
+    }
+    if (recv) {
+        if (s.id.recv_cq) ibv_destroy_cq(s.id.recv_cq);
+        if (s.id.recv_cq_channel) ibv_destroy_comp_channel(s.id.recv_cq_channel);
+        s.id.recv_cq = nullptr;
+        s.id.recv_cq_channel = nullptr;
+    }
+}
+
+// One CQ with its completion channel, the id its context (rdma_get_send_comp
+// and rdma_get_recv_comp rely on it): 0, or an errno with nothing left made.
+int make_cq(SimId& s, int size, ibv_cq*& cq, ibv_comp_channel*& channel) {
+    channel = ibv_create_comp_channel(s.id.verbs);
+    if (!channel) return errno ? errno : ENOMEM;
+    cq = ibv_create_cq(s.id.verbs, std::max(1, size), &s.id, channel, 0);
+    if (!cq) {
+        const int err = errno ? errno : ENOMEM;
+        ibv_destroy_comp_channel(channel);
+        channel = nullptr;
+        return err;
+    }
+    return 0;
 }
 
 int qp_to_error(SimId& s) {
@@ -887,7 +934,24 @@ int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
         if (!pd) return -1;
     }
     ibv_qp_init_attr a = *qp_init_attr;
-    if (!a.send_cq || !a.recv_cq) {
+    // An XRC target QP is made in librdmacm's XRC domain and has no CQs (its
+    // receives complete to their XRC SRQ's); an XRC initiator receives
+    // nothing, so only a send CQ is made for it.
+    const bool xrc_recv = a.qp_type == IBV_QPT_XRC_RECV;
+    ibv_xrcd* xrcd = xrc_recv ? node_xrcd(n, s->id.verbs) : nullptr;
+    if (xrc_recv && !xrcd) return -1;
+    if (xrc_recv) {
+        a.send_cq = a.recv_cq = nullptr;
+    } else if (a.qp_type == IBV_QPT_XRC_SEND) {
+        if (!a.send_cq) {
+            if (int err = make_cq(*s, static_cast<int>(a.cap.max_send_wr), s->id.send_cq, s->id.send_cq_channel))
+                return fail_errno(err);
+            s->own_cqs = true;
+            a.send_cq = s->id.send_cq;
+        } else {
+            s->id.send_cq = a.send_cq;
+        }
+    } else if (!a.send_cq || !a.recv_cq) {
         // librdmacm makes the CQs, each with a completion channel, with
         // the id as their context (rdma_get_send_comp relies on it).
         s->id.recv_cq_channel = ibv_create_comp_channel(s->id.verbs);
@@ -913,9 +977,25 @@ int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
         s->id.send_cq = a.send_cq;
         s->id.recv_cq = a.recv_cq;
     }
-    if (!a.srq && s->id.srq) a.srq = s->id.srq;
-    ibv_qp* qp = ibv_create_qp(pd, &a);
-    if (!qp) return -1;
+    if (!a.srq && s->id.srq && !xrc_recv && a.qp_type != IBV_QPT_XRC_SEND) a.srq = s->id.srq;
+    ibv_qp* qp = nullptr;
+    if (xrc_recv) {
+        ibv_qp_init_attr_ex x{};
+        x.qp_context = a.qp_context;
+        x.qp_type = IBV_QPT_XRC_RECV;
+        x.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+        x.xrcd = xrcd;
+        qp = ibv_create_qp_ex(s->id.verbs, &x);
+        if (qp) a.cap = x.cap;
+    } else {
+        qp = ibv_create_qp(pd, &a);
+    }
+    if (!qp) {
+        const int err = errno;
+        if (s->own_cqs) destroy_cqs(*s, true, true);
+        s->own_cqs = false;
+        return fail_errno(err);
+    }
     s->id.qp = qp;
     s->id.pd = pd;
     *qp_init_attr = a;
@@ -934,12 +1014,7 @@ void rdma_destroy_qp(rdma_cm_id* id) {
     ibv_destroy_qp(s->id.qp);
     s->id.qp = nullptr;
     if (s->own_cqs) {
-        ibv_destroy_cq(s->id.send_cq);
-        ibv_destroy_cq(s->id.recv_cq);
-        ibv_destroy_comp_channel(s->id.send_cq_channel);
-        ibv_destroy_comp_channel(s->id.recv_cq_channel);
-        s->id.send_cq = s->id.recv_cq = nullptr;
-        s->id.send_cq_channel = s->id.recv_cq_channel = nullptr;
+        destroy_cqs(*s, true, true);
         s->own_cqs = false;
     }
 }
@@ -970,7 +1045,10 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
     req.initiator_depth = s->initiator_depth;
     req.remote_cm_response_timeout = kCmResponseTimeout;
     req.local_cm_response_timeout = kCmResponseTimeout;
-    req.transport = ibcm::Transport::Rc;
+    // An XRC initiator's REQ names the XRC transport (IBA 14.6.3.1).
+    const bool xrc = s->id.qp_type == IBV_QPT_XRC_SEND;
+    req.transport = xrc ? ibcm::Transport::Extended : ibcm::Transport::Rc;
+    req.extended_transport = xrc ? 1 : 0;
     req.end_to_end_flow_control = conn_param->flow_control;
     req.starting_psn = s->psn;
     req.retry_count = conn_param->retry_count & 7;
@@ -994,6 +1072,14 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
         req.private_data.insert(req.private_data.end(), b, b + conn_param->private_data_len);
     }
     s->req = req;
+    if (xrc) {
+        // ib_cm leaves out what an XRC initiator has no use for: the target
+        // answers no reads, and retries are the initiator's own.
+        req.responder_resources = 0;
+        req.retry_count = 0;
+        req.rnr_retry_count = 0;
+        req.srq = false;
+    }
     n.drv->firmware_mailbox();
     s->comm_id = n.drv->cm()->ib_send_req(std::move(req), ntohs(s->path.dlid), connection_handler(n, s->handle));
     s->req.local_comm_id = s->comm_id;
@@ -1139,14 +1225,22 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
             return fail_errno(err);
     }
     ibcm::Rep rep;
-    rep.local_qpn = s->id.qp ? s->id.qp->qp_num : conn_param->qp_num;
+    const std::uint32_t qpn = s->id.qp ? s->id.qp->qp_num : conn_param->qp_num;
     rep.starting_psn = s->psn;
     rep.responder_resources = s->responder_resources;
-    rep.initiator_depth = s->initiator_depth;
     rep.target_ack_delay = 0;
-    rep.end_to_end_flow_control = conn_param->flow_control;
     rep.rnr_retry_count = conn_param->rnr_retry_count & 7;
-    rep.srq = s->id.qp ? s->id.qp->srq != nullptr : conn_param->srq;
+    if (s->id.qp_type == IBV_QPT_XRC_RECV) {
+        // As ib_cm: an XRC target's QPN goes in the local EECN field, and
+        // its receives are always an SRQ's.
+        rep.local_eecn = qpn;
+        rep.srq = true;
+    } else {
+        rep.local_qpn = qpn;
+        rep.initiator_depth = s->initiator_depth;
+        rep.end_to_end_flow_control = conn_param->flow_control;
+        rep.srq = s->id.qp ? s->id.qp->srq != nullptr : conn_param->srq;
+    }
     rep.local_ca_guid = n.drv->info().node_guid;
     if (conn_param->private_data_len) {
         const auto* b = static_cast<const std::uint8_t*>(conn_param->private_data);
@@ -1312,8 +1406,10 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
             // program's thread, and reports ESTABLISHED instead.
             s->responder_resources = std::min(s->responder_resources, e->rep.initiator_depth);
             s->initiator_depth = std::min(s->initiator_depth, e->rep.responder_resources);
-            int err = qp_to_rts(*s, e->rep.local_qpn, e->rep.starting_psn, s->req.retry_count,
-                                e->rep.rnr_retry_count);
+            // An XRC target's QPN came in the EECN field.
+            const std::uint32_t remote_qpn =
+                s->id.qp_type == IBV_QPT_XRC_SEND ? e->rep.local_eecn : e->rep.local_qpn;
+            int err = qp_to_rts(*s, remote_qpn, e->rep.starting_psn, s->req.retry_count, e->rep.rnr_retry_count);
             if (!err) {
                 n.drv->firmware_mailbox();
                 err = n.drv->cm()->ib_send_rtu(s->comm_id, {});
@@ -1460,32 +1556,72 @@ ibv_context** rdma_get_devices(int* num_devices) {
 
 void rdma_free_devices(ibv_context** list) { std::free(list); }
 
-int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* attr) {
+// As librdmacm: the SRQ's type must be given; the id's PD (or the default
+// one) when none is; an XRC SRQ without a domain or CQ gets librdmacm's
+// domain and a CQ of max_wr entries with its channel, which become the
+// id's receive CQ and channel (rdma_get_recv_comp waits on them).
+int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
     if (!id || !attr || !id->verbs) return fail_errno(EINVAL);
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE)) return fail_errno(EINVAL);
     SimId* s = obj(id);
-    if (!pd) {
-        if (!s->node->pd) s->node->pd = ibv_alloc_pd(id->verbs);
-        pd = s->node->pd;
+    NodeCm& n = *s->node;
+    if (id->srq) return fail_errno(EINVAL);
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd) {
+        if (!id->pd) {
+            if (!n.pd) n.pd = ibv_alloc_pd(id->verbs);
+            if (!n.pd) return -1;
+        }
+        attr->pd = id->pd ? id->pd : n.pd;
+        attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
     }
-    ibv_srq* srq = ibv_create_srq(pd, attr);
-    if (!srq) return -1;
+    bool made_cq = false;
+    if (attr->srq_type == IBV_SRQT_XRC) {
+        if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd) {
+            attr->xrcd = node_xrcd(n, id->verbs);
+            if (!attr->xrcd) return -1;
+        }
+        if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq) {
+            if (id->recv_cq) return fail_errno(EINVAL);  // the id's receive CQ is taken
+            if (int err = make_cq(*s, static_cast<int>(attr->attr.max_wr), s->id.recv_cq, s->id.recv_cq_channel))
+                return fail_errno(err);
+            made_cq = true;
+            attr->cq = id->recv_cq;
+        }
+        attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+    }
+    ibv_srq* srq = ibv_create_srq_ex(id->verbs, attr);
+    if (!srq) {
+        const int err = errno;
+        if (made_cq) destroy_cqs(*s, false, true);
+        return fail_errno(err);
+    }
+    s->own_srq_cq = made_cq;
+    if (!id->pd) id->pd = attr->pd;
     id->srq = srq;
-    id->pd = pd;
     return 0;
 }
 
-int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
-    if (!attr) return fail_errno(EINVAL);
-    ibv_srq_init_attr a{};
-    a.srq_context = attr->srq_context;
-    a.attr = attr->attr;
-    return rdma_create_srq(id, (attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) ? attr->pd : nullptr, &a);
+// An XRC SRQ for an XRC target id, a basic one for any other.
+int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* attr) {
+    if (!id || !attr) return fail_errno(EINVAL);
+    ibv_srq_init_attr_ex x{};
+    x.srq_context = attr->srq_context;
+    x.attr = attr->attr;
+    x.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+    x.srq_type = id->qp_type == IBV_QPT_XRC_RECV ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
+    x.pd = pd;
+    const int rc = rdma_create_srq_ex(id, &x);
+    attr->attr = x.attr;
+    return rc;
 }
 
 void rdma_destroy_srq(rdma_cm_id* id) {
     if (!id || !id->srq) return;
+    SimId* s = obj(id);
     ibv_destroy_srq(id->srq);
     id->srq = nullptr;
+    if (s->own_srq_cq) destroy_cqs(*s, false, true);
+    s->own_srq_cq = false;
 }
 
 }  // extern "C"
@@ -1586,6 +1722,9 @@ int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd, ibv_qp_init_
     rdma_cm_id* cm_id = nullptr;
     if (rdma_create_id(nullptr, &cm_id, nullptr, static_cast<rdma_port_space>(res->ai_port_space))) return -1;
     SimId* s = obj(cm_id);
+    // As librdmacm's rdma_create_id2: the id has the QP type asked for (an
+    // XRC one in RDMA_PS_IB).
+    if (res->ai_qp_type) s->id.qp_type = static_cast<ibv_qp_type>(res->ai_qp_type);
     auto undo = [&]() {
         const int err = errno;
         rdma_destroy_id(cm_id);

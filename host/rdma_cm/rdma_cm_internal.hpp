@@ -23,7 +23,7 @@
 #include "host/driver/driver.hpp"
 
 namespace hcasim::verbs {
-void release_at_teardown(ibv_context* context, ibv_pd* pd);
+void release_at_teardown(ibv_context* context, ibv_pd* pd, ibv_xrcd* xrcd);
 }
 
 namespace hcasim::rdmacm {
@@ -111,6 +111,9 @@ struct SimId {
     ibv_qp_init_attr qp_init{};
     // What rdma_create_qp or rdma_create_ep made and must free.
     bool own_cqs = false;
+    // rdma_create_srq of an XRC SRQ without a CQ made its CQ and channel
+    // (the id's receive ones); rdma_destroy_srq frees them.
+    bool own_srq_cq = false;
     bool own_pd = false;
     // Events reported to the program and acknowledged (rdma_destroy_id and
     // rdma_migrate_id wait until the two agree).
@@ -124,6 +127,7 @@ struct NodeCm {
     host::Driver* drv = nullptr;
     ibv_context* verbs = nullptr;  // the node's device, opened for every id
     ibv_pd* pd = nullptr;          // the default protection domain of rdma_create_qp(NULL pd)
+    ibv_xrcd* xrcd = nullptr;      // librdmacm's XRC domain of the device (a private one), made on first use
     std::map<std::uint32_t, SimId*> ids;
     std::uint32_t next_handle = 1;
     std::map<std::pair<int, std::uint16_t>, std::vector<std::uint32_t>> ports;  // (port space, port) -> ids bound to it
@@ -132,8 +136,8 @@ struct NodeCm {
     NodeCm() = default;
     NodeCm(const NodeCm&) = delete;
     NodeCm& operator=(const NodeCm&) = delete;
-    // The host is going: its device context and default PD go with it.
-    ~NodeCm() { verbs::release_at_teardown(verbs, pd); }
+    // The host is going: its device context, default PD and XRC domain go with it.
+    ~NodeCm() { verbs::release_at_teardown(verbs, pd, xrcd); }
     SimId* find(std::uint32_t h) {
         auto it = ids.find(h);
         return it == ids.end() ? nullptr : it->second;

@@ -84,11 +84,18 @@ enum class Op : std::uint32_t {
     CmCreateEp,
     CmDestroyEp,
     CmId,            // an id's state again (after the program touched its QP itself)
+    // XRC (libibverbs.so.1's extended context ops, librdmacm.so.1's SRQs)
+    OpenXrcd,
+    CloseXrcd,
+    CreateSrqEx,
+    CreateQpEx,
+    CmCreateSrq,
+    CmDestroySrq,
     Count
 };
 
 // What an Adopt call mirrors.
-enum class AdoptKind : std::uint32_t { Context = 1, Pd, Channel, Cq, Qp };
+enum class AdoptKind : std::uint32_t { Context = 1, Pd, Channel, Cq, Qp, Srq };
 
 // Appends values to a slot's data.
 class Writer {

@@ -1,6 +1,7 @@
 #include "host/remote/rdma_cm_proxy.hpp"
 
 #include <netdb.h>
+#include <rdma/rdma_verbs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -41,7 +42,9 @@ RdmaCmProxy::~RdmaCmProxy() {
         if (c->fd >= 0) ::close(c->fd);
 }
 
-bool RdmaCmProxy::handles(Op op) { return op >= Op::CmCreateChannel && op <= Op::CmId; }
+bool RdmaCmProxy::handles(Op op) {
+    return (op >= Op::CmCreateChannel && op <= Op::CmId) || op == Op::CmCreateSrq || op == Op::CmDestroySrq;
+}
 
 int RdmaCmProxy::take_fd(int remote_fd) {
     if (m_pidfd < 0 || remote_fd < 0) return -1;
@@ -63,6 +66,7 @@ rdma_cm_id* RdmaCmProxy::id_of(std::uint64_t h) const {
     if (id->recv_cq_channel && !m_verbs.find<ibv_comp_channel>(ptr(id->recv_cq_channel), K::Channel))
         id->recv_cq_channel = nullptr;
     if (id->pd && !m_verbs.find<ibv_pd>(ptr(id->pd), K::Pd)) id->pd = nullptr;
+    if (id->srq && !m_verbs.find<ibv_srq>(ptr(id->srq), K::Srq)) id->srq = nullptr;
     return id;
 }
 
@@ -92,6 +96,51 @@ void RdmaCmProxy::put_id(Writer& out, rdma_cm_id* id) {
     out.put(m_verbs.adopt(id->qp, K::Qp));
     out.put(id->qp ? id->qp->qp_num : 0u);
     out.put(static_cast<std::int32_t>(id->qp ? id->qp->state : IBV_QPS_RESET));
+    out.put(m_verbs.adopt(id->srq, K::Srq));
+    out.put(id->srq ? m_verbs.adopt(id->srq->pd, K::Pd) : std::uint64_t{0});
+    out.put(id->srq && id->srq->pd ? id->srq->pd->handle : 0u);
+    std::uint32_t srqn = 0;
+    if (id->srq) ibv_get_srq_num(id->srq, &srqn);
+    out.put(srqn);
+    // A synchronous id keeps its last event in id->event (rdma_xclient
+    // reads the REP's private data there); librdmacm acknowledges it.
+    out.put(ptr(id->event));
+    if (id->event) put_event(out, id->event);
+}
+
+// An event's listener, type, status and parameters.
+void RdmaCmProxy::put_event(Writer& out, const rdma_cm_event* e) {
+    out.put(ptr(e->listen_id));
+    out.put(static_cast<std::int32_t>(e->event));
+    out.put(static_cast<std::int32_t>(e->status));
+    const bool ud = e->id && (e->id->ps == RDMA_PS_UDP || e->id->ps == RDMA_PS_IPOIB);
+    out.put(static_cast<std::uint8_t>(ud));
+    if (ud) {
+        out.put(e->param.ud.private_data_len);
+        // A multicast event's private data is the program's own join context.
+        const bool mcast = e->event == RDMA_CM_EVENT_MULTICAST_JOIN || e->event == RDMA_CM_EVENT_MULTICAST_ERROR;
+        out.put(static_cast<std::uint8_t>(mcast));
+        if (mcast) out.put(ptr(e->param.ud.private_data));
+        else out.bytes(e->param.ud.private_data, e->param.ud.private_data ? e->param.ud.private_data_len : 0);
+        out.put(e->param.ud.ah_attr);
+        out.put(e->param.ud.qp_num);
+        out.put(e->param.ud.qkey);
+    } else {
+        rdma_conn_param p = e->param.conn;
+        out.put(p);
+        out.bytes(p.private_data, p.private_data ? p.private_data_len : 0);
+    }
+}
+
+// An SRQ rdma_cm made goes with rdma_destroy_srq, and the CQ and channel
+// it made for it.
+void RdmaCmProxy::forget_srq_objects(rdma_cm_id* id) {
+    auto* s = reinterpret_cast<rdmacm::SimId*>(id);
+    m_verbs.forget(id->srq);
+    if (s->own_srq_cq) {
+        m_verbs.forget(id->recv_cq);
+        m_verbs.forget(id->recv_cq_channel);
+    }
 }
 
 void RdmaCmProxy::forget_qp_objects(rdma_cm_id* id) {
@@ -171,6 +220,7 @@ void RdmaCmProxy::execute(Op op, Reader& in, Writer& out) {
         }
         if (op == Op::CmDestroyEp) {
             forget_qp_objects(id);
+            forget_srq_objects(id);
             rdma_destroy_ep(id);
             m_ids.erase(ptr(id));
             return status(0);
@@ -329,6 +379,40 @@ void RdmaCmProxy::execute(Op op, Reader& in, Writer& out) {
         put_id(out, id);
         return;
     }
+    case Op::CmCreateSrq: {
+        using K = VerbsProxy::Kind;
+        rdma_cm_id* id = id_of(in.get<std::uint64_t>());
+        ibv_srq_init_attr_ex a{};
+        a.comp_mask = in.get<std::uint32_t>();
+        a.srq_type = static_cast<ibv_srq_type>(in.get<std::int32_t>());
+        const auto pd_h = in.get<std::uint64_t>();
+        const auto xrcd_h = in.get<std::uint64_t>();
+        const auto cq_h = in.get<std::uint64_t>();
+        a.attr = in.get<ibv_srq_attr>();
+        a.pd = pd_h ? m_verbs.find<ibv_pd>(pd_h, K::Pd) : nullptr;
+        a.xrcd = xrcd_h ? m_verbs.find<ibv_xrcd>(xrcd_h, K::Xrcd) : nullptr;
+        a.cq = cq_h ? m_verbs.find<ibv_cq>(cq_h, K::Cq) : nullptr;
+        if (!id || in.bad() || (pd_h && !a.pd) || (xrcd_h && !a.xrcd) || (cq_h && !a.cq)) {
+            errno = EINVAL;
+            return status(-1);
+        }
+        status(rdma_create_srq_ex(id, &a));
+        out.put(a.attr);
+        put_id(out, id);
+        return;
+    }
+    case Op::CmDestroySrq: {
+        rdma_cm_id* id = id_of(in.get<std::uint64_t>());
+        if (!id) {
+            errno = EINVAL;
+            return status(-1);
+        }
+        forget_srq_objects(id);
+        rdma_destroy_srq(id);
+        status(0);
+        put_id(out, id);
+        return;
+    }
     case Op::CmGetEvent: {
         auto ch = m_channels.find(in.get<std::uint64_t>());
         if (ch == m_channels.end() || !ch->second->channel) {
@@ -341,26 +425,7 @@ void RdmaCmProxy::execute(Op op, Reader& in, Writer& out) {
         m_events[ptr(e)] = e;
         status(0);
         out.put(ptr(e));
-        out.put(static_cast<std::int32_t>(e->event));
-        out.put(static_cast<std::int32_t>(e->status));
-        out.put(ptr(e->listen_id));
-        const bool ud = e->id && (e->id->ps == RDMA_PS_UDP || e->id->ps == RDMA_PS_IPOIB);
-        out.put(static_cast<std::uint8_t>(ud));
-        if (ud) {
-            out.put(e->param.ud.private_data_len);
-            // A multicast event's private data is the program's own join context.
-            const bool mcast = e->event == RDMA_CM_EVENT_MULTICAST_JOIN || e->event == RDMA_CM_EVENT_MULTICAST_ERROR;
-            out.put(static_cast<std::uint8_t>(mcast));
-            if (mcast) out.put(ptr(e->param.ud.private_data));
-            else out.bytes(e->param.ud.private_data, e->param.ud.private_data ? e->param.ud.private_data_len : 0);
-            out.put(e->param.ud.ah_attr);
-            out.put(e->param.ud.qp_num);
-            out.put(e->param.ud.qkey);
-        } else {
-            rdma_conn_param p = e->param.conn;
-            out.put(p);
-            out.bytes(p.private_data, p.private_data ? p.private_data_len : 0);
-        }
+        put_event(out, e);
         if (m_ids.count(ptr(e->id))) id_of(ptr(e->id));
         put_id(out, e->id);
         return;
@@ -500,6 +565,10 @@ void RdmaCmProxy::release_all() {
         if (id->qp) {
             forget_qp_objects(id);
             rdma_destroy_qp(id);
+        }
+        if (id->srq) {
+            forget_srq_objects(id);
+            rdma_destroy_srq(id);
         }
         rdma_destroy_id(id);
     }

@@ -2,7 +2,7 @@
 // call its drop-in librdmacm.so.1 forwards, through the same librdmacm
 // personality (host/rdma_cm) that in-process programs call. The verbs
 // objects rdma_cm makes for the program (the device, the default PD, QPs,
-// CQs and their channels) are adopted into its VerbsProxy so that the
+// CQs and their channels, SRQs) are adopted into its VerbsProxy so that the
 // program can name them; each id's state goes back with every call and
 // event so that the program's rdma_cm_id mirrors it.
 #pragma once
@@ -36,8 +36,10 @@ private:
     struct Channel;  // an event channel, the program's eventfd and its watcher
 
     void put_id(Writer& out, rdma_cm_id* id);
+    void put_event(Writer& out, const rdma_cm_event* e);
     rdma_cm_id* id_of(std::uint64_t h) const;
     void forget_qp_objects(rdma_cm_id* id);
+    void forget_srq_objects(rdma_cm_id* id);
     int take_fd(int remote_fd);
 
     VerbsProxy& m_verbs;

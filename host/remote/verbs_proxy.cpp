@@ -41,6 +41,12 @@ namespace {
 
 std::uint64_t ptr(const void* p) { return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p)); }
 
+// An SRQ's number (what an XRC sender addresses).
+std::uint32_t srq_num(ibv_srq* srq) {
+    std::uint32_t n = 0;
+    return ibv_get_srq_num(srq, &n) ? 0 : n;
+}
+
 // The object an asynchronous event names, or null for a port or device event.
 const void* event_object(const ibv_async_event& e) {
     switch (verbs::async_element(e.event_type)) {
@@ -63,7 +69,9 @@ VerbsProxy::~VerbsProxy() {
         if (a->fd >= 0) ::close(a->fd);
 }
 
-bool VerbsProxy::handles(Op op) { return op >= Op::GetDeviceList && op <= Op::Adopt; }
+bool VerbsProxy::handles(Op op) {
+    return (op >= Op::GetDeviceList && op <= Op::Adopt) || (op >= Op::OpenXrcd && op <= Op::CreateQpEx);
+}
 
 
 std::uint64_t VerbsProxy::add(const void* p, Kind kind, std::uint64_t client) {
@@ -411,6 +419,91 @@ void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
         out.put(add(srq, Kind::Srq, client));
         out.put(init.attr);
         out.put(srq->handle);
+        out.put(srq_num(srq));
+        return;
+    }
+    case Op::OpenXrcd: {
+        auto* ctx = find<ibv_context>(in.get<std::uint64_t>(), Kind::Context);
+        ibv_xrcd_init_attr a{};
+        a.comp_mask = in.get<std::uint32_t>();
+        const auto fd = in.get<std::int32_t>();
+        a.oflags = in.get<std::int32_t>();
+        if (!ctx || in.bad()) return status(EINVAL);
+        // The file that names a shared domain is the program's: its own
+        // descriptor, taken here, stands for it (a process on the same node
+        // opening the same file shares the domain).
+        int local = -1;
+        if ((a.comp_mask & IBV_XRCD_INIT_ATTR_FD) && fd != -1) {
+            local = take_fd(fd);
+            if (local < 0) return status(EBADF);
+        }
+        a.fd = (a.comp_mask & IBV_XRCD_INIT_ATTR_FD) && fd != -1 ? local : fd;
+        errno = 0;
+        ibv_xrcd* x = ibv_open_xrcd(ctx, &a);
+        const int err = errno;
+        if (local >= 0) ::close(local);
+        if (!x) return status(err ? err : EINVAL);
+        status(0);
+        out.put(add(x, Kind::Xrcd));
+        return;
+    }
+    case Op::CloseXrcd: return status(destroy<ibv_xrcd>(in.get<std::uint64_t>(), Kind::Xrcd, ibv_close_xrcd));
+    case Op::CreateSrqEx: {
+        auto* ctx = find<ibv_context>(in.get<std::uint64_t>(), Kind::Context);
+        ibv_srq_init_attr_ex a{};
+        a.comp_mask = in.get<std::uint32_t>();
+        a.srq_type = static_cast<ibv_srq_type>(in.get<std::int32_t>());
+        const auto pd_h = in.get<std::uint64_t>();
+        const auto xrcd_h = in.get<std::uint64_t>();
+        const auto cq_h = in.get<std::uint64_t>();
+        a.attr = in.get<ibv_srq_attr>();
+        const auto client = in.get<std::uint64_t>();
+        a.pd = pd_h ? find<ibv_pd>(pd_h, Kind::Pd) : nullptr;
+        a.xrcd = xrcd_h ? find<ibv_xrcd>(xrcd_h, Kind::Xrcd) : nullptr;
+        a.cq = cq_h ? find<ibv_cq>(cq_h, Kind::Cq) : nullptr;
+        if (!ctx || in.bad() || (pd_h && !a.pd) || (xrcd_h && !a.xrcd) || (cq_h && !a.cq)) return status(EINVAL);
+        errno = 0;
+        ibv_srq* srq = ibv_create_srq_ex(ctx, &a);
+        if (!srq) return status(errno ? errno : EINVAL);
+        status(0);
+        out.put(add(srq, Kind::Srq, client));
+        out.put(a.attr);
+        out.put(srq->handle);
+        out.put(srq_num(srq));
+        return;
+    }
+    case Op::CreateQpEx: {
+        auto* ctx = find<ibv_context>(in.get<std::uint64_t>(), Kind::Context);
+        ibv_qp_init_attr_ex a{};
+        a.comp_mask = in.get<std::uint32_t>();
+        const auto pd_h = in.get<std::uint64_t>();
+        const auto xrcd_h = in.get<std::uint64_t>();
+        const auto scq_h = in.get<std::uint64_t>();
+        const auto rcq_h = in.get<std::uint64_t>();
+        const auto srq_h = in.get<std::uint64_t>();
+        a.cap = in.get<ibv_qp_cap>();
+        a.qp_type = static_cast<ibv_qp_type>(in.get<std::int32_t>());
+        a.sq_sig_all = in.get<std::int32_t>();
+        const auto client = in.get<std::uint64_t>();
+        a.pd = pd_h ? find<ibv_pd>(pd_h, Kind::Pd) : nullptr;
+        a.xrcd = xrcd_h ? find<ibv_xrcd>(xrcd_h, Kind::Xrcd) : nullptr;
+        a.send_cq = scq_h ? find<ibv_cq>(scq_h, Kind::Cq) : nullptr;
+        a.recv_cq = rcq_h ? find<ibv_cq>(rcq_h, Kind::Cq) : nullptr;
+        a.srq = srq_h ? find<ibv_srq>(srq_h, Kind::Srq) : nullptr;
+        if (!ctx || in.bad() || (pd_h && !a.pd) || (xrcd_h && !a.xrcd) || (scq_h && !a.send_cq) ||
+            (rcq_h && !a.recv_cq) || (srq_h && !a.srq))
+            return status(EINVAL);
+        // Extended send operations need an ibv_qp_ex the program's library
+        // does not offer: refused there, and here too.
+        if (a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) return status(EOPNOTSUPP);
+        errno = 0;
+        ibv_qp* qp = ibv_create_qp_ex(ctx, &a);
+        if (!qp) return status(errno ? errno : EINVAL);
+        status(0);
+        out.put(add(qp, Kind::Qp, client));
+        out.put(qp->qp_num);
+        out.put(qp->handle);
+        out.put(a.cap);
         return;
     }
     case Op::ModifySrq: {
@@ -445,7 +538,8 @@ void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
         init.srq = srq_h ? find<ibv_srq>(srq_h, Kind::Srq) : nullptr;
         if (!pd || in.bad() || (scq_h && !init.send_cq) || (rcq_h && !init.recv_cq) || (srq_h && !init.srq))
             return status(EINVAL);
-        if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD) return status(EINVAL);
+        if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD && type != IBV_QPT_XRC_SEND)
+            return status(EINVAL);
         init.qp_type = static_cast<ibv_qp_type>(type);
         ibv_qp* qp = ibv_create_qp(pd, &init);
         if (!qp) return status(errno ? errno : ENOMEM);
@@ -620,7 +714,8 @@ void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
         const auto fd = in.get<std::int32_t>();
         auto it = m_objects.find(h);
         const Kind want = kind == AdoptKind::Context ? Kind::Context : kind == AdoptKind::Pd ? Kind::Pd
-                        : kind == AdoptKind::Channel ? Kind::Channel : kind == AdoptKind::Cq ? Kind::Cq : Kind::Qp;
+                        : kind == AdoptKind::Channel ? Kind::Channel : kind == AdoptKind::Cq ? Kind::Cq
+                        : kind == AdoptKind::Srq ? Kind::Srq : Kind::Qp;
         if (in.bad() || it == m_objects.end() || it->second.kind != want) return status(EINVAL);
         it->second.client = client;
         if (kind == AdoptKind::Channel && !m_channels.count(h)) {
@@ -645,7 +740,8 @@ void VerbsProxy::release_all() {
     for (auto& e : m_unacked) ibv_ack_async_event(&e);
     m_unacked.clear();
     std::vector<std::pair<std::uint64_t, Object>> objs(m_objects.begin(), m_objects.end());
-    const Kind order[] = {Kind::Qp, Kind::Srq, Kind::Ah, Kind::Cq, Kind::Mr, Kind::Pd, Kind::Channel, Kind::Context};
+    const Kind order[] = {Kind::Qp, Kind::Srq,  Kind::Ah,      Kind::Cq,     Kind::Mr,
+                          Kind::Pd, Kind::Xrcd, Kind::Channel, Kind::Context};
     for (Kind k : order) {
         std::vector<std::pair<std::uint64_t, Object>> of;
         for (auto& o : objs)
@@ -666,6 +762,7 @@ void VerbsProxy::release_all() {
             }
             case Kind::Mr: ibv_dereg_mr(static_cast<ibv_mr*>(p)); break;
             case Kind::Pd: ibv_dealloc_pd(static_cast<ibv_pd*>(p)); break;
+            case Kind::Xrcd: ibv_close_xrcd(static_cast<ibv_xrcd*>(p)); break;
             case Kind::Channel: ibv_destroy_comp_channel(static_cast<ibv_comp_channel*>(p)); break;
             case Kind::Context: ibv_close_device(static_cast<ibv_context*>(p)); break;
             }

@@ -40,11 +40,11 @@ public:
     // Carries out one call: its arguments in in, its results into out.
     void execute(Op op, Reader& in, Writer& out);
     // Releases every object the program left (it ended), in the order the
-    // kernel's uverbs cleanup uses: QPs, SRQs, AHs, CQs, MRs, PDs, channels,
-    // contexts. Consumes simulated time (driver commands).
+    // kernel's uverbs cleanup uses: QPs, SRQs, AHs, CQs, MRs, PDs, XRC
+    // domains, channels, contexts. Consumes simulated time (driver commands).
     void release_all();
 
-    enum class Kind { Context, Pd, Mr, Channel, Cq, Qp, Srq, Ah };
+    enum class Kind { Context, Pd, Mr, Channel, Cq, Qp, Srq, Ah, Xrcd };
     // An object rdma_cm made for the program (its id's device, PD, QP, CQs,
     // channels): the program may name it, and rdma_cm, not this, frees it.
     // Returns its handle.

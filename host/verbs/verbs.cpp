@@ -501,7 +501,8 @@ namespace hcasim::verbs {
 // What a library that keeps a context and a PD for the life of the process
 // (rdma_cm) frees when the simulated host goes: memory only, no simulated
 // time and no driver calls (the driver is going too).
-void release_at_teardown(ibv_context* context, ibv_pd* pd) {
+void release_at_teardown(ibv_context* context, ibv_pd* pd, ibv_xrcd* xrcd) {
+    delete reinterpret_cast<SimXrcd*>(xrcd);
     delete reinterpret_cast<SimPd*>(pd);
     if (!context) return;
     SimContext* c = sim_ctx(context);

@@ -93,6 +93,27 @@ TEST_CASE("the ibverbs pingpong examples run unmodified and check the data they 
     }
 }
 
+TEST_CASE("ibv_xsrq_pingpong runs unmodified over XRC: a shared domain, XRC SRQs and XRC QP pairs", "[run]") {
+    // It opens its XRC domain by a file (/tmp/xrc_domain), sends to the
+    // peer's SRQ number through XRC initiator QPs and stops at the first
+    // completion that is not a success; "success" comes only after every
+    // pingpong completed and both sides closed their objects.
+    for (const char* p : {"ibv_xsrq_pingpong -p 18531 -n 50", "ibv_xsrq_pingpong -p 18532 -e -n 50 -s 10000"}) {
+        const CommandResult r = run_pair(p);
+        INFO(p << "\n" << r.out);
+        REQUIRE(r.exit_code == 0);
+        CHECK(lines_with(r.out, ": success").size() == 2);
+        CHECK(lines_with(r.out, "SRQN").size() == 4);  // each side's own and its peer's
+    }
+    // A server of two clients on two nodes.
+    const CommandResult r = run_hcasim("run --node 'ibv_xsrq_pingpong -p 18533 -c 2 -e' --node "
+                                       "'ibv_xsrq_pingpong -p 18533 node0' --node 'ibv_xsrq_pingpong -p 18533 -e node0'",
+                                       true);
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    CHECK(lines_with(r.out, ": success").size() == 3);
+}
+
 TEST_CASE("ibv_rc_pingpong reaches node0 by name through a switch", "[run]") {
     const CommandResult r = run_pair("ibv_rc_pingpong --chk -n 100", "--set fabric.topology=switch");
     INFO(r.out);
@@ -253,6 +274,21 @@ TEST_CASE("the rdmacm utilities run unmodified through hcasim run", "[run][rdma_
             run_hcasim("run --set fabric.topology=switch --node '" + server + "' --node '" + client + "'", true);
         INFO(server << " / " << client << "\n" << r.out);
         CHECK(r.exit_code == 0);
+    }
+}
+
+TEST_CASE("rdma_xserver and rdma_xclient connect XRC through rdma_cm, and RC by default", "[run][rdma_cm]") {
+    // -c x: RDMA_PS_IB endpoints of type XRC_RECV and XRC_SEND; the server
+    // makes an XRC SRQ with rdma_create_srq and sends its number in the
+    // REP's private data, which the client reads from id->event and sends
+    // to. Each ends with "end 0" only when its completion came.
+    for (const auto& [server, client] : std::vector<std::pair<std::string, std::string>>{
+             {"rdma_xserver -c x", "rdma_xclient -s node0 -c x"}, {"rdma_xserver", "rdma_xclient -s node0"}}) {
+        const CommandResult r = run_hcasim("run --node '" + server + "' --node '" + client + "'", true);
+        INFO(server << " / " << client << "\n" << r.out);
+        CHECK(r.exit_code == 0);
+        CHECK(lines_with(r.out, "node0: rdma_xserver: end 0").size() == 1);
+        CHECK(lines_with(r.out, "node1: rdma_xclient: end 0").size() == 1);
     }
 }
 

@@ -61,6 +61,11 @@ struct CCq {
 struct CSrq {
     ibv_srq srq;
     std::uint64_t h;
+    std::uint32_t srqn;  // what ibv_get_srq_num gives (an XRC sender addresses it)
+};
+struct CXrcd {
+    ibv_xrcd xrcd;
+    std::uint64_t h;
 };
 struct CQp {
     ibv_qp qp;
@@ -237,6 +242,151 @@ int op_query_device_ex(ibv_context* context, const ibv_query_device_ex_input* in
     return 0;
 }
 
+// ---- XRC: the extended context's ops (ibv_open_xrcd, ibv_create_srq_ex,
+// ibv_create_qp_ex, ibv_get_srq_num are inline calls that reach them) ----
+
+// The file descriptor that names a shared domain goes as the program's own;
+// the simulator takes it (pidfd_getfd) and checks it as libibverbs would.
+ibv_xrcd* op_open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr) {
+    if (!attr) return fail<ibv_xrcd>(EINVAL);
+    Call c(Op::OpenXrcd);
+    c.in().put(cctx(context)->h);
+    c.in().put(attr->comp_mask);
+    c.in().put(static_cast<std::int32_t>(attr->fd));
+    c.in().put(static_cast<std::int32_t>(attr->oflags));
+    const int st = status_of(c);
+    if (st) return fail<ibv_xrcd>(st);
+    auto* x = new CXrcd{};
+    x->h = c.out().get<std::uint64_t>();
+    x->xrcd.context = context;
+    remember(x->h, &x->xrcd);
+    return &x->xrcd;
+}
+
+int op_close_xrcd(ibv_xrcd* xrcd) {
+    auto* x = reinterpret_cast<CXrcd*>(xrcd);
+    Call c(Op::CloseXrcd);
+    c.in().put(x->h);
+    const int st = status_of(c);
+    if (st) return st;
+    forget(x->h);
+    delete x;
+    return 0;
+}
+
+std::uint64_t xrcd_handle(ibv_xrcd* x) { return x ? reinterpret_cast<CXrcd*>(x)->h : 0; }
+
+ibv_srq* op_create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
+    if (!attr) return fail<ibv_srq>(EINVAL);
+    auto* s = new CSrq{};
+    Call c(Op::CreateSrqEx);
+    c.in().put(cctx(context)->h);
+    c.in().put(attr->comp_mask);
+    c.in().put(static_cast<std::int32_t>(attr->srq_type));
+    c.in().put((attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) ? handle<CPd>(attr->pd) : std::uint64_t{0});
+    c.in().put((attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) ? xrcd_handle(attr->xrcd) : std::uint64_t{0});
+    c.in().put((attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) ? handle<CCq>(attr->cq) : std::uint64_t{0});
+    c.in().put(attr->attr);
+    c.in().put(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&s->srq)));
+    const int st = status_of(c);
+    if (st) {
+        delete s;
+        return fail<ibv_srq>(st);
+    }
+    s->h = c.out().get<std::uint64_t>();
+    remember(s->h, &s->srq);
+    attr->attr = c.out().get<ibv_srq_attr>();
+    s->srq.context = context;
+    s->srq.pd = (attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) ? attr->pd : nullptr;
+    s->srq.srq_context = attr->srq_context;
+    s->srq.handle = c.out().get<std::uint32_t>();
+    s->srqn = c.out().get<std::uint32_t>();
+    pthread_mutex_init(&s->srq.mutex, nullptr);
+    pthread_cond_init(&s->srq.cond, nullptr);
+    return &s->srq;
+}
+
+int op_get_srq_num(ibv_srq* srq, uint32_t* srq_num) {
+    if (!srq || !srq_num) return EINVAL;
+    *srq_num = reinterpret_cast<CSrq*>(srq)->srqn;
+    return 0;
+}
+
+// ibv_create_qp_ex beyond a plain PD (which the header sends to
+// ibv_create_qp): XRC target QPs in a domain, and anything the verbs
+// personality decides on. Extended send operations would need an
+// ibv_qp_ex posting through the channel, which is not offered.
+ibv_qp* op_create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
+    if (!attr) return fail<ibv_qp>(EINVAL);
+    if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) return fail<ibv_qp>(EOPNOTSUPP);
+    auto* q = new CQp{};
+    ibv_pd* pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : nullptr;
+    Call c(Op::CreateQpEx);
+    c.in().put(cctx(context)->h);
+    c.in().put(attr->comp_mask);
+    c.in().put(handle<CPd>(pd));
+    c.in().put((attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) ? xrcd_handle(attr->xrcd) : std::uint64_t{0});
+    c.in().put(handle<CCq>(attr->send_cq));
+    c.in().put(handle<CCq>(attr->recv_cq));
+    c.in().put(handle<CSrq>(attr->srq));
+    c.in().put(attr->cap);
+    c.in().put(static_cast<std::int32_t>(attr->qp_type));
+    c.in().put(static_cast<std::int32_t>(attr->sq_sig_all));
+    c.in().put(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&q->qp)));
+    const int st = status_of(c);
+    if (st) {
+        delete q;
+        return fail<ibv_qp>(st);
+    }
+    q->h = c.out().get<std::uint64_t>();
+    remember(q->h, &q->qp);
+    q->qp.qp_num = c.out().get<std::uint32_t>();
+    q->qp.handle = c.out().get<std::uint32_t>();
+    attr->cap = c.out().get<ibv_qp_cap>();
+    // A target QP has no PD, CQs or SRQ of its own (its domain's SRQs receive).
+    const bool target = attr->qp_type == IBV_QPT_XRC_RECV;
+    q->qp.context = context;
+    q->qp.qp_context = attr->qp_context;
+    q->qp.pd = target ? nullptr : pd;
+    q->qp.send_cq = target ? nullptr : attr->send_cq;
+    q->qp.recv_cq = target ? nullptr : attr->recv_cq;
+    q->qp.srq = target ? nullptr : attr->srq;
+    q->qp.state = IBV_QPS_RESET;
+    q->qp.qp_type = attr->qp_type;
+    q->init.qp_context = q->qp.qp_context;
+    q->init.send_cq = q->qp.send_cq;
+    q->init.recv_cq = q->qp.recv_cq;
+    q->init.srq = q->qp.srq;
+    q->init.cap = attr->cap;
+    q->init.qp_type = attr->qp_type;
+    q->init.sq_sig_all = attr->sq_sig_all;
+    pthread_mutex_init(&q->qp.mutex, nullptr);
+    pthread_cond_init(&q->qp.cond, nullptr);
+    return &q->qp;
+}
+
+// The ops of a context, as libibverbs lays them out: the classic ones the
+// header's inline calls use, and the extended ones it reaches through the
+// verbs_context (shared ibv_open_qp is not offered, as in the verbs
+// personality).
+void fill_ops(CContext* x) {
+    ibv_context& ctx = x->vctx.context;
+    ctx.ops.poll_cq = op_poll_cq;
+    ctx.ops.req_notify_cq = op_req_notify_cq;
+    ctx.ops.post_send = op_post_send;
+    ctx.ops.post_recv = op_post_recv;
+    ctx.ops.post_srq_recv = op_post_srq_recv;
+    ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
+    x->vctx.sz = sizeof(verbs_context);
+    x->vctx.query_port = op_query_port;
+    x->vctx.query_device_ex = op_query_device_ex;
+    x->vctx.open_xrcd = op_open_xrcd;
+    x->vctx.close_xrcd = op_close_xrcd;
+    x->vctx.create_srq_ex = op_create_srq_ex;
+    x->vctx.get_srq_num = op_get_srq_num;
+    x->vctx.create_qp_ex = op_create_qp_ex;
+}
+
 }  // namespace
 
 // ---- devices and contexts -----------------------------------------------------
@@ -304,15 +454,7 @@ EXPORT ibv_context* ibv_open_device(ibv_device* device) {
     ctx.cmd_fd = -1;
     ctx.async_fd = async_fd;
     ctx.num_comp_vectors = 1;
-    ctx.ops.poll_cq = op_poll_cq;
-    ctx.ops.req_notify_cq = op_req_notify_cq;
-    ctx.ops.post_send = op_post_send;
-    ctx.ops.post_recv = op_post_recv;
-    ctx.ops.post_srq_recv = op_post_srq_recv;
-    ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
-    x->vctx.sz = sizeof(verbs_context);
-    x->vctx.query_port = op_query_port;
-    x->vctx.query_device_ex = op_query_device_ex;
+    fill_ops(x);
     pthread_mutex_init(&ctx.mutex, nullptr);
     return &ctx;
 }
@@ -620,6 +762,7 @@ EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
     s->srq.pd = pd;
     s->srq.srq_context = attr->srq_context;
     s->srq.handle = c.out().get<std::uint32_t>();
+    s->srqn = c.out().get<std::uint32_t>();
     pthread_mutex_init(&s->srq.mutex, nullptr);
     pthread_cond_init(&s->srq.cond, nullptr);
     return &s->srq;
@@ -1074,15 +1217,7 @@ EXPORT ibv_context* hcasim_adopt_context(std::uint64_t h) {
     ctx.cmd_fd = -1;
     ctx.async_fd = async_fd;
     ctx.num_comp_vectors = 1;
-    ctx.ops.poll_cq = op_poll_cq;
-    ctx.ops.req_notify_cq = op_req_notify_cq;
-    ctx.ops.post_send = op_post_send;
-    ctx.ops.post_recv = op_post_recv;
-    ctx.ops.post_srq_recv = op_post_srq_recv;
-    ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
-    x->vctx.sz = sizeof(verbs_context);
-    x->vctx.query_port = op_query_port;
-    x->vctx.query_device_ex = op_query_device_ex;
+    fill_ops(x);
     pthread_mutex_init(&ctx.mutex, nullptr);
     remember(h, &ctx);
     adopt_call(AdoptKind::Context, h, &ctx, async_fd);
@@ -1146,12 +1281,28 @@ EXPORT ibv_qp* hcasim_adopt_qp(std::uint64_t h, ibv_pd* pd, ibv_cq* send_cq, ibv
     return &q->qp;
 }
 
+EXPORT ibv_srq* hcasim_adopt_srq(std::uint64_t h, ibv_context* context, ibv_pd* pd, std::uint32_t srqn) {
+    auto* s = new CSrq{};
+    s->h = h;
+    s->srqn = srqn;
+    s->srq.context = context;
+    s->srq.pd = pd;
+    pthread_mutex_init(&s->srq.mutex, nullptr);
+    pthread_cond_init(&s->srq.cond, nullptr);
+    remember(h, &s->srq);
+    adopt_call(AdoptKind::Srq, h, &s->srq, -1);
+    return &s->srq;
+}
+
 // rdma_cm freed what these mirror: only the program's side goes.
 EXPORT void hcasim_drop_qp(ibv_qp* qp) {
     if (qp) drop<CQp>(qp);
 }
 EXPORT void hcasim_drop_cq(ibv_cq* cq) {
     if (cq) drop<CCq>(cq);
+}
+EXPORT void hcasim_drop_srq(ibv_srq* srq) {
+    if (srq) drop<CSrq>(srq);
 }
 EXPORT void hcasim_drop_channel(ibv_comp_channel* ch) {
     if (!ch) return;
@@ -1163,6 +1314,7 @@ EXPORT std::uint64_t hcasim_handle_of_pd(ibv_pd* pd) { return handle<CPd>(pd); }
 EXPORT std::uint64_t hcasim_handle_of_cq(ibv_cq* cq) { return handle<CCq>(cq); }
 EXPORT std::uint64_t hcasim_handle_of_qp(ibv_qp* qp) { return handle<CQp>(qp); }
 EXPORT std::uint64_t hcasim_handle_of_srq(ibv_srq* srq) { return handle<CSrq>(srq); }
+EXPORT std::uint64_t hcasim_handle_of_xrcd(ibv_xrcd* xrcd) { return xrcd_handle(xrcd); }
 EXPORT std::uint64_t hcasim_handle_of_context(ibv_context* c) { return c ? cctx(c)->h : 0; }
 
 // The program's object of a handle, if it has one.

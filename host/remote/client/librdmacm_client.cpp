@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -35,13 +36,16 @@ ibv_comp_channel* hcasim_adopt_channel(std::uint64_t h, ibv_context* context);
 ibv_cq* hcasim_adopt_cq(std::uint64_t h, ibv_context* context, ibv_comp_channel* channel, void* cq_context, int cqe);
 ibv_qp* hcasim_adopt_qp(std::uint64_t h, ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq, std::uint32_t qpn,
                         int qp_type, void* qp_context, int state);
+ibv_srq* hcasim_adopt_srq(std::uint64_t h, ibv_context* context, ibv_pd* pd, std::uint32_t srqn);
 void hcasim_drop_qp(ibv_qp* qp);
 void hcasim_drop_cq(ibv_cq* cq);
+void hcasim_drop_srq(ibv_srq* srq);
 void hcasim_drop_channel(ibv_comp_channel* ch);
 std::uint64_t hcasim_handle_of_pd(ibv_pd* pd);
 std::uint64_t hcasim_handle_of_cq(ibv_cq* cq);
 std::uint64_t hcasim_handle_of_qp(ibv_qp* qp);
 std::uint64_t hcasim_handle_of_srq(ibv_srq* srq);
+std::uint64_t hcasim_handle_of_xrcd(ibv_xrcd* xrcd);
 std::uint64_t hcasim_handle_of_context(ibv_context* c);
 void* hcasim_object_of(std::uint64_t h);
 }
@@ -53,18 +57,23 @@ struct CChannel {
     std::uint64_t h;
 };
 
+struct CEvent {
+    rdma_cm_event ev;
+    std::uint64_t h;
+    std::vector<std::uint8_t> private_data;
+};
+
 struct CId {
     rdma_cm_id id;
     std::uint64_t h;
     std::vector<ibv_sa_path_rec> paths;
     // What this id's own QP and CQs mirror (freed with rdma_destroy_qp).
     bool own_cqs = false;
-};
-
-struct CEvent {
-    rdma_cm_event ev;
-    std::uint64_t h;
-    std::vector<std::uint8_t> private_data;
+    // The CQ and channel rdma_create_srq made for an XRC SRQ (freed with rdma_destroy_srq).
+    bool own_srq_cq = false;
+    // A synchronous id's last event (id.event points at it); librdmacm
+    // acknowledges it, the program only reads it.
+    std::unique_ptr<CEvent> event;
 };
 
 // The program's mirrors, by the simulator's handle: ids, and verbs objects
@@ -96,6 +105,39 @@ T* mirror(std::uint64_t h, Make make) {
     T* p = make();
     g_verbs[h] = p;
     return p;
+}
+
+// Reads an event's listener, type, status and parameters
+// (RdmaCmProxy::put_event); returns the listener's handle.
+std::uint64_t read_event(Reader& r, CEvent* e) {
+    const auto listen_h = r.get<std::uint64_t>();
+    e->ev.event = static_cast<rdma_cm_event_type>(r.get<std::int32_t>());
+    e->ev.status = r.get<std::int32_t>();
+    const bool ud = r.get<std::uint8_t>() != 0;
+    if (ud) {
+        const auto len = r.get<std::uint8_t>();
+        const bool mcast = r.get<std::uint8_t>() != 0;
+        if (mcast) {
+            e->ev.param.ud.private_data = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(r.get<std::uint64_t>()));
+            e->ev.param.ud.private_data_len = len;
+        } else {
+            e->private_data.resize(len);
+            r.bytes(e->private_data.data(), len);
+            e->ev.param.ud.private_data = e->private_data.empty() ? nullptr : e->private_data.data();
+            e->ev.param.ud.private_data_len = len;
+        }
+        e->ev.param.ud.ah_attr = r.get<ibv_ah_attr>();
+        e->ev.param.ud.qp_num = r.get<std::uint32_t>();
+        e->ev.param.ud.qkey = r.get<std::uint32_t>();
+    } else {
+        rdma_conn_param p = r.get<rdma_conn_param>();
+        e->private_data.resize(p.private_data ? p.private_data_len : 0);
+        r.bytes(e->private_data.data(), e->private_data.size());
+        p.private_data = e->private_data.empty() ? nullptr : e->private_data.data();
+        p.private_data_len = static_cast<std::uint8_t>(e->private_data.size());
+        e->ev.param.conn = p;
+    }
+    return listen_h;
 }
 
 // Reads an id's state (RdmaCmProxy::put_id) into its mirror, making the
@@ -136,6 +178,17 @@ CId* read_id(Reader& r, CId* like = nullptr) {
     const auto qp_h = r.get<std::uint64_t>();
     const auto qpn = r.get<std::uint32_t>();
     const auto qp_state = r.get<std::int32_t>();
+    const auto srq_h = r.get<std::uint64_t>();
+    const auto srq_pd_h = r.get<std::uint64_t>();
+    const auto srq_pd_handle = r.get<std::uint32_t>();
+    const auto srqn = r.get<std::uint32_t>();
+    const auto event_h = r.get<std::uint64_t>();
+    auto event = std::make_unique<CEvent>();
+    std::uint64_t event_listen_h = 0;
+    if (event_h) {
+        event->h = event_h;
+        event_listen_h = read_event(r, event.get());
+    }
     id.verbs = mirror<ibv_context>(ctx_h, [&] { return hcasim_adopt_context(ctx_h); });
     id.pd = mirror<ibv_pd>(pd_h, [&] { return hcasim_adopt_pd(pd_h, id.verbs, pd_handle); });
     id.send_cq_channel = mirror<ibv_comp_channel>(sch_h, [&] { return hcasim_adopt_channel(sch_h, id.verbs); });
@@ -147,6 +200,21 @@ CId* read_id(Reader& r, CId* like = nullptr) {
         return hcasim_adopt_qp(qp_h, id.pd, id.send_cq, id.recv_cq, qpn, id.qp_type, id.context, qp_state);
     });
     if (id.qp) id.qp->state = static_cast<ibv_qp_state>(qp_state);
+    ibv_pd* srq_pd = mirror<ibv_pd>(srq_pd_h, [&] { return hcasim_adopt_pd(srq_pd_h, id.verbs, srq_pd_handle); });
+    id.srq = mirror<ibv_srq>(srq_h, [&] { return hcasim_adopt_srq(srq_h, id.verbs, srq_pd, srqn); });
+    // The same event stays the same object (the program may hold it); the
+    // simulator may have put a new one where an acknowledged one was.
+    const bool same = m->event && m->event->h == event_h && m->event->ev.event == event->ev.event &&
+                      m->event->ev.status == event->ev.status && m->event->private_data == event->private_data;
+    if (!event_h) {
+        m->event.reset();
+    } else if (!same) {
+        auto l = g_ids.find(event_listen_h);
+        event->ev.listen_id = event_listen_h && l != g_ids.end() ? &l->second->id : nullptr;
+        event->ev.id = &id;
+        m->event = std::move(event);
+    }
+    id.event = m->event ? &m->event->ev : nullptr;
     return m;
 }
 
@@ -169,6 +237,32 @@ void put_addr(Writer& w, const sockaddr* a) {
     w.put(s);
 }
 
+// Whether rdma_create_qp makes CQs (and channels) for a QP of this type: an
+// XRC target QP has none, an XRC initiator only a send CQ.
+bool makes_cqs(ibv_qp_type type, const ibv_qp_init_attr& a) {
+    if (type == IBV_QPT_XRC_RECV) return false;
+    if (type == IBV_QPT_XRC_SEND) return !a.send_cq;
+    return !a.send_cq || !a.recv_cq;
+}
+
+// Frees the mirror of a CQ and of a channel rdma_cm made (g_lock held).
+void drop_cq_mirror(ibv_cq*& cq) {
+    if (!cq) return;
+    g_verbs.erase(hcasim_handle_of_cq(cq));
+    hcasim_drop_cq(cq);
+    cq = nullptr;
+}
+void drop_channel_mirror(ibv_comp_channel*& ch) {
+    if (!ch) return;
+    for (auto it = g_verbs.begin(); it != g_verbs.end(); ++it)
+        if (it->second == ch) {
+            g_verbs.erase(it);
+            break;
+        }
+    hcasim_drop_channel(ch);
+    ch = nullptr;
+}
+
 // Frees the mirrors of an id's QP (and of the CQs and channels rdma_cm made
 // for it) once the simulator has destroyed them.
 void drop_qp_mirrors(CId* m, bool own_cqs) {
@@ -180,22 +274,29 @@ void drop_qp_mirrors(CId* m, bool own_cqs) {
         id.qp = nullptr;
     }
     if (own_cqs) {
-        for (ibv_cq* cq : {id.send_cq, id.recv_cq})
-            if (cq) {
-                g_verbs.erase(hcasim_handle_of_cq(cq));
-                hcasim_drop_cq(cq);
-            }
-        for (ibv_comp_channel* ch : {id.send_cq_channel, id.recv_cq_channel})
-            if (ch) {
-                for (auto it = g_verbs.begin(); it != g_verbs.end(); ++it)
-                    if (it->second == ch) {
-                        g_verbs.erase(it);
-                        break;
-                    }
-                hcasim_drop_channel(ch);
-            }
-        id.send_cq = id.recv_cq = nullptr;
-        id.send_cq_channel = id.recv_cq_channel = nullptr;
+        // The same CQ or channel may serve both directions.
+        if (id.recv_cq == id.send_cq) id.recv_cq = nullptr;
+        if (id.recv_cq_channel == id.send_cq_channel) id.recv_cq_channel = nullptr;
+        drop_cq_mirror(id.send_cq);
+        drop_cq_mirror(id.recv_cq);
+        drop_channel_mirror(id.send_cq_channel);
+        drop_channel_mirror(id.recv_cq_channel);
+    }
+}
+
+// The same for an id's SRQ and the CQ and channel rdma_create_srq made for it.
+void drop_srq_mirrors(CId* m) {
+    std::lock_guard<std::mutex> g(g_lock);
+    rdma_cm_id& id = m->id;
+    if (id.srq) {
+        g_verbs.erase(hcasim_handle_of_srq(id.srq));
+        hcasim_drop_srq(id.srq);
+        id.srq = nullptr;
+    }
+    if (m->own_srq_cq) {
+        drop_cq_mirror(id.recv_cq);
+        drop_channel_mirror(id.recv_cq_channel);
+        m->own_srq_cq = false;
     }
 }
 
@@ -373,7 +474,7 @@ EXPORT int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* qp_init_
     c.in().put(qp_init_attr->cap);
     c.in().put(static_cast<std::int32_t>(qp_init_attr->qp_type));
     c.in().put(static_cast<std::int32_t>(qp_init_attr->sq_sig_all));
-    const bool own_cqs = !qp_init_attr->send_cq || !qp_init_attr->recv_cq;
+    const bool own_cqs = makes_cqs(qp_init_attr->qp_type, *qp_init_attr);
     const int rc = result(c);
     const int err = errno;
     if (c.ok()) {
@@ -422,9 +523,68 @@ EXPORT void rdma_destroy_qp(rdma_cm_id* id) {
     read_id(c.out());
 }
 
-EXPORT int rdma_create_srq(rdma_cm_id*, ibv_pd*, ibv_srq_init_attr*) { return fail(EOPNOTSUPP); }
-EXPORT int rdma_create_srq_ex(rdma_cm_id*, ibv_srq_init_attr_ex*) { return fail(EOPNOTSUPP); }
-EXPORT void rdma_destroy_srq(rdma_cm_id*) {}
+// ---- shared receive queues ---------------------------------------------------
+
+// The simulator's rdma_cm decides everything (the type is required, an XRC
+// SRQ gets librdmacm's domain and a CQ of its own when none is given); the
+// SRQ, and that CQ and its channel, come back in the id's state.
+EXPORT int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
+    if (!id || !attr) return fail(EINVAL);
+    const std::uint32_t mask = attr->comp_mask;
+    const bool makes_cq = (mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type == IBV_SRQT_XRC &&
+                          (!(mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq);
+    Call c(Op::CmCreateSrq);
+    c.in().put(cid(id)->h);
+    c.in().put(mask);
+    c.in().put(static_cast<std::int32_t>(attr->srq_type));
+    c.in().put((mask & IBV_SRQ_INIT_ATTR_PD) ? hcasim_handle_of_pd(attr->pd) : std::uint64_t{0});
+    c.in().put((mask & IBV_SRQ_INIT_ATTR_XRCD) ? hcasim_handle_of_xrcd(attr->xrcd) : std::uint64_t{0});
+    c.in().put((mask & IBV_SRQ_INIT_ATTR_CQ) ? hcasim_handle_of_cq(attr->cq) : std::uint64_t{0});
+    c.in().put(attr->attr);
+    const int rc = result(c);
+    const int err = errno;
+    if (c.ok()) {
+        const auto a = c.out().get<ibv_srq_attr>();
+        CId* m = read_id(c.out());
+        if (!rc && id->srq) {
+            attr->attr = a;
+            id->srq->srq_context = attr->srq_context;
+            m->own_srq_cq = makes_cq;
+            // What librdmacm fills in (a domain it opened stays its own).
+            attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
+            attr->pd = id->srq->pd;
+            if (attr->srq_type == IBV_SRQT_XRC) {
+                attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+                if (makes_cq) attr->cq = id->recv_cq;
+            }
+        }
+    }
+    errno = err;
+    return rc;
+}
+
+// As librdmacm: an XRC SRQ for an XRC target id, a basic one otherwise.
+EXPORT int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* attr) {
+    if (!id || !attr) return fail(EINVAL);
+    ibv_srq_init_attr_ex x{};
+    x.srq_context = attr->srq_context;
+    x.attr = attr->attr;
+    x.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+    x.srq_type = id->qp_type == IBV_QPT_XRC_RECV ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
+    x.pd = pd;
+    const int rc = rdma_create_srq_ex(id, &x);
+    attr->attr = x.attr;
+    return rc;
+}
+
+EXPORT void rdma_destroy_srq(rdma_cm_id* id) {
+    if (!id || !id->srq) return;
+    Call c(Op::CmDestroySrq);
+    c.in().put(cid(id)->h);
+    if (result(c)) return;
+    drop_srq_mirrors(cid(id));
+    read_id(c.out());
+}
 
 // ---- events -------------------------------------------------------------------
 
@@ -440,33 +600,7 @@ EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event)
     Reader& r = c.out();
     auto* e = new CEvent{};
     e->h = r.get<std::uint64_t>();
-    e->ev.event = static_cast<rdma_cm_event_type>(r.get<std::int32_t>());
-    e->ev.status = r.get<std::int32_t>();
-    const auto listen_h = r.get<std::uint64_t>();
-    const bool ud = r.get<std::uint8_t>() != 0;
-    if (ud) {
-        const auto len = r.get<std::uint8_t>();
-        const bool mcast = r.get<std::uint8_t>() != 0;
-        if (mcast) {
-            e->ev.param.ud.private_data = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(r.get<std::uint64_t>()));
-            e->ev.param.ud.private_data_len = len;
-        } else {
-            e->private_data.resize(len);
-            r.bytes(e->private_data.data(), len);
-            e->ev.param.ud.private_data = e->private_data.empty() ? nullptr : e->private_data.data();
-            e->ev.param.ud.private_data_len = len;
-        }
-        e->ev.param.ud.ah_attr = r.get<ibv_ah_attr>();
-        e->ev.param.ud.qp_num = r.get<std::uint32_t>();
-        e->ev.param.ud.qkey = r.get<std::uint32_t>();
-    } else {
-        rdma_conn_param p = r.get<rdma_conn_param>();
-        e->private_data.resize(p.private_data ? p.private_data_len : 0);
-        r.bytes(e->private_data.data(), e->private_data.size());
-        p.private_data = e->private_data.empty() ? nullptr : e->private_data.data();
-        p.private_data_len = static_cast<std::uint8_t>(e->private_data.size());
-        e->ev.param.conn = p;
-    }
+    const auto listen_h = read_event(r, e);
     CId* listen = nullptr;
     {
         std::lock_guard<std::mutex> g(g_lock);
@@ -631,8 +765,11 @@ EXPORT int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd, ibv_q
     if (result(c)) return -1;
     const auto cap = c.out().get<ibv_qp_cap>();
     CId* m = read_id(c.out());
-    m->own_cqs = qp_init_attr && (!qp_init_attr->send_cq || !qp_init_attr->recv_cq);
-    if (qp_init_attr && m->id.qp) qp_init_attr->cap = cap;
+    m->own_cqs = qp_init_attr && makes_cqs(static_cast<ibv_qp_type>(res->ai_qp_type), *qp_init_attr);
+    if (qp_init_attr && m->id.qp) {
+        qp_init_attr->cap = cap;
+        qp_init_attr->qp_type = static_cast<ibv_qp_type>(res->ai_qp_type);
+    }
     *id = &m->id;
     return 0;
 }
@@ -643,6 +780,7 @@ EXPORT void rdma_destroy_ep(rdma_cm_id* id) {
     c.in().put(cid(id)->h);
     if (result(c)) return;
     drop_qp_mirrors(cid(id), cid(id)->own_cqs);
+    drop_srq_mirrors(cid(id));
     std::lock_guard<std::mutex> g(g_lock);
     g_ids.erase(cid(id)->h);
     delete cid(id);
