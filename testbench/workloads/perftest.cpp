@@ -170,6 +170,17 @@ Target target_of(const RcEndpoint& ep, std::size_t q, ibv_wr_opcode opcode, std:
     return t;
 }
 
+// perftest's bandwidth tests move a message's remote address on by its size
+// rounded up to a cache line, round a page (its cycle buffer): an atomic
+// test's n-th message on a QP goes to line n mod 64 of that QP's page. With
+// a post list, each WR of the list keeps the line of its place in it.
+constexpr std::size_t kAtomicCycleBytes = 4096;
+constexpr std::size_t kCacheLineBytes = 64;
+std::uint64_t atomic_offset(int qp, int n) {
+    return kAtomicCycleBytes * static_cast<std::uint64_t>(qp) +
+           static_cast<std::uint64_t>(n) % (kAtomicCycleBytes / kCacheLineBytes) * kCacheLineBytes;
+}
+
 // Compare-and-swap 0 -> 1 and fetch-and-add 1, as perftest's atomic tests.
 void prepare(ibv_send_wr& wr, ibv_sge& sge, const Target& t, std::uint8_t* local, std::uint32_t lkey,
              std::uint32_t size, unsigned flags, std::uint64_t wr_id) {
@@ -422,6 +433,8 @@ EndpointOptions bandwidth_endpoint(const BandwidthOptions& opt, const sim::Confi
     const std::uint32_t max_size = opt.sizes.empty() ? 1 : *std::max_element(opt.sizes.begin(), opt.sizes.end());
     // Each QP streams from and into its own slice of the buffer.
     eo.buffer_bytes = static_cast<std::size_t>(max_size) * 2 + 4096;
+    // Atomics go round the cache lines of a page of their own per QP.
+    if (is_atomic(opt.op)) eo.buffer_bytes += kAtomicCycleBytes * static_cast<std::size_t>(std::max(opt.qps, 1));
     eo.qps = opt.qps;
     eo.rdma_cm = opt.rdma_cm;
     if (eo.rdma_cm && eo.qp_type == IBV_QPT_UD) eo.qkey = RDMA_UDP_QKEY;  // what SIDR gives
@@ -707,8 +720,15 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
                             for (int j = 0; j < k; ++j) {
                                 ++p;
                                 const bool sig = p % cq_mod == 0 || p == quota(q);
+                                Target t = targets[static_cast<std::size_t>(q)];
+                                std::uint8_t* local = ep.buf;
+                                if (is_atomic(opt.op)) {
+                                    const std::uint64_t at = atomic_offset(q, opt.post_list == 1 ? p - 1 : j);
+                                    t.remote_addr += at;
+                                    local += at;
+                                }
                                 prepare(wrs[static_cast<std::size_t>(j)], sges[static_cast<std::size_t>(j)],
-                                        targets[static_cast<std::size_t>(q)], ep.buf, ep.mr->lkey, size,
+                                        t, local, ep.mr->lkey, size,
                                         (sig ? IBV_SEND_SIGNALED : 0) | inl,
                                         (static_cast<std::uint64_t>(q) << 32) | static_cast<std::uint64_t>(p));
                                 if (j > 0) wrs[static_cast<std::size_t>(j) - 1].next = &wrs[static_cast<std::size_t>(j)];
