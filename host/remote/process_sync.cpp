@@ -82,17 +82,18 @@ void ProcessSync::run() {
             // A program that just got a call's result usually calls again
             // within microseconds (a polling loop): give it that long before
             // looking at its threads.
-            bool all_calling = true;
+            bool replied = false;
             for (RemoteProgram* p : m_programs)
-                if (!p->exited() && !p->all_slots_calling()) all_calling = false;
+                if (!p->exited() && p->just_replied()) replied = true;
             // Nothing has happened since every program was last seen
             // waiting: they still are (the common case while the hardware
             // works through a transfer, one event after another).
             const bool unchanged = m_group && m_group->activity == m_quiet_activity;
             if (!gave_time) {
                 gave_time = true;
-                if (!all_calling && !unchanged) {
+                if (replied && !unchanged) {
                     wait_for_doorbells(seen, 0.1);
+                    for (RemoteProgram* p : m_programs) p->forget_replies();
                     continue;
                 }
             }

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "host/driver/host_cpu.hpp"
 #include "host/driver/host_thread.hpp"
@@ -38,13 +39,30 @@ char stat_state(const std::string& text) {
     return close == std::string::npos || close + 2 >= text.size() ? '?' : text[close + 2];
 }
 
+// A /proc file's text, read afresh each time. The synchronisation reads
+// the same few files between most calls: their descriptors stay open (a
+// read at offset 0 makes the text again), and one that fails (its thread
+// ended, its number may be another's now) is opened again once.
 std::string read_small(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return {};
+    static std::unordered_map<std::string, int> open_files;
     char buf[1024];
-    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
-    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        auto at = open_files.find(path);
+        if (at == open_files.end()) {
+            if (open_files.size() >= 4096) {
+                for (auto& f : open_files) ::close(f.second);
+                open_files.clear();
+            }
+            const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+            if (fd < 0) return {};
+            at = open_files.emplace(path, fd).first;
+        }
+        const ssize_t n = ::pread(at->second, buf, sizeof buf - 1, 0);
+        if (n > 0) return std::string(buf, static_cast<std::size_t>(n));
+        ::close(at->second);
+        open_files.erase(at);
+    }
+    return {};
 }
 
 }  // namespace
@@ -174,12 +192,10 @@ bool RemoteProgram::dispatch_calls() {
     return any;
 }
 
-bool RemoteProgram::all_slots_calling() const {
-    for (std::uint32_t i = 0; i < kSlots; ++i) {
-        const std::uint32_t st = m_channel->slots[i].state.load(std::memory_order_acquire);
-        if (st == kIdle || st == kReply) return false;
-    }
-    return true;
+bool RemoteProgram::just_replied() const {
+    for (std::uint32_t i = 0; i < kSlots; ++i)
+        if (m_fresh[i] && m_channel->slots[i].state.load(std::memory_order_acquire) != kCall) return true;
+    return false;
 }
 
 bool RemoteProgram::quiescent() const {
@@ -471,6 +487,7 @@ void RemoteProgram::serve() {
         if (h.valid() && !h.terminated()) h.kill();
     m_rdma_cm->release_all();
     m_verbs->release_all();
+    m_driver.hca().pcie().memory().forget_shared(m_pid);
 }
 
 void RemoteProgram::serve_slot(std::uint32_t i) {
@@ -537,6 +554,7 @@ void RemoteProgram::serve_slot(std::uint32_t i) {
         if (m_spec.group) m_spec.group->touch(sim::now_ps());
         else m_channel->now_ps.store(sim::now_ps(), std::memory_order_release);
         m_dispatched[i] = false;
+        m_fresh[i] = true;
         s.state.store(kReply, std::memory_order_release);
         syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&s.state), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
         if (op == Op::Exit) m_exit.notify(sc_core::SC_ZERO_TIME);

@@ -94,9 +94,11 @@ public:
     // been looked at: a thread may have run and blocked again in between.
     bool quiescent() const;
     bool confirm_quiescent() const;
-    // Whether every thread that ever called is inside a call now (a cheap
-    // first look: quiescent() still decides).
-    bool all_slots_calling() const;
+    // A thread of it got a call's result and has not called again since
+    // (it usually does within microseconds: a polling loop).
+    bool just_replied() const;
+    // Its threads had their chance to call again.
+    void forget_replies() { for (bool& f : m_fresh) f = false; }
     // Collects its exit if it has ended; true the first time.
     bool reap();
     bool exited() const { return m_exited; }
@@ -138,6 +140,7 @@ private:
     bool m_exiting = false;  // it said so (its last call)
     int m_wait_status = 0;
     bool m_dispatched[kSlots] = {};
+    bool m_fresh[kSlots] = {};  // replied to, not seen calling since
     // Its thread count when /proc last gave it, and threads_started then.
     mutable int m_threads_known = -1;
     mutable std::uint32_t m_threads_started_seen = 0;

@@ -1,6 +1,7 @@
 #include "host/remote/verbs_proxy.hpp"
 
 #include <sys/syscall.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -111,6 +112,19 @@ int VerbsProxy::destroy(std::uint64_t h, Kind kind, int (*fn)(T*)) {
     const int st = fn(obj);
     if (!st) remove(obj);
     return st;
+}
+
+void VerbsProxy::share_pages(int remote_fd, std::uint64_t base, std::uint64_t bytes) {
+    const int fd = take_fd(remote_fd);
+    if (fd < 0) return;
+    void* local = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (local == MAP_FAILED) return;  // DMA goes through process_vm_* instead
+    std::shared_ptr<std::uint8_t> pages(static_cast<std::uint8_t*>(local),
+                                        [bytes](std::uint8_t* p) { munmap(p, bytes); });
+    host::current_driver()->hca().pcie().memory().share(host::current_address_space(),
+                                                        reinterpret_cast<const void*>(static_cast<std::uintptr_t>(base)),
+                                                        bytes, std::move(pages));
 }
 
 int VerbsProxy::take_fd(int remote_fd) {
@@ -294,7 +308,11 @@ void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
         const auto length = in.get<std::uint64_t>();
         const auto iova = in.get<std::uint64_t>();
         const auto access = in.get<std::uint32_t>();
+        const auto shared_fd = in.get<std::int32_t>();
+        const auto shared_base = in.get<std::uint64_t>();
+        const auto shared_bytes = in.get<std::uint64_t>();
         if (!pd || in.bad()) return status(EINVAL);
+        if (shared_fd >= 0) share_pages(shared_fd, shared_base, shared_bytes);
         // The address is the program's: the driver pins it in the calling
         // thread's address space, which is the program's.
         ibv_mr* mr = ibv_reg_mr_iova2(pd, reinterpret_cast<void*>(static_cast<std::uintptr_t>(addr)), length, iova,

@@ -68,7 +68,10 @@ private:
     // The verbs call fn on the object named h, and the handle goes with it: 0 or an errno.
     template <typename T>
     int destroy(std::uint64_t h, Kind kind, int (*fn)(T*));
-    int take_fd(int remote_fd);  // the program's fd as ours (pidfd_getfd), or -1
+    int take_fd(int remote_fd);
+    // The program moved pages [base, base+bytes) onto the memfd remote_fd:
+    // the simulator maps it too and copies DMA data directly.
+    void share_pages(int remote_fd, std::uint64_t base, std::uint64_t bytes);  // the program's fd as ours (pidfd_getfd), or -1
     void watch_channel(ChannelFd& c);
     void watch_async(ibv_context* ctx, int fd);
     void stop_watchers();

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -53,8 +54,40 @@ public:
         const std::uint64_t pages = (offset + (len ? len : 1) + kPageBytes - 1) / kPageBytes;
         const std::uint64_t bus = m_next_page * kPageBytes;
         m_next_page += pages + 1;
-        m_ranges[bus] = Range{pages * kPageBytes, reinterpret_cast<std::uint8_t*>(h - offset), space};
+        Range r{pages * kPageBytes, reinterpret_cast<std::uint8_t*>(h - offset), space, nullptr, nullptr};
+        if (space) {
+            // Pages the process shares with the simulator: reached directly.
+            for (const auto& [key, w] : m_shared) {
+                if (key.first != space) continue;
+                const auto* remote = static_cast<const std::uint8_t*>(w.remote);
+                if (r.host >= remote && r.host + r.len <= remote + w.len) {
+                    r.local = w.local.get() + (r.host - remote);
+                    r.keep = w.local;
+                    break;
+                }
+            }
+        }
+        m_ranges[bus] = std::move(r);
         return bus + offset;
+    }
+
+    // Process space's pages [remote, remote+len) are also at local in the
+    // simulator's memory (the same pages, mapped twice): mappings made of
+    // them from now on copy directly instead of through the kernel. Replaces
+    // what the process shared before where the two overlap; local is freed
+    // when no mapping uses it any more.
+    void share(pid_t space, const void* remote, std::uint64_t len, std::shared_ptr<std::uint8_t> local) {
+        const auto* r = static_cast<const std::uint8_t*>(remote);
+        for (auto it = m_shared.begin(); it != m_shared.end();) {
+            const auto* o = static_cast<const std::uint8_t*>(it->second.remote);
+            if (it->first.first == space && o < r + len && r < o + it->second.len) it = m_shared.erase(it);
+            else ++it;
+        }
+        m_shared[{space, reinterpret_cast<std::uintptr_t>(remote)}] = Shared{remote, len, std::move(local)};
+    }
+    // The process has ended: what it shared goes with its last mapping.
+    void forget_shared(pid_t space) {
+        for (auto it = m_shared.begin(); it != m_shared.end();) it = it->first.first == space ? m_shared.erase(it) : std::next(it);
     }
     // Releases the mapping that map() returned bus for.
     void unmap(std::uint64_t bus) { m_ranges.erase(bus - bus % kPageBytes); }
@@ -72,7 +105,8 @@ public:
     void read(std::uint64_t addr, void* dst, std::size_t n) {
         if (n == 0) return;
         const auto& [base, range] = mapping(addr, n);
-        if (range.space) remote_copy(range.space, range.host + (addr - base), dst, n, false);
+        if (range.local) std::memcpy(dst, range.local + (addr - base), n);
+        else if (range.space) remote_copy(range.space, range.host + (addr - base), dst, n, false);
         else std::memcpy(dst, range.host + (addr - base), n);
         m_bytes_read += n;
     }
@@ -83,7 +117,8 @@ public:
         if (range.space) {
             // No host thread of the simulator polls another process's
             // memory: only the notification matters.
-            remote_copy(range.space, range.host + (addr - base), const_cast<void*>(src), n, true);
+            if (range.local) std::memcpy(range.local + (addr - base), src, n);
+            else remote_copy(range.space, range.host + (addr - base), const_cast<void*>(src), n, true);
             ++m_remote_writes;
             m_written.notify(sc_core::SC_ZERO_TIME);
             return;
@@ -128,7 +163,15 @@ private:
         std::uint64_t len;   // whole pages
         std::uint8_t* host;  // host address of the first page
         pid_t space;         // 0: the simulator's memory; else that process's
+        std::uint8_t* local;                 // another process's pages shared with the simulator: here
+        std::shared_ptr<std::uint8_t> keep;  // what local lies in
     };
+    struct Shared {
+        const void* remote;
+        std::uint64_t len;
+        std::shared_ptr<std::uint8_t> local;
+    };
+    std::map<std::pair<pid_t, std::uintptr_t>, Shared> m_shared;
     const std::pair<const std::uint64_t, Range>& mapping(std::uint64_t bus, std::uint64_t n) const {
         auto it = m_ranges.upper_bound(bus);
         if (it == m_ranges.begin() || bus + n > std::prev(it)->first + std::prev(it)->second.len)

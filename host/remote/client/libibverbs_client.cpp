@@ -9,6 +9,7 @@
 #include <rdma/ib_user_sa.h>
 #include <rdma/ib_user_verbs.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -597,15 +598,83 @@ EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
     return st;
 }
 
+// Moves the pages of [addr, addr+length) onto a memfd that the simulator
+// maps too, so that its DMA copies within its own memory instead of making
+// a system call per packet. The pages keep their bytes and address; only a
+// range inside one private anonymous read-write mapping is moved (a heap or
+// mmap buffer, as RDMA programs register), and a range already moved stays.
+// Returns the memfd (the caller closes it once the simulator has it), or -1
+// when nothing was moved: the simulator then reaches the pages through
+// process_vm_readv/writev.
+struct SharedPages {
+    int fd = -1;
+    std::uintptr_t base = 0;
+    std::size_t bytes = 0;
+};
+SharedPages share_pages(void* addr, size_t length) {
+    SharedPages s;
+    if (!addr || length == 0) return s;
+    const long page = sysconf(_SC_PAGESIZE);
+    const auto a = reinterpret_cast<std::uintptr_t>(addr);
+    const std::uintptr_t base = a - a % static_cast<std::uintptr_t>(page);
+    const std::uintptr_t end = (a + length + static_cast<std::uintptr_t>(page) - 1) / static_cast<std::uintptr_t>(page) *
+                               static_cast<std::uintptr_t>(page);
+    FILE* maps = std::fopen("/proc/self/maps", "re");
+    if (!maps) return s;
+    bool movable = false;
+    char line[512];
+    while (std::fgets(line, sizeof line, maps)) {
+        unsigned long lo = 0, hi = 0;
+        char perms[8] = {};
+        unsigned long long offset = 0;
+        char dev[16] = {};
+        unsigned long inode = 0;
+        int name_at = 0;
+        if (std::sscanf(line, "%lx-%lx %7s %llx %15s %lu %n", &lo, &hi, perms, &offset, dev, &inode, &name_at) < 6) continue;
+        if (base < lo || end > hi) continue;
+        const char* name = line + name_at;
+        const bool anonymous = inode == 0 && (name[0] == '\n' || name[0] == '\0' || std::strncmp(name, "[heap]", 6) == 0);
+        movable = anonymous && std::strcmp(perms, "rw-p") == 0;
+        break;
+    }
+    std::fclose(maps);
+    if (!movable) return s;
+    const std::size_t bytes = end - base;
+    const int fd = memfd_create("hcasim-mr", MFD_CLOEXEC);
+    if (fd < 0) return s;
+    void* copy = MAP_FAILED;
+    if (ftruncate(fd, static_cast<off_t>(bytes)) == 0)
+        copy = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (copy == MAP_FAILED) {
+        close(fd);
+        return s;
+    }
+    std::memcpy(copy, reinterpret_cast<void*>(base), bytes);
+    munmap(copy, bytes);
+    if (mmap(reinterpret_cast<void*>(base), bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+        close(fd);
+        return s;
+    }
+    s.fd = fd;
+    s.base = base;
+    s.bytes = bytes;
+    return s;
+}
+
 EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
     if (!pd) return fail<ibv_mr>(EINVAL);
+    const SharedPages shared = share_pages(addr, length);
     Call c(Op::RegMr);
     c.in().put(handle<CPd>(pd));
     c.in().put(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(addr)));
     c.in().put(static_cast<std::uint64_t>(length));
     c.in().put(iova);
     c.in().put(static_cast<std::uint32_t>(access));
+    c.in().put(static_cast<std::int32_t>(shared.fd));
+    c.in().put(static_cast<std::uint64_t>(shared.base));
+    c.in().put(static_cast<std::uint64_t>(shared.bytes));
     const int st = status_of(c);
+    if (shared.fd >= 0) close(shared.fd);
     if (st) return fail<ibv_mr>(st);
     auto* m = new CMr{};
     m->h = c.out().get<std::uint64_t>();
