@@ -17,7 +17,7 @@
 namespace hcasim::remote {
 
 constexpr std::uint32_t kChannelMagic = 0x68636173;  // "hcas"
-constexpr std::uint32_t kChannelVersion = 2;
+constexpr std::uint32_t kChannelVersion = 3;
 constexpr std::uint32_t kSlots = 16;                 // threads of one program that make calls
 constexpr std::size_t kSlotBytes = 256 * 1024;       // arguments or results of one call
 
@@ -45,6 +45,13 @@ struct HostEntry {
 
 struct alignas(64) Slot {
     std::atomic<std::uint32_t> state;
+    // Its thread sleeps (FUTEX_WAIT) for the result: the simulator must wake
+    // it. A thread that looks for the result by spinning needs no wake-up.
+    std::atomic<std::uint32_t> caller_sleeps;
+    // How long (host ns) its thread may spin for its next call's result
+    // before sleeping: the simulator allows it only when a CPU is free for
+    // it, else spinning threads would take the CPU the simulator needs.
+    std::uint32_t spin_ns;
     std::int32_t tid;        // the claiming thread (gettid)
     std::uint32_t op;        // remote::Op of the call
     std::uint32_t length;    // bytes of data in use
@@ -60,6 +67,8 @@ struct alignas(64) ChannelHeader {
     // Bumped by every call and every exit of a slot's thread; the simulator
     // waits on it with FUTEX_WAIT.
     std::atomic<std::uint32_t> doorbell;
+    // The simulator sleeps on the doorbell (FUTEX_WAIT): a call must wake it.
+    std::atomic<std::uint32_t> simulator_sleeps;
     // Bumped before the program starts a thread (pthread_create), so the
     // simulator knows to count its threads again.
     std::atomic<std::uint32_t> threads_started;

@@ -192,6 +192,18 @@ bool RemoteProgram::dispatch_calls() {
     return any;
 }
 
+bool RemoteProgram::spare_cpu(std::uint32_t slot) const {
+    // Threads that wait for the simulator, besides this one, and the
+    // simulator itself: a spinning caller must leave them a CPU.
+    static const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+    long waiting = 0;
+    if (m_spec.group)
+        for (const ChannelHeader* c : m_spec.group->channels)
+            for (const Slot& s : c->slots)
+                if (&s != &m_channel->slots[slot] && s.state.load(std::memory_order_relaxed) == kCall) ++waiting;
+    return waiting + 2 <= cpus;
+}
+
 bool RemoteProgram::just_replied() const {
     for (std::uint32_t i = 0; i < kSlots; ++i)
         if (m_fresh[i] && m_channel->slots[i].state.load(std::memory_order_acquire) != kCall) return true;
@@ -555,8 +567,10 @@ void RemoteProgram::serve_slot(std::uint32_t i) {
         else m_channel->now_ps.store(sim::now_ps(), std::memory_order_release);
         m_dispatched[i] = false;
         m_fresh[i] = true;
-        s.state.store(kReply, std::memory_order_release);
-        syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&s.state), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+        s.spin_ns = spare_cpu(i) ? kCallSpinNs : 0;
+        s.state.store(kReply, std::memory_order_seq_cst);
+        if (s.caller_sleeps.load(std::memory_order_seq_cst))
+            syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&s.state), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
         if (op == Op::Exit) m_exit.notify(sc_core::SC_ZERO_TIME);
         m_cpu_mark = kNoMark;  // it runs again from here
     }

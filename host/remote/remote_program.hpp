@@ -99,6 +99,8 @@ public:
     bool just_replied() const;
     // Its threads had their chance to call again.
     void forget_replies() { for (bool& f : m_fresh) f = false; }
+    // How long a caller may spin for a result when a CPU is free for it.
+    static constexpr std::uint32_t kCallSpinNs = 50000;
     // Collects its exit if it has ended; true the first time.
     bool reap();
     bool exited() const { return m_exited; }
@@ -106,6 +108,7 @@ public:
     bool dying() const { return m_dying && !m_exited; }
     int wait_status() const { return m_wait_status; }
     std::atomic<std::uint32_t>& doorbell() { return m_channel->doorbell; }
+    std::atomic<std::uint32_t>& simulator_sleeps() { return m_channel->simulator_sleeps; }
     // Tells the program the simulated time. Only while it waits: a running
     // program's clock moves by its own clock reads (and calls) alone, so
     // what it computes from its clock never depends on the host.
@@ -141,6 +144,9 @@ private:
     int m_wait_status = 0;
     bool m_dispatched[kSlots] = {};
     bool m_fresh[kSlots] = {};  // replied to, not seen calling since
+    // A CPU is free for slot's thread to spin on beside the simulator and
+    // the other threads waiting for it.
+    bool spare_cpu(std::uint32_t slot) const;
     // Its thread count when /proc last gave it, and threads_started then.
     mutable int m_threads_known = -1;
     mutable std::uint32_t m_threads_started_seen = 0;

@@ -66,6 +66,15 @@ std::uint64_t tsc_now() {
     return static_cast<std::uint64_t>(ps * g_channel->tsc_khz / 1000000000ull);
 }
 
+// The host's own monotonic clock (not the simulated one programs see).
+std::uint64_t host_ns() {
+    using Fn = int (*)(clockid_t, struct timespec*);
+    static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "clock_gettime"));
+    timespec ts{};
+    real(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
 // rdtsc (0f 31) and rdtscp (0f 01 f9) trap once PR_TSC_SIGSEGV is set: emulate them.
 void on_segv(int sig, siginfo_t* info, void* uc_void) {
     auto* uc = static_cast<ucontext_t*>(uc_void);
@@ -195,10 +204,18 @@ std::size_t hcasim_client_call(Slot* slot, Op op, std::size_t length) {
     slot->op = static_cast<std::uint32_t>(op);
     slot->length = static_cast<std::uint32_t>(length);
     slot->charge_ps = t_debt_ps;
-    slot->state.store(kCall, std::memory_order_release);
-    g_channel->doorbell.fetch_add(1, std::memory_order_acq_rel);
-    futex(&g_channel->doorbell, FUTEX_WAKE, INT_MAX);
-    while (slot->state.load(std::memory_order_acquire) == kCall) futex(&slot->state, FUTEX_WAIT, kCall);
+    slot->state.store(kCall, std::memory_order_seq_cst);
+    g_channel->doorbell.fetch_add(1, std::memory_order_seq_cst);
+    if (g_channel->simulator_sleeps.load(std::memory_order_seq_cst)) futex(&g_channel->doorbell, FUTEX_WAKE, INT_MAX);
+    // Most results come within microseconds: look for it a while before
+    // sleeping, which costs two thread switches a call.
+    const std::uint64_t give_up = slot->spin_ns ? host_ns() + slot->spin_ns : 0;
+    while (slot->state.load(std::memory_order_acquire) == kCall && host_ns() < give_up) __builtin_ia32_pause();
+    while (slot->state.load(std::memory_order_acquire) == kCall) {
+        slot->caller_sleeps.store(1, std::memory_order_seq_cst);
+        if (slot->state.load(std::memory_order_seq_cst) == kCall) futex(&slot->state, FUTEX_WAIT, kCall);
+        slot->caller_sleeps.store(0, std::memory_order_relaxed);
+    }
     t_debt_ps = 0;
     const std::size_t n = slot->length;
     slot->state.store(kIdle, std::memory_order_release);
