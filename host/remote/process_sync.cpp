@@ -18,8 +18,32 @@ constexpr sim::Tick kRecheck = 100 * sim::kPsPerUs;
 constexpr sim::Tick kSpinRecheck = 1000 * sim::kPsPerUs;
 }  // namespace
 
-ProcessSync::ProcessSync(std::vector<RemoteProgram*> programs, ProgramGroup* group, double timeout_s)
-    : m_programs(std::move(programs)), m_group(group), m_timeout_s(timeout_s) {}
+ProcessSync::ProcessSync(std::vector<RemoteProgram*> programs, ProgramGroup* group, double timeout_s,
+                         std::vector<bool> services)
+    : m_programs(std::move(programs)), m_services(std::move(services)), m_group(group), m_timeout_s(timeout_s) {
+    m_services.resize(m_programs.size(), false);
+}
+
+bool ProcessSync::stop_services() {
+    if (m_services_stopped) {
+        // Given 5 s of wall time to end on SIGTERM.
+        if (std::chrono::steady_clock::now() - m_stopped_at > std::chrono::seconds(5))
+            for (RemoteProgram* p : m_programs)
+                if (!p->exited()) p->kill_now();
+        return false;
+    }
+    bool any = false;
+    for (std::size_t i = 0; i < m_programs.size(); ++i) {
+        if (!m_services[i] && !m_programs[i]->exited()) return false;
+        if (m_services[i]) any = true;
+    }
+    if (!any) return false;
+    m_services_stopped = true;
+    m_stopped_at = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < m_programs.size(); ++i)
+        if (m_services[i]) m_programs[i]->stop();
+    return true;
+}
 
 void ProcessSync::wait_for_doorbells(const std::vector<std::uint32_t>& seen, double max_ms) {
     // A program that just got a result calls again within microseconds:
@@ -129,6 +153,7 @@ void ProcessSync::run() {
                     if (!p->exited()) all_ended = false;
                 }
                 if (all_ended) return;
+                if (stop_services()) progressed = true;
             }
             if (progressed) break;
             const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
@@ -154,9 +179,11 @@ void ProcessSync::run() {
                 for (std::size_t i = 0; i < m_programs.size(); ++i)
                     if (waits[i] && !m_programs[i]->confirm_quiescent()) waiting = spin = false;
             if (spin) {
-                // Calls of the waiting programs go first, at this instant.
+                // Calls go first, at this instant: the waiting programs', and
+                // those of a spinner's other threads (cmtime's main thread
+                // yields in a loop until its event thread's call returns).
                 for (std::size_t i = 0; i < m_programs.size(); ++i)
-                    if (waits[i] && !m_programs[i]->exited() && m_programs[i]->dispatch_calls()) progressed = true;
+                    if (!m_programs[i]->exited() && m_programs[i]->dispatch_calls()) progressed = true;
                 if (progressed) break;
             }
             if (spin && sc_core::sc_pending_activity()) {

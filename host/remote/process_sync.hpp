@@ -6,6 +6,7 @@
 // schedules the processes.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,11 @@ namespace hcasim::remote {
 class ProcessSync {
 public:
     // timeout_s: wall seconds after which programs still running are killed.
-    ProcessSync(std::vector<RemoteProgram*> programs, ProgramGroup* group, double timeout_s);
+    // services: programs that serve the others and do not end by
+    // themselves (a server that loops forever): once every other program has
+    // ended they are asked to end (SIGTERM), then killed if they do not.
+    ProcessSync(std::vector<RemoteProgram*> programs, ProgramGroup* group, double timeout_s,
+                std::vector<bool> services = {});
 
     // The synchronising SystemC thread's body: returns when every program has ended.
     void run();
@@ -33,6 +38,11 @@ private:
     void advance_waiting(const std::vector<std::size_t>& spinners, sim::Tick until);
 
     std::vector<RemoteProgram*> m_programs;
+    std::vector<bool> m_services;
+    // Stops the services once every other program has ended; true if it did now.
+    bool stop_services();
+    bool m_services_stopped = false;
+    std::chrono::steady_clock::time_point m_stopped_at;
     ProgramGroup* m_group;
     std::uint64_t m_quiet_activity = ~std::uint64_t(0);  // the group's activity when all were last seen waiting
     double m_timeout_s;

@@ -171,6 +171,12 @@ void RemoteProgram::kill_now() {
     if (m_pid > 0 && !m_exited) ::kill(m_pid, SIGKILL);
 }
 
+void RemoteProgram::stop() {
+    if (m_pid <= 0 || m_exited) return;
+    m_stopped = true;
+    ::kill(m_pid, SIGTERM);
+}
+
 bool RemoteProgram::reap() {
     if (m_exited || m_pid <= 0) return false;
     int st = 0;

@@ -126,6 +126,9 @@ public:
     // Adapter writes into its memory so far.
     std::uint64_t memory_writes() const;
     void kill_now();
+    // Asks it to end (SIGTERM): a service whose clients have all ended.
+    void stop();
+    bool stopped() const { return m_stopped; }
 
 private:
     void serve_slot(std::uint32_t i);
@@ -141,6 +144,7 @@ private:
     bool m_exited = false;
     mutable bool m_dying = false;
     bool m_exiting = false;  // it said so (its last call)
+    bool m_stopped = false;  // asked to end by stop()
     int m_wait_status = 0;
     bool m_dispatched[kSlots] = {};
     bool m_fresh[kSlots] = {};  // replied to, not seen calling since

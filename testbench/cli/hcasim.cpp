@@ -86,6 +86,7 @@ struct Cli {
     std::string clients = "1", connections = "100";
     std::vector<std::string> nodes;
     std::string timeout = "600";
+    std::string serve;
 
     bool has(const std::string& option) const { return given.count(option) != 0; }
 };
@@ -101,7 +102,7 @@ const std::map<std::string, std::set<std::string>>& options_of() {
         return s;
     };
     static const std::map<std::string, std::set<std::string>> m{
-        {"run", with(workload, {"tx-depth", "qps", "node", "timeout"})},
+        {"run", with(workload, {"tx-depth", "qps", "node", "timeout", "serve"})},
         {"lat", with(workload, {"op", "qp-type", "srq", "post-list", "verify", "cm"})},
         {"bw", with(workload, {"op", "tx-depth", "qps", "qp-type", "srq", "post-list", "verify", "cm"})},
         {"msgrate", with(config, {"op", "sizes", "iters", "tx-depth", "qps", "qp-type", "srq", "post-list", "mtu", "inline",
@@ -408,6 +409,12 @@ int cmd_programs(const Cli& c) {
     ProgramsOptions o;
     o.commands = c.nodes;
     o.timeout_s = static_cast<double>(cli::parse_int("--timeout", c.timeout, 1, 86400, "wall seconds"));
+    if (c.has("serve"))
+        for (std::size_t at = 0; at <= c.serve.size();) {
+            const std::size_t comma = std::min(c.serve.find(',', at), c.serve.size());
+            o.services.push_back(cli::parse_int("--serve", c.serve.substr(at, comma - at), 0, 1 << 20, "node index"));
+            at = comma + 1;
+        }
     for (const auto& cmd : o.commands) shell_split(cmd);  // a malformed line stops here
     const int nodes = static_cast<int>(cfg.get_int("fabric.nodes"));
     if (nodes < static_cast<int>(o.commands.size())) {
@@ -426,6 +433,7 @@ int cmd_programs(const Cli& c) {
 int cmd_run(Cli c) {
     if (c.has("node")) return cmd_programs(c);
     if (c.has("timeout")) throw std::invalid_argument("--timeout is for run --node");
+    if (c.has("serve")) throw std::invalid_argument("--serve is for run --node");
     // Both halves are checked before the banner: a bad option stops here.
     c.op = "write";
     const Workload lat = plan_workload(c, Kind::Latency, "2:65536");
@@ -757,6 +765,10 @@ int sc_main(int argc, char** argv) {
         ("node", po::value(&c.nodes),
          "run: a program to run on the next simulated node, as a shell-like command line (repeatable; node 0 first)")
         ("timeout", po::value(&c.timeout), "run --node: wall seconds before programs still running are killed (default 600)")
+        ("serve", po::value(&c.serve),
+         "run --node: nodes (comma-separated indices) whose programs serve the others and never end by themselves "
+         "(ibv_asyncwatch, a looping server): once every other program has ended they are stopped (SIGTERM), "
+         "which counts as a clean end")
         ("dma", po::value(&c.dma), "bench: tlm (default) or rtl (RTL co-simulation speed and wall ratio)");
     po::options_description hidden;
     hidden.add_options()("command", po::value(&c.command));

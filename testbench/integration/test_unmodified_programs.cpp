@@ -299,6 +299,44 @@ TEST_CASE("the rdmacm utilities run unmodified through hcasim run", "[run][rdma_
     }
 }
 
+TEST_CASE("mckey joins a multicast group through rdma_cm and sends to it", "[run][rdma_cm]") {
+    const CommandResult r = run_hcasim(
+        "run --set fabric.topology=switch --node 'mckey -m 224.0.0.1 -b node0' --node 'mckey -m 224.0.0.1 -s -b node1'",
+        true);
+    INFO(r.out);
+    CHECK(r.exit_code == 0);
+    CHECK(lines_with(r.out, "node0: receiving data transfers").size() == 1);
+    CHECK(lines_with(r.out, "data transfers complete").size() == 2);
+}
+
+TEST_CASE("servers that never end by themselves are stopped once their clients have (--serve)", "[run]") {
+    SECTION("the cmtime server, for its client's connections") {
+        const CommandResult r = run_hcasim("run --serve 0 --node cmtime --node 'cmtime -s node0 -c 20'", true);
+        INFO(r.out);
+        REQUIRE(r.exit_code == 0);
+        CHECK(lines_with(r.out, "node1: connect      :").size() == 1);
+        CHECK(lines_with(r.out, "node0 (cmtime): stopped once the others had ended (--serve)").size() == 1);
+    }
+    SECTION("ibv_asyncwatch, for the port events the subnet manager causes meanwhile") {
+        const CommandResult r = run_hcasim("run --set sm.lid_change=node0@1ms --set sm.client_reregister=2ms --serve 0 "
+                                           "--node ibv_asyncwatch --node 'ibv_rc_pingpong -n 2000' "
+                                           "--node 'ibv_rc_pingpong -n 2000 node1'",
+                                           true);
+        INFO(r.out);
+        REQUIRE(r.exit_code == 0);
+        CHECK(lines_with(r.out, "node0:   event_type IBV_EVENT_LID_CHANGE (11), port 1").size() == 1);
+        CHECK(lines_with(r.out, "node0:   event_type IBV_EVENT_CLIENT_REREGISTER (17), port 1").size() == 1);
+    }
+    SECTION("a node that has no program, or no program left to end the run, is refused") {
+        const CommandResult none = run_hcasim("run --serve 2 --node cmtime --node 'cmtime -s node0'", true);
+        CHECK(none.exit_code != 0);
+        CHECK(none.out.find("--serve 2: there is no --node 2") != std::string::npos);
+        const CommandResult all = run_hcasim("run --serve 0,1 --node cmtime --node 'cmtime -s node0'", true);
+        CHECK(all.exit_code != 0);
+        CHECK(all.out.find("every program is a service") != std::string::npos);
+    }
+}
+
 TEST_CASE("rdma_xserver and rdma_xclient connect XRC through rdma_cm, and RC by default", "[run][rdma_cm]") {
     // -c x: RDMA_PS_IB endpoints of type XRC_RECV and XRC_SEND; the server
     // makes an XRC SRQ with rdma_create_srq and sends its number in the

@@ -1,5 +1,6 @@
 #include "testbench/workloads/programs.hpp"
 
+#include <algorithm>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -148,6 +149,15 @@ private:
 
 ProgramsResult run_programs(System& sys, const ProgramsOptions& o, std::ostream& out) {
     if (o.commands.empty()) throw std::invalid_argument("no --node command to run");
+    std::vector<bool> service(o.commands.size(), false);
+    for (const int n : o.services) {
+        if (n < 0 || n >= static_cast<int>(o.commands.size()))
+            throw std::invalid_argument("--serve " + std::to_string(n) + ": there is no --node " + std::to_string(n) +
+                                        " (nodes 0 to " + std::to_string(o.commands.size() - 1) + ")");
+        service[static_cast<std::size_t>(n)] = true;
+    }
+    if (std::find(service.begin(), service.end(), false) == service.end())
+        throw std::invalid_argument("--serve: every program is a service, so nothing would end the run");
     if (static_cast<int>(o.commands.size()) > sys.nodes())
         throw std::invalid_argument(std::to_string(o.commands.size()) + " programs need as many nodes; fabric.nodes is " +
                                     std::to_string(sys.nodes()));
@@ -195,7 +205,7 @@ ProgramsResult run_programs(System& sys, const ProgramsOptions& o, std::ostream&
 
     std::vector<remote::RemoteProgram*> raw;
     for (auto& p : programs) raw.push_back(p.get());
-    remote::ProcessSync sync(raw, &group, o.timeout_s);
+    remote::ProcessSync sync(raw, &group, o.timeout_s, service);
     ProgramsResult r;
     std::vector<System::Program> progs(o.commands.size());
     for (std::size_t i = 0; i < progs.size(); ++i) {
@@ -213,6 +223,13 @@ ProgramsResult run_programs(System& sys, const ProgramsOptions& o, std::ostream&
         oc.name = p->name();
         oc.wait_status = p->wait_status();
         oc.summary = describe(oc.wait_status);
+        if (p->stopped() && WIFSIGNALED(oc.wait_status) &&
+            (WTERMSIG(oc.wait_status) == SIGTERM || WTERMSIG(oc.wait_status) == SIGKILL)) {
+            // A service stopped because its clients were done.
+            oc.summary = "stopped once the others had ended (--serve)";
+            r.programs.push_back(oc);
+            continue;
+        }
         int code = 0;
         if (WIFEXITED(oc.wait_status)) code = WEXITSTATUS(oc.wait_status);
         else if (WIFSIGNALED(oc.wait_status)) code = 128 + WTERMSIG(oc.wait_status);
