@@ -17,7 +17,7 @@
 namespace hcasim::remote {
 
 constexpr std::uint32_t kChannelMagic = 0x68636173;  // "hcas"
-constexpr std::uint32_t kChannelVersion = 3;
+constexpr std::uint32_t kChannelVersion = 4;
 constexpr std::uint32_t kSlots = 16;                 // threads of one program that make calls
 constexpr std::size_t kSlotBytes = 256 * 1024;       // arguments or results of one call
 
@@ -63,7 +63,10 @@ struct alignas(64) ChannelHeader {
     std::uint32_t magic;
     std::uint32_t version;
     std::uint32_t node;            // simulated node the program runs on
-    std::uint32_t reserved;
+    std::int32_t simulator_pid;    // the program is its child: a process of another parent is not the program
+    // The program has attached once: a later attach is an image it exec'd
+    // (a wrapper such as stdbuf or env), whose threads are all new.
+    std::atomic<std::uint32_t> attached;
     // Bumped by every call and every exit of a slot's thread; the simulator
     // waits on it with FUTEX_WAIT.
     std::atomic<std::uint32_t> doorbell;

@@ -234,8 +234,16 @@ void ProcessSync::run() {
             // so it stays one until its memory is written: the recheck is
             // only for the wall-clock time-out and collecting ended programs.
             const sim::Tick until = sim::now_ps() + kSpinRecheck;
+            // A call (a spinner's other thread, or a program woken through
+            // the kernel) stops it too: the call is handed over at once.
+            auto called = [&]() {
+                for (std::size_t i = 0; i < m_programs.size(); ++i)
+                    if (!m_programs[i]->exited() && m_programs[i]->doorbell().load(std::memory_order_acquire) != seen[i])
+                        return true;
+                return false;
+            };
             while (!written && sc_core::sc_pending_activity() && (!m_group || m_group->activity == activity) &&
-                   sim::now_ps() < until) {
+                   sim::now_ps() < until && !called()) {
                 advance_waiting(spinners, until);
                 while (sc_core::sc_pending_activity_at_current_time()) sc_core::wait(sc_core::SC_ZERO_TIME);
                 for (std::size_t k = 0; k < spinners.size(); ++k)

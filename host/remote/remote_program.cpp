@@ -82,6 +82,7 @@ RemoteProgram::RemoteProgram(const LaunchSpec& spec, host::Driver& driver)
     m_channel->magic = kChannelMagic;
     m_channel->version = kChannelVersion;
     m_channel->node = static_cast<std::uint32_t>(spec.node);
+    m_channel->simulator_pid = static_cast<std::int32_t>(getpid());
     m_channel->tsc_khz = spec.tsc_khz;
     m_channel->epoch_ns = spec.epoch_ns;
     m_channel->now_ps.store(sim::now_ps());
@@ -397,13 +398,20 @@ bool RemoteProgram::spinning() const {
 int RemoteProgram::sample(int tid, std::uint64_t& ip, std::uint64_t& digest) const {
     const std::uint32_t request = ++m_sample_request;
     m_channel->sample_request.store(request, std::memory_order_release);
+    const std::string task_dir = "/proc/" + std::to_string(m_pid) + "/task/" + std::to_string(tid);
+    const std::uint64_t cpu_before = std::strtoull(read_small(task_dir + "/schedstat").c_str(), nullptr, 10);
     if (syscall(SYS_tgkill, m_pid, tid, sample_signal()) != 0) return -1;
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
     // Sleeping, not spinning: the thread may need this CPU to answer.
     for (;;) {
         const std::uint32_t answer = m_channel->sample_answer.load(std::memory_order_acquire);
         if (answer == request) break;
-        if (std::chrono::steady_clock::now() > give_up) return 0;
+        if (std::chrono::steady_clock::now() > give_up) {
+            // Not on a CPU since it was asked (a busy host): no verdict. Run
+            // and silent: it blocks the signal.
+            const std::uint64_t cpu = std::strtoull(read_small(task_dir + "/schedstat").c_str(), nullptr, 10);
+            return cpu > cpu_before + 100000 ? 0 : -2;
+        }
         const timespec wait{0, 1000000};
         syscall(SYS_futex, &m_channel->sample_answer, FUTEX_WAIT, answer, &wait, nullptr, 0);
     }
@@ -435,19 +443,30 @@ bool RemoteProgram::loops_without_progress() const {
     // state there means a loop that changes nothing; another state, work.
     constexpr int kMaxSamples = 64;
     const std::string task = "/proc/" + std::to_string(m_pid) + "/task";
-    DIR* d = opendir(task.c_str());
-    if (!d) return false;
+    // Its threads outside a call that run, and how often each thread outside
+    // a call has been on a CPU.
+    auto look = [&](std::vector<int>& running, std::uint64_t& runs) {
+        running.clear();
+        runs = 0;
+        DIR* d = opendir(task.c_str());
+        if (!d) return false;
+        while (dirent* e = readdir(d)) {
+            if (e->d_name[0] == '.') continue;
+            const int tid = std::atoi(e->d_name);
+            bool calling = false;
+            for (const Slot& s : m_channel->slots)
+                if (s.tid == tid && s.state.load(std::memory_order_acquire) == kCall) calling = true;
+            if (calling) continue;
+            const std::string dir = task + "/" + e->d_name;
+            if (stat_state(read_small(dir + "/stat")) == 'R') running.push_back(tid);
+            else runs += times_run(dir);
+        }
+        closedir(d);
+        return true;
+    };
     std::vector<int> running;
-    while (dirent* e = readdir(d)) {
-        if (e->d_name[0] == '.') continue;
-        const int tid = std::atoi(e->d_name);
-        bool calling = false;
-        for (const Slot& s : m_channel->slots)
-            if (s.tid == tid && s.state.load(std::memory_order_acquire) == kCall) calling = true;
-        if (!calling && stat_state(read_small(task + "/" + e->d_name + "/stat")) == 'R') running.push_back(tid);
-    }
-    closedir(d);
-    if (running.empty()) return false;
+    std::uint64_t runs_before = 0;
+    if (!look(running, runs_before) || running.empty()) return false;
     for (const int tid : running) {
         std::vector<std::pair<std::uint64_t, std::uint64_t>> seen;
         bool decided = false;
@@ -461,7 +480,7 @@ bool RemoteProgram::loops_without_progress() const {
             // Gone: it is changing. No answer (it blocks the signal): the
             // CPU time rule alone decides, as it must for the run to go on.
             const int answered = sample(tid, ip, digest);
-            if (answered < 0) return false;
+            if (answered < 0) return false;  // gone, or not run: look again later
             if (answered == 0) return true;
             // Back in a loop it was found spinning in before: one look will do.
             if (k == 0 && m_spin_loops.count({tid, ip})) {
@@ -479,7 +498,11 @@ bool RemoteProgram::loops_without_progress() const {
         }
         if (!decided) return false;  // a long loop: look again later
     }
-    return true;
+    // Its other threads still wait, and have not run meanwhile (one woken by
+    // another thread of it through the kernel is not waiting any more).
+    std::vector<int> running_after;
+    std::uint64_t runs_after = 0;
+    return look(running_after, runs_after) && running_after == running && runs_after == runs_before;
 }
 
 std::uint64_t RemoteProgram::memory_writes() const { return m_driver.hca().pcie().memory().remote_writes(); }

@@ -164,7 +164,8 @@ private:
     mutable bool m_loops = false;  // found going round a loop that changes nothing since the mark
     // Every thread of it outside a call that runs goes round such a loop.
     bool loops_without_progress() const;
-    // Where thread tid is: 1, or 0 if it does not answer, -1 if it is gone.
+    // Where thread tid is: 1; 0 if it ran and did not answer (it blocks the
+    // signal); -1 if it is gone; -2 if it was not on a CPU to answer.
     int sample(int tid, std::uint64_t& ip, std::uint64_t& digest) const;
     mutable std::uint32_t m_sample_request = 0;
     // Where its threads were found spinning (thread, instruction).

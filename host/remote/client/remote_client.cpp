@@ -11,9 +11,11 @@
 #include "host/remote/client/remote_client.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <spawn.h>
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -32,6 +34,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <cstdarg>
+#include <vector>
 #include <ctime>
 
 using namespace hcasim::remote;
@@ -145,13 +149,23 @@ __attribute__((destructor)) void detach() {
     bye.run();
 }
 
+// A process the program started is not the program: it runs outside the
+// simulation, with the host's TSC (the trap is inherited across fork and
+// exec) and no channel.
+void detach_child(int fd) {
+    prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
+    unsetenv(kChannelFdEnv);
+    if (fd >= 0) close(fd);
+}
+
 __attribute__((constructor)) void attach() {
     const char* fd_text = std::getenv(kChannelFdEnv);
-    if (!fd_text) return;
+    if (!fd_text) {
+        detach_child(-1);
+        return;
+    }
     const int fd = std::atoi(fd_text);
     void* p = mmap(nullptr, kChannelBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    unsetenv(kChannelFdEnv);  // not for programs it starts
     if (p == MAP_FAILED) {
         std::fprintf(stderr, "hcasim: cannot map the simulator's channel (fd %d): %s\n", fd, std::strerror(errno));
         _exit(127);
@@ -160,6 +174,28 @@ __attribute__((constructor)) void attach() {
     if (ch->magic != kChannelMagic || ch->version != kChannelVersion) {
         std::fprintf(stderr, "hcasim: the channel on fd %d is not an hcasim channel of version %u\n", fd, kChannelVersion);
         _exit(127);
+    }
+    if (getppid() != ch->simulator_pid) {
+        munmap(p, kChannelBytes);
+        detach_child(fd);
+        return;
+    }
+    // The descriptor stays open across exec (a wrapper such as stdbuf or env
+    // execs the real program, which attaches again), out of the way of the
+    // descriptors the program numbers itself.
+    if (fd < 900) {
+        const int high = fcntl(fd, F_DUPFD, 900);
+        if (high >= 0) {
+            close(fd);
+            char text[16];
+            std::snprintf(text, sizeof text, "%d", high);
+            setenv(kChannelFdEnv, text, 1);
+        }
+    }
+    if (ch->attached.exchange(1) != 0) {
+        // An image exec'd in the same process: the threads that held slots
+        // are gone.
+        for (Slot& s : ch->slots) s.state.store(kFree, std::memory_order_release);
     }
     g_channel = ch;
     g_attached_pid = getpid();
@@ -316,6 +352,114 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t* t, const pt
     static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "pthread_create"));
     if (g_channel) g_channel->threads_started.fetch_add(1, std::memory_order_acq_rel);
     return real(t, attr, start, arg);
+}
+
+}  // extern "C"
+
+// ---- Starting other programs ------------------------------------------------
+//
+// The TSC trap is inherited across exec, and a new image's dynamic loader
+// reads the TSC before any library of it can install a handler: whatever
+// the program starts runs with the host's TSC. An image the program execs in
+// its own place (a wrapper: stdbuf, env, sh -c 'exec ...') attaches again
+// and traps again.
+
+namespace {
+
+template <typename F>
+auto with_host_tsc(F run) {
+    if (!g_channel) return run();
+    prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
+    auto r = run();
+    const int saved = errno;
+    prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
+    errno = saved;
+    return r;
+}
+
+template <typename Fn>
+Fn next(const char* name) {
+    return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+
+// execl's arguments up to its terminating null pointer (and execle's envp after it).
+std::vector<char*> variadic_args(const char* first, va_list ap, char*** envp) {
+    std::vector<char*> args{const_cast<char*>(first)};
+    while (char* a = va_arg(ap, char*)) args.push_back(a);
+    args.push_back(nullptr);
+    if (envp) *envp = va_arg(ap, char**);
+    return args;
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) int execve(const char* path, char* const argv[], char* const envp[]) {
+    static auto real = next<int (*)(const char*, char* const[], char* const[])>("execve");
+    return with_host_tsc([&] { return real(path, argv, envp); });
+}
+__attribute__((visibility("default"))) int execv(const char* path, char* const argv[]) {
+    static auto real = next<int (*)(const char*, char* const[])>("execv");
+    return with_host_tsc([&] { return real(path, argv); });
+}
+__attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) {
+    static auto real = next<int (*)(const char*, char* const[])>("execvp");
+    return with_host_tsc([&] { return real(file, argv); });
+}
+__attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[], char* const envp[]) {
+    static auto real = next<int (*)(const char*, char* const[], char* const[])>("execvpe");
+    return with_host_tsc([&] { return real(file, argv, envp); });
+}
+__attribute__((visibility("default"))) int fexecve(int fd, char* const argv[], char* const envp[]) {
+    static auto real = next<int (*)(int, char* const[], char* const[])>("fexecve");
+    return with_host_tsc([&] { return real(fd, argv, envp); });
+}
+__attribute__((visibility("default"))) int execl(const char* path, const char* arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    std::vector<char*> args = variadic_args(arg, ap, nullptr);
+    va_end(ap);
+    return execv(path, args.data());
+}
+__attribute__((visibility("default"))) int execlp(const char* file, const char* arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    std::vector<char*> args = variadic_args(arg, ap, nullptr);
+    va_end(ap);
+    return execvp(file, args.data());
+}
+__attribute__((visibility("default"))) int execle(const char* path, const char* arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    char** envp = nullptr;
+    std::vector<char*> args = variadic_args(arg, ap, &envp);
+    va_end(ap);
+    return execve(path, args.data(), envp);
+}
+__attribute__((visibility("default"))) int posix_spawn(pid_t* pid, const char* path,
+                                                      const posix_spawn_file_actions_t* actions,
+                                                      const posix_spawnattr_t* attr, char* const argv[],
+                                                      char* const envp[]) {
+    static auto real = next<int (*)(pid_t*, const char*, const posix_spawn_file_actions_t*, const posix_spawnattr_t*,
+                                    char* const[], char* const[])>("posix_spawn");
+    return with_host_tsc([&] { return real(pid, path, actions, attr, argv, envp); });
+}
+__attribute__((visibility("default"))) int posix_spawnp(pid_t* pid, const char* file,
+                                                       const posix_spawn_file_actions_t* actions,
+                                                       const posix_spawnattr_t* attr, char* const argv[],
+                                                       char* const envp[]) {
+    static auto real = next<int (*)(pid_t*, const char*, const posix_spawn_file_actions_t*, const posix_spawnattr_t*,
+                                    char* const[], char* const[])>("posix_spawnp");
+    return with_host_tsc([&] { return real(pid, file, actions, attr, argv, envp); });
+}
+__attribute__((visibility("default"))) int system(const char* command) {
+    static auto real = next<int (*)(const char*)>("system");
+    return with_host_tsc([&] { return real(command); });
+}
+__attribute__((visibility("default"))) FILE* popen(const char* command, const char* type) {
+    static auto real = next<FILE* (*)(const char*, const char*)>("popen");
+    return with_host_tsc([&] { return real(command, type); });
 }
 
 // ---- Out-of-band sockets ----------------------------------------------------
