@@ -91,6 +91,11 @@ enum class Op : std::uint32_t {
     CreateQpEx,
     CmCreateSrq,
     CmDestroySrq,
+    // A kernel wait with a time-out (poll, select, epoll_wait): the
+    // simulator makes the program's eventfd readable when the time-out has
+    // passed in simulated time.
+    ArmTimer,
+    DisarmTimer,
     Count
 };
 

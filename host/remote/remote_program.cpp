@@ -550,6 +550,38 @@ void RemoteProgram::serve_slot(std::uint32_t i) {
         } else if (op == Op::Sleep) {
             const auto ns = in.get<std::uint64_t>();
             if (ns) sc_core::wait(sim::to_sc(ns * 1000));
+        } else if (op == Op::ArmTimer) {
+            const auto remote_fd = in.get<std::int32_t>();
+            const auto ns = in.get<std::uint64_t>();
+            const int fd = in.bad() ? -1 : static_cast<int>(syscall(SYS_pidfd_getfd, m_pidfd, remote_fd, 0));
+            const std::uint64_t id = fd < 0 ? 0 : m_next_timer++;
+            if (fd >= 0) {
+                auto timer = std::make_shared<int>(fd);
+                m_timers[id] = timer;
+                ProgramGroup* group = m_spec.group;
+                ChannelHeader* channel = m_channel;
+                sc_core::sc_spawn([this, id, timer, ns, group, channel]() {
+                    sc_core::wait(sim::to_sc(ns * 1000));
+                    if (*timer < 0) return;
+                    const std::uint64_t one = 1;
+                    if (::write(*timer, &one, sizeof one) < 0) {}
+                    ::close(*timer);
+                    *timer = -1;
+                    m_timers.erase(id);
+                    // It may wake a program blocked in the kernel.
+                    if (group) group->touch(sim::now_ps());
+                    else channel->now_ps.store(sim::now_ps(), std::memory_order_release);
+                });
+            }
+            out.put(id);
+        } else if (op == Op::DisarmTimer) {
+            const auto id = in.get<std::uint64_t>();
+            const auto at = m_timers.find(id);
+            if (at != m_timers.end()) {
+                if (*at->second >= 0) ::close(*at->second);
+                *at->second = -1;
+                m_timers.erase(at);
+            }
         } else if (op == Op::Listen) {
             const auto port = in.get<std::uint16_t>();
             const auto real = in.get<std::uint16_t>();

@@ -168,6 +168,10 @@ private:
     // signal); -1 if it is gone; -2 if it was not on a CPU to answer.
     int sample(int tid, std::uint64_t& ip, std::uint64_t& digest) const;
     mutable std::uint32_t m_sample_request = 0;
+    // Time-outs of the program's kernel waits, by id: the simulator's copy
+    // of the eventfd to make readable, or -1 once disarmed.
+    std::map<std::uint64_t, std::shared_ptr<int>> m_timers;
+    std::uint64_t m_next_timer = 1;
     // Where its threads were found spinning (thread, instruction).
     mutable std::set<std::pair<int, std::uint64_t>> m_spin_loops;
     mutable std::uint64_t m_kernel_work_mark = 0;

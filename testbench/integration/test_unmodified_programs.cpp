@@ -148,6 +148,20 @@ TEST_CASE("a wrapper that execs the program keeps it on its node, and what a pro
     CHECK(row[4] == Approx(0.89).margin(0.05));  // t_typical, as without a wrapper
 }
 
+TEST_CASE("a kernel wait's time-out passes in simulated time", "[run]") {
+    // poll 250 ms, select 120 ms and epoll_wait 75 ms on a pipe nobody
+    // writes, then a poll of a ready pipe: each takes exactly its time-out
+    // on the program's clock, and the run as much simulated time.
+    const CommandResult r = run_hcasim("run --node " + binary_dir() + "/programs/timed_waits", true);
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    CHECK(lines_with(r.out, "node0: poll 0 250.000 ms").size() == 1);
+    CHECK(lines_with(r.out, "node0: select 0 120.000 ms").size() == 1);
+    CHECK(lines_with(r.out, "node0: epoll_wait 0 75.000 ms").size() == 1);
+    CHECK(lines_with(r.out, "node0: ready poll 1 0.000 ms").size() == 1);
+    CHECK(lines_with(r.out, "hcasim: simulated time 445000 us").size() == 1);
+}
+
 TEST_CASE("an unmodified program prints the same simulated figures every run", "[run]") {
     // The nodes' lines interleave as the host runs them: compare them sorted.
     auto figures = [](const std::string& out) {

@@ -19,6 +19,10 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/select.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/prctl.h>
@@ -460,6 +464,140 @@ __attribute__((visibility("default"))) int system(const char* command) {
 __attribute__((visibility("default"))) FILE* popen(const char* command, const char* type) {
     static auto real = next<FILE* (*)(const char*, const char*)>("popen");
     return with_host_tsc([&] { return real(command, type); });
+}
+
+}  // extern "C"
+
+// ---- Kernel waits with a time-out -------------------------------------------
+//
+// poll, ppoll, select and epoll_wait with a time-out wait in the kernel as
+// they are, with no time-out of their own but one more descriptor: an
+// eventfd the simulator makes readable once the time-out has passed in
+// simulated time. Simulated time advances only while the program waits, so
+// the time-out ends where the program's clock says it should, every run.
+
+namespace {
+
+thread_local int t_timer_fd = -1;
+
+// Arms the simulated time-out; 0 if it cannot be (the wait then keeps its
+// own, host, time-out).
+std::uint64_t arm_timeout(std::uint64_t ns) {
+    if (t_timer_fd < 0) t_timer_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (t_timer_fd < 0) return 0;
+    Call c(Op::ArmTimer);
+    c.in().put(static_cast<std::int32_t>(t_timer_fd));
+    c.in().put(ns);
+    if (!c.run()) return 0;
+    return c.out().get<std::uint64_t>();
+}
+
+// After the wait: true if the time-out passed (and the eventfd is drained).
+bool end_timeout(std::uint64_t id) {
+    std::uint64_t v = 0;
+    using ReadFn = ssize_t (*)(int, void*, size_t);
+    static ReadFn real_read = reinterpret_cast<ReadFn>(dlsym(RTLD_NEXT, "read"));
+    const bool fired = real_read(t_timer_fd, &v, sizeof v) == sizeof v;
+    if (!fired) {
+        Call c(Op::DisarmTimer);
+        c.in().put(id);
+        c.run();
+    }
+    return fired;
+}
+
+template <typename Fn>
+Fn next_fn(const char* name) {
+    return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+
+// poll's set, ready now or after a simulated time-out of ns (UINT64_MAX: none).
+int poll_simulated(pollfd* fds, nfds_t n, std::uint64_t ns, const sigset_t* mask) {
+    static auto real = next_fn<int (*)(pollfd*, nfds_t, const timespec*, const sigset_t*)>("ppoll");
+    const timespec zero{0, 0};
+    const int now = real(fds, n, &zero, mask);
+    if (now != 0 || ns == 0) return now;
+    const std::uint64_t id = arm_timeout(ns);
+    if (!id) {
+        const timespec t{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+        return real(fds, n, &t, mask);
+    }
+    std::vector<pollfd> all(fds, fds + n);
+    all.push_back(pollfd{t_timer_fd, POLLIN, 0});
+    const int r = real(all.data(), n + 1, nullptr, mask);
+    const int saved = errno;
+    const bool fired = end_timeout(id);
+    for (nfds_t i = 0; i < n; ++i) fds[i].revents = all[i].revents;
+    errno = saved;
+    if (r < 0) return r;
+    (void)fired;
+    return r - ((all[n].revents & POLLIN) ? 1 : 0);
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) int poll(pollfd* fds, nfds_t n, int timeout_ms) {
+    static auto real = next_fn<int (*)(pollfd*, nfds_t, int)>("poll");
+    if (!g_channel || timeout_ms < 0) return real(fds, n, timeout_ms);
+    return poll_simulated(fds, n, static_cast<std::uint64_t>(timeout_ms) * 1000000ull, nullptr);
+}
+
+__attribute__((visibility("default"))) int ppoll(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t* mask) {
+    static auto real = next_fn<int (*)(pollfd*, nfds_t, const timespec*, const sigset_t*)>("ppoll");
+    if (!g_channel || !timeout) return real(fds, n, timeout, mask);
+    return poll_simulated(fds, n,
+                          static_cast<std::uint64_t>(timeout->tv_sec) * 1000000000ull +
+                              static_cast<std::uint64_t>(timeout->tv_nsec),
+                          mask);
+}
+
+__attribute__((visibility("default"))) int select(int nfds, fd_set* r, fd_set* w, fd_set* e, timeval* timeout) {
+    static auto real = next_fn<int (*)(int, fd_set*, fd_set*, fd_set*, timeval*)>("select");
+    if (!g_channel || !timeout) return real(nfds, r, w, e, timeout);
+    // As a poll of the same descriptors.
+    std::vector<pollfd> fds;
+    for (int fd = 0; fd < nfds; ++fd) {
+        short events = 0;
+        if (r && FD_ISSET(fd, r)) events |= POLLIN;
+        if (w && FD_ISSET(fd, w)) events |= POLLOUT;
+        if (e && FD_ISSET(fd, e)) events |= POLLPRI;
+        if (events) fds.push_back(pollfd{fd, events, 0});
+    }
+    const std::uint64_t ns = static_cast<std::uint64_t>(timeout->tv_sec) * 1000000000ull +
+                             static_cast<std::uint64_t>(timeout->tv_usec) * 1000ull;
+    const int n = poll_simulated(fds.data(), fds.size(), ns, nullptr);
+    if (n < 0) return n;
+    if (r) FD_ZERO(r);
+    if (w) FD_ZERO(w);
+    if (e) FD_ZERO(e);
+    int count = 0;
+    for (const pollfd& p : fds) {
+        if (r && (p.revents & (POLLIN | POLLHUP | POLLERR))) { FD_SET(p.fd, r); ++count; }
+        if (w && (p.revents & (POLLOUT | POLLERR))) { FD_SET(p.fd, w); ++count; }
+        if (e && (p.revents & POLLPRI)) { FD_SET(p.fd, e); ++count; }
+    }
+    if (n == 0) timeout->tv_sec = timeout->tv_usec = 0;
+    return count;
+}
+
+__attribute__((visibility("default"))) int epoll_wait(int epfd, epoll_event* events, int max, int timeout_ms) {
+    static auto real = next_fn<int (*)(int, epoll_event*, int, int)>("epoll_wait");
+    if (!g_channel || timeout_ms <= 0) return real(epfd, events, max, timeout_ms);
+    const int now = real(epfd, events, max, 0);
+    if (now != 0) return now;
+    const std::uint64_t id = arm_timeout(static_cast<std::uint64_t>(timeout_ms) * 1000000ull);
+    if (!id) return real(epfd, events, max, timeout_ms);
+    // The epoll set itself is one descriptor of a poll with the eventfd.
+    pollfd both[2] = {{epfd, POLLIN, 0}, {t_timer_fd, POLLIN, 0}};
+    static auto real_ppoll = next_fn<int (*)(pollfd*, nfds_t, const timespec*, const sigset_t*)>("ppoll");
+    const int r = real_ppoll(both, 2, nullptr, nullptr);
+    const int saved = errno;
+    end_timeout(id);
+    errno = saved;
+    if (r < 0) return r;
+    return (both[0].revents & POLLIN) ? real(epfd, events, max, 0) : 0;
 }
 
 // ---- Out-of-band sockets ----------------------------------------------------
