@@ -563,14 +563,15 @@ void RemoteProgram::serve_slot(std::uint32_t i) {
                 sc_core::sc_spawn([this, id, timer, ns, group, channel]() {
                     sc_core::wait(sim::to_sc(ns * 1000));
                     if (*timer < 0) return;
+                    // The time first: the write may wake the program at once,
+                    // and it reads its clock as it wakes.
+                    if (group) group->touch(sim::now_ps());
+                    else channel->now_ps.store(sim::now_ps(), std::memory_order_release);
                     const std::uint64_t one = 1;
                     if (::write(*timer, &one, sizeof one) < 0) {}
                     ::close(*timer);
                     *timer = -1;
                     m_timers.erase(id);
-                    // It may wake a program blocked in the kernel.
-                    if (group) group->touch(sim::now_ps());
-                    else channel->now_ps.store(sim::now_ps(), std::memory_order_release);
                 });
             }
             out.put(id);
