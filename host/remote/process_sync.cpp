@@ -45,6 +45,12 @@ bool ProcessSync::stop_services() {
     return true;
 }
 
+bool ProcessSync::called_since(const std::vector<std::uint32_t>& seen) const {
+    for (std::size_t i = 0; i < m_programs.size(); ++i)
+        if (!m_programs[i]->exited() && m_programs[i]->doorbell().load(std::memory_order_acquire) != seen[i]) return true;
+    return false;
+}
+
 void ProcessSync::wait_for_doorbells(const std::vector<std::uint32_t>& seen, double max_ms) {
     // A program that just got a result calls again within microseconds:
     // look for that a while before sleeping (two thread switches), if a CPU
@@ -56,8 +62,7 @@ void ProcessSync::wait_for_doorbells(const std::vector<std::uint32_t>& seen, dou
     const double spin_us = running + 1 <= cpus ? std::min(50.0, max_ms * 1000) : 0;
     const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<long>(spin_us));
     for (;;) {
-        for (std::size_t i = 0; i < m_programs.size(); ++i)
-            if (!m_programs[i]->exited() && m_programs[i]->doorbell().load(std::memory_order_acquire) != seen[i]) return;
+        if (called_since(seen)) return;
         if (std::chrono::steady_clock::now() >= spin_until) break;
         __builtin_ia32_pause();
     }
@@ -236,14 +241,8 @@ void ProcessSync::run() {
             const sim::Tick until = sim::now_ps() + kSpinRecheck;
             // A call (a spinner's other thread, or a program woken through
             // the kernel) stops it too: the call is handed over at once.
-            auto called = [&]() {
-                for (std::size_t i = 0; i < m_programs.size(); ++i)
-                    if (!m_programs[i]->exited() && m_programs[i]->doorbell().load(std::memory_order_acquire) != seen[i])
-                        return true;
-                return false;
-            };
             while (!written && sc_core::sc_pending_activity() && (!m_group || m_group->activity == activity) &&
-                   sim::now_ps() < until && !called()) {
+                   sim::now_ps() < until && !called_since(seen)) {
                 advance_waiting(spinners, until);
                 while (sc_core::sc_pending_activity_at_current_time()) sc_core::wait(sc_core::SC_ZERO_TIME);
                 for (std::size_t k = 0; k < spinners.size(); ++k)

@@ -33,6 +33,8 @@ private:
     // Waits (wall time, at most max_ms) until a program calls, or a thread
     // of one ends, unless that already happened since the doorbells were read.
     void wait_for_doorbells(const std::vector<std::uint32_t>& seen, double max_ms);
+    // A program has called (or a thread of one ended) since the doorbells were read.
+    bool called_since(const std::vector<std::uint32_t>& seen) const;
     void kill_all(const std::string& why);
     // Moves simulated time to the next event (at most to until).
     void advance_waiting(const std::vector<std::size_t>& spinners, sim::Tick until);

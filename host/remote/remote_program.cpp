@@ -276,6 +276,11 @@ bool RemoteProgram::confirm_quiescent() const {
 }
 
 namespace {
+// The thread's time on a CPU so far, ns (/proc/.../schedstat, first field).
+std::uint64_t cpu_time(const std::string& task_dir) {
+    return std::strtoull(read_small(task_dir + "/schedstat").c_str(), nullptr, 10);
+}
+
 // How often the thread has been put on a CPU (/proc/.../schedstat, third field).
 std::uint64_t times_run(const std::string& task_dir) {
     const std::string t = read_small(task_dir + "/schedstat");
@@ -284,6 +289,12 @@ std::uint64_t times_run(const std::string& task_dir) {
     return b == std::string::npos ? 0 : std::strtoull(t.c_str() + b + 1, nullptr, 10);
 }
 }  // namespace
+
+bool RemoteProgram::calling(int tid) const {
+    for (const Slot& s : m_channel->slots)
+        if (s.tid == tid && s.state.load(std::memory_order_acquire) == kCall) return true;
+    return false;
+}
 
 bool RemoteProgram::threads_wait(int in_call, std::uint32_t started, std::uint64_t& runs) const {
     runs = 0;
@@ -319,11 +330,7 @@ bool RemoteProgram::threads_wait(int in_call, std::uint32_t started, std::uint64
     bool all_wait = true;
     while (dirent* e = readdir(d)) {
         if (e->d_name[0] == '.') continue;
-        const int tid = std::atoi(e->d_name);
-        bool calling = false;
-        for (const Slot& s : m_channel->slots)
-            if (s.tid == tid && s.state.load(std::memory_order_acquire) == kCall) calling = true;
-        if (calling) continue;
+        if (calling(std::atoi(e->d_name))) continue;
         const std::string task = proc + "/task/" + e->d_name;
         if (stat_state(read_small(task + "/stat")) == 'R') {
             all_wait = false;
@@ -343,7 +350,7 @@ std::uint64_t RemoteProgram::cpu_ns() const {
     if (!d) return 0;
     while (dirent* e = readdir(d)) {
         if (e->d_name[0] == '.') continue;
-        total += std::strtoull(read_small(proc + "/" + e->d_name + "/schedstat").c_str(), nullptr, 10);
+        total += cpu_time(proc + "/" + e->d_name);
     }
     closedir(d);
     return total;
@@ -399,7 +406,7 @@ int RemoteProgram::sample(int tid, std::uint64_t& ip, std::uint64_t& digest) con
     const std::uint32_t request = ++m_sample_request;
     m_channel->sample_request.store(request, std::memory_order_release);
     const std::string task_dir = "/proc/" + std::to_string(m_pid) + "/task/" + std::to_string(tid);
-    const std::uint64_t cpu_before = std::strtoull(read_small(task_dir + "/schedstat").c_str(), nullptr, 10);
+    const std::uint64_t cpu_before = cpu_time(task_dir);
     if (syscall(SYS_tgkill, m_pid, tid, sample_signal()) != 0) return -1;
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
     // Sleeping, not spinning: the thread may need this CPU to answer.
@@ -409,8 +416,7 @@ int RemoteProgram::sample(int tid, std::uint64_t& ip, std::uint64_t& digest) con
         if (std::chrono::steady_clock::now() > give_up) {
             // Not on a CPU since it was asked (a busy host): no verdict. Run
             // and silent: it blocks the signal.
-            const std::uint64_t cpu = std::strtoull(read_small(task_dir + "/schedstat").c_str(), nullptr, 10);
-            return cpu > cpu_before + 100000 ? 0 : -2;
+            return cpu_time(task_dir) > cpu_before + 100000 ? 0 : -2;
         }
         const timespec wait{0, 1000000};
         syscall(SYS_futex, &m_channel->sample_answer, FUTEX_WAIT, answer, &wait, nullptr, 0);
@@ -425,13 +431,13 @@ namespace {
 // Waits (wall time, a little) until thread task_dir has had some CPU time
 // more; false if it does not get it.
 bool ran_on(const std::string& task_dir) {
-    const std::uint64_t from = std::strtoull(read_small(task_dir + "/schedstat").c_str(), nullptr, 10);
+    const std::uint64_t from = cpu_time(task_dir);
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
     for (;;) {
         const timespec pause{0, 20000};
         nanosleep(&pause, nullptr);
         const std::string t = read_small(task_dir + "/schedstat");
-        if (t.empty()) return false;
+        if (t.empty()) return false;  // it ended
         if (std::strtoull(t.c_str(), nullptr, 10) >= from + 20000) return true;
         if (std::chrono::steady_clock::now() > give_up) return false;
     }
@@ -453,10 +459,7 @@ bool RemoteProgram::loops_without_progress() const {
         while (dirent* e = readdir(d)) {
             if (e->d_name[0] == '.') continue;
             const int tid = std::atoi(e->d_name);
-            bool calling = false;
-            for (const Slot& s : m_channel->slots)
-                if (s.tid == tid && s.state.load(std::memory_order_acquire) == kCall) calling = true;
-            if (calling) continue;
+            if (calling(tid)) continue;
             const std::string dir = task + "/" + e->d_name;
             if (stat_state(read_small(dir + "/stat")) == 'R') running.push_back(tid);
             else runs += times_run(dir);

@@ -135,6 +135,8 @@ private:
     // What /proc says: every thread outside a call is blocked in the kernel.
     // runs: how often those threads have been on a CPU.
     bool threads_wait(int in_call, std::uint32_t started, std::uint64_t& runs) const;
+    // Thread tid is inside a call.
+    bool calling(int tid) const;
 
     LaunchSpec m_spec;
     host::Driver& m_driver;

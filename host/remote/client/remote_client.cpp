@@ -506,14 +506,9 @@ bool end_timeout(std::uint64_t id) {
     return fired;
 }
 
-template <typename Fn>
-Fn next_fn(const char* name) {
-    return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-}
-
 // poll's set, ready now or after a simulated time-out of ns (UINT64_MAX: none).
 int poll_simulated(pollfd* fds, nfds_t n, std::uint64_t ns, const sigset_t* mask) {
-    static auto real = next_fn<int (*)(pollfd*, nfds_t, const timespec*, const sigset_t*)>("ppoll");
+    static auto real = next<int (*)(pollfd*, nfds_t, const timespec*, const sigset_t*)>("ppoll");
     const timespec zero{0, 0};
     const int now = real(fds, n, &zero, mask);
     if (now != 0 || ns == 0) return now;
@@ -539,13 +534,13 @@ int poll_simulated(pollfd* fds, nfds_t n, std::uint64_t ns, const sigset_t* mask
 extern "C" {
 
 __attribute__((visibility("default"))) int poll(pollfd* fds, nfds_t n, int timeout_ms) {
-    static auto real = next_fn<int (*)(pollfd*, nfds_t, int)>("poll");
+    static auto real = next<int (*)(pollfd*, nfds_t, int)>("poll");
     if (!g_channel || timeout_ms < 0) return real(fds, n, timeout_ms);
     return poll_simulated(fds, n, static_cast<std::uint64_t>(timeout_ms) * 1000000ull, nullptr);
 }
 
 __attribute__((visibility("default"))) int ppoll(pollfd* fds, nfds_t n, const timespec* timeout, const sigset_t* mask) {
-    static auto real = next_fn<int (*)(pollfd*, nfds_t, const timespec*, const sigset_t*)>("ppoll");
+    static auto real = next<int (*)(pollfd*, nfds_t, const timespec*, const sigset_t*)>("ppoll");
     if (!g_channel || !timeout) return real(fds, n, timeout, mask);
     return poll_simulated(fds, n,
                           static_cast<std::uint64_t>(timeout->tv_sec) * 1000000000ull +
@@ -554,7 +549,7 @@ __attribute__((visibility("default"))) int ppoll(pollfd* fds, nfds_t n, const ti
 }
 
 __attribute__((visibility("default"))) int select(int nfds, fd_set* r, fd_set* w, fd_set* e, timeval* timeout) {
-    static auto real = next_fn<int (*)(int, fd_set*, fd_set*, fd_set*, timeval*)>("select");
+    static auto real = next<int (*)(int, fd_set*, fd_set*, fd_set*, timeval*)>("select");
     if (!g_channel || !timeout) return real(nfds, r, w, e, timeout);
     // As a poll of the same descriptors.
     std::vector<pollfd> fds;
@@ -583,7 +578,7 @@ __attribute__((visibility("default"))) int select(int nfds, fd_set* r, fd_set* w
 }
 
 __attribute__((visibility("default"))) int epoll_wait(int epfd, epoll_event* events, int max, int timeout_ms) {
-    static auto real = next_fn<int (*)(int, epoll_event*, int, int)>("epoll_wait");
+    static auto real = next<int (*)(int, epoll_event*, int, int)>("epoll_wait");
     if (!g_channel || timeout_ms <= 0) return real(epfd, events, max, timeout_ms);
     const int now = real(epfd, events, max, 0);
     if (now != 0) return now;
@@ -591,7 +586,7 @@ __attribute__((visibility("default"))) int epoll_wait(int epfd, epoll_event* eve
     if (!id) return real(epfd, events, max, timeout_ms);
     // The epoll set itself is one descriptor of a poll with the eventfd.
     pollfd both[2] = {{epfd, POLLIN, 0}, {t_timer_fd, POLLIN, 0}};
-    static auto real_ppoll = next_fn<int (*)(pollfd*, nfds_t, const timespec*, const sigset_t*)>("ppoll");
+    static auto real_ppoll = next<int (*)(pollfd*, nfds_t, const timespec*, const sigset_t*)>("ppoll");
     const int r = real_ppoll(both, 2, nullptr, nullptr);
     const int saved = errno;
     end_timeout(id);
