@@ -24,8 +24,9 @@ void declare_host_params(sim::ParamRegistry& r) {
     ns("host.interrupt_ns", "2500", "MSI-X arrival to the blocked thread running again",
        "estimate: interrupt handler plus a scheduler wake-up of a few microseconds");
     ns("host.cpu.clock_read_ns", "20",
-       "simulated time a program run by `hcasim run` spends in each clock read (clock_gettime, gettimeofday, time, "
-       "rdtsc), charged at its next call: a loop that waits for the clock to move sees it move",
+       "simulated time a program spends in each clock read: one run by `hcasim run` in clock_gettime, gettimeofday, "
+       "time or rdtsc, charged at its next call (a loop that waits for the clock to move sees it move); `hcasim lat` "
+       "and `bw` where perftest reads its time stamps",
        "estimate: a vDSO clock_gettime or an rdtsc on a current x86-64 server takes 10 to 25 ns", 0.001);
     r.add({"host.oob_connect_wait_ms", K::Real, "ms", "10000", 0, 1e7, {},
            "how long a `hcasim run` program's TCP connect to a port no program listens on waits (simulated time) "

@@ -23,6 +23,12 @@ std::vector<std::uint8_t> Host::get(const std::string& key) {
     }
 }
 
+sim::Tick Host::read_clock() {
+    const sim::Tick t = now();
+    sleep(m_sys.m_clock_read);
+    return t;
+}
+
 void Host::barrier(const std::string& name) {
     int& arrived = m_sys.m_oob.barriers[name];
     ++arrived;
@@ -32,7 +38,8 @@ void Host::barrier(const std::string& name) {
 
 System::System(const sim::Config& cfg) : System(cfg, static_cast<int>(cfg.get_int("fabric.nodes"))) {}
 
-System::System(const sim::Config& cfg, int nodes) : m_cfg(cfg) {
+System::System(const sim::Config& cfg, int nodes)
+    : m_cfg(cfg), m_clock_read(sim::ns_to_ps(cfg.get_real("host.cpu.clock_read_ns"))) {
     sim::Log::set_level(cfg.get_choice("sim.log_level"));
     const std::string& topo = cfg.get_choice("fabric.topology");
     if (nodes < 1) throw sim::ConfigError("a system needs at least one node");

@@ -31,6 +31,9 @@ public:
     System& system() { return m_sys; }
     sim::Tick now() const { return sim::now_ps(); }
     void sleep(sim::Tick d) { if (d) sc_core::wait(sim::to_sc(d)); }
+    // Reads the clock as a program does (perftest's get_cycles, a
+    // clock_gettime): the time, then host.cpu.clock_read_ns of CPU time.
+    sim::Tick read_clock();
 
     // Publishes bytes under key; get() blocks (in simulated time) until a
     // program has published it. Costs no simulated time.
@@ -136,6 +139,7 @@ private:
     void schedule_subnet_and_device_events();
     int m_running = 0;
     int m_programs = 0;  // programs of the current run (barrier participants)
+    sim::Tick m_clock_read = 0;  // host.cpu.clock_read_ns
 };
 
 }  // namespace hcasim::testbench

@@ -415,6 +415,15 @@ void check_transport(QpType qp_type, Op op, const std::vector<std::uint32_t>& si
 
 }  // namespace
 
+// perftest's send latency test posts its RX depth of receives (512, at
+// most the iterations) and reposts one per arrival only while the ones
+// still posted fall short of the arrivals to come.
+std::uint32_t latency_rx_depth(const LatencyOptions& opt, const sim::Config& cfg) {
+    const std::uint64_t max_qp_wr = hca::HcaParams::from(cfg).max_qp_wr;
+    return static_cast<std::uint32_t>(std::max<std::uint64_t>(
+        1, std::min<std::uint64_t>({kPerftestSendRxDepth, static_cast<std::uint64_t>(std::max(opt.iterations, 1)), max_qp_wr})));
+}
+
 EndpointOptions latency_endpoint(const LatencyOptions& opt, const sim::Config& cfg) {
     EndpointOptions eo = device_endpoint(cfg, opt.qp_type, opt.srq, opt.op);
     const std::uint32_t max_size = opt.sizes.empty() ? 1 : *std::max_element(opt.sizes.begin(), opt.sizes.end());
@@ -422,7 +431,7 @@ EndpointOptions latency_endpoint(const LatencyOptions& opt, const sim::Config& c
     eo.max_inline = opt.inline_max;
     eo.mtu = mtu_enum(opt.mtu);
     eo.max_send_wr = 128;
-    eo.max_recv_wr = 128;
+    eo.max_recv_wr = latency_rx_depth(opt, cfg);
     eo.rdma_cm = opt.rdma_cm;
     if (eo.rdma_cm && eo.qp_type == IBV_QPT_UD) eo.qkey = RDMA_UDP_QKEY;  // what SIDR gives
     return eo;
@@ -511,7 +520,7 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
     const std::uint32_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
     std::vector<LatencyRow> rows;
     const EndpointOptions eo = latency_endpoint(opt, sys.config());
-    const int rx_depth = 64;
+    const int rx_depth = static_cast<int>(eo.max_recv_wr);
     // A UD receive has the GRH area in front of the data.
     const std::uint32_t recv_bytes = max_size + (opt.qp_type == QpType::Ud ? kGrhBytes : 0);
     std::string refusal;
@@ -531,9 +540,9 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
         std::uint8_t* in = ep.buf + max_size + 2048;  // where the peer writes or we receive
         const std::uint64_t peer_in = ep.remote_addr + max_size + 2048;
         const Target ping = target_of(ep, 0, opt.op == Op::Write ? IBV_WR_RDMA_WRITE : IBV_WR_SEND, peer_in);
-        // Receives are sized for the largest message, so they serve every size.
-        if (opt.op == Op::Send)
-            for (int i = 0; i < rx_depth; ++i) post_recv(ep, 0, in, recv_bytes, 0);
+        // Receives are sized for the largest message, so they serve every
+        // size; each size starts with rx_depth of them posted.
+        int recv_posted = 0;
         // What a ping brought: the peer's pattern with its tag in the last byte.
         const std::uint32_t data_at = opt.op == Op::Send && opt.qp_type == QpType::Ud ? kGrhBytes : 0;
         auto check_ping = [&](std::uint32_t size, std::uint8_t tag, std::uint32_t byte_len) {
@@ -552,6 +561,18 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
             // sides are done with the size (a DMA read of the last message
             // may still be due), so the next size sends the pattern again.
             const std::uint8_t untagged = out[size - 1];
+            if (opt.op == Op::Send)
+                for (; recv_posted < rx_depth; ++recv_posted) post_recv(ep, 0, in, recv_bytes, 0);
+            int received = 0;
+            auto receive = [&]() {
+                const auto wc = poll_n(ep.recv_cq, 1, "receive");
+                --recv_posted;
+                if (++received + rx_depth <= opt.iterations) {
+                    post_recv(ep, 0, in, recv_bytes, 0);
+                    ++recv_posted;
+                }
+                return wc[0].byte_len;
+            };
             std::vector<sim::Tick> samples;
             samples.reserve(static_cast<std::size_t>(opt.iterations));
             int outstanding = 0;
@@ -565,6 +586,7 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
                     // The full round trip, as perftest reports for reads and atomics.
                     if (!client) break;
                     const sim::Tick t0 = h.now();
+                    h.read_clock();  // perftest's time stamp of the iteration
                     post_one(qp, target_of(ep, 0, wr_opcode(opt.op), ep.remote_addr), in, ep.mr->lkey, size,
                              IBV_SEND_SIGNALED, static_cast<std::uint64_t>(it));
                     poll_n(ep.send_cq, 1, opt.op == Op::Read ? "RDMA READ" : "atomic");
@@ -582,9 +604,7 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
                         spin_until(h, in + size - 1, tag);
                         check_ping(size, tag, size);
                     } else {
-                        const auto wc = poll_n(ep.recv_cq, 1, "receive");
-                        check_ping(size, tag, wc[0].byte_len);
-                        post_recv(ep, 0, in, recv_bytes, 0);
+                        check_ping(size, tag, receive());
                     }
                 }
                 out[size - 1] = tag;
@@ -597,15 +617,14 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
                 const bool last_of_short_size = it == opt.iterations - 1 && opt.iterations < kLatencySignalEvery;
                 const unsigned sig = sixteenth || last_of_short_size ? IBV_SEND_SIGNALED : 0;
                 if (sig) ++outstanding;
+                h.read_clock();  // perftest's time stamp of the iteration, on both sides
                 post_one(qp, ping, out, ep.mr->lkey, size, sig | inl, static_cast<std::uint64_t>(it));
                 if (client) {
                     if (opt.op == Op::Write) {
                         spin_until(h, in + size - 1, tag);
                         check_ping(size, tag, size);
                     } else {
-                        const auto wc = poll_n(ep.recv_cq, 1, "receive");
-                        check_ping(size, tag, wc[0].byte_len);
-                        post_recv(ep, 0, in, recv_bytes, 0);
+                        check_ping(size, tag, receive());
                     }
                     // Ping-pong: half the round trip is the one-way latency.
                     samples.push_back((h.now() - t0) / 2);
@@ -686,6 +705,9 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
                 std::vector<sim::Tick> message_done;
                 message_done.reserve(static_cast<std::size_t>(iters));
                 std::vector<sim::Tick> qp_last(static_cast<std::size_t>(nq), 0);
+                // perftest time-stamps every post and completion for its peak
+                // figure, unless a run has more than 20000 iterations.
+                const bool peak = iters <= kPerftestPeakIterations;
                 const sim::Tick t0 = h.now();
                 const auto wall0 = std::chrono::steady_clock::now();
                 int total_done = 0;
@@ -733,6 +755,7 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
                                         (static_cast<std::uint64_t>(q) << 32) | static_cast<std::uint64_t>(p));
                                 if (j > 0) wrs[static_cast<std::size_t>(j) - 1].next = &wrs[static_cast<std::size_t>(j)];
                             }
+                            if (peak) h.read_clock();  // perftest's tposted
                             ibv_send_wr* bad = nullptr;
                             check(ibv_post_send(ep.qps[static_cast<std::size_t>(q)], wrs.data(), &bad), "ibv_post_send");
                         }
@@ -742,6 +765,7 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
                     for (int i = 0; i < n; ++i) {
                         if (wc[i].status != IBV_WC_SUCCESS)
                             throw std::runtime_error(std::string("bandwidth completion: ") + ibv_wc_status_str(wc[i].status));
+                        if (peak) h.read_clock();  // perftest's tcompleted
                         const int q = static_cast<int>(wc[i].wr_id >> 32);
                         const int upto = static_cast<int>(wc[i].wr_id & 0xffffffffu);
                         auto& d = done[static_cast<std::size_t>(q)];

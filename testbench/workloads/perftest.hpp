@@ -38,6 +38,12 @@ inline constexpr std::uint32_t kMaxMessageBytes = 1u << 31;
 // The latency workloads signal every 16th send (and the last of a size of
 // fewer than 16), as perftest does.
 inline constexpr int kLatencySignalEvery = 16;
+// Up to this many iterations perftest's bandwidth tests read the clock at
+// every post and every completion (for their peak figure); above it they
+// do not (perftest_parameters.c: "BW peak won't be measured").
+inline constexpr int kPerftestPeakIterations = 20000;
+// perftest's RX depth for SEND tests (DEF_RX_SEND).
+inline constexpr std::uint64_t kPerftestSendRxDepth = 512;
 
 struct LatencyOptions {
     Op op = Op::Write;
