@@ -162,6 +162,15 @@ TEST_CASE("a kernel wait's time-out passes in simulated time", "[run]") {
     CHECK(lines_with(r.out, "hcasim: simulated time 445000 us").size() == 1);
 }
 
+TEST_CASE("a child forked after ibv_reg_mr gets its own copy of the registered pages", "[run]") {
+    // The drop-in moves registered pages onto a memfd the simulator maps;
+    // the child must still see them copied, not shared with its parent.
+    const CommandResult r = run_hcasim("run --node " + binary_dir() + "/programs/fork_after_reg", true);
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    CHECK(lines_with(r.out, "node0: child exit 0, parent bytes changed by the child 0").size() == 1);
+}
+
 TEST_CASE("an unmodified program prints the same simulated figures every run", "[run]") {
     // The nodes' lines interleave as the host runs them: compare them sorted.
     auto figures = [](const std::string& out) {

@@ -10,6 +10,7 @@
 #include <rdma/ib_user_verbs.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -611,7 +612,30 @@ struct SharedPages {
     std::uintptr_t base = 0;
     std::size_t bytes = 0;
 };
+// The ranges moved so far. A child of fork gets its own copy of each, as
+// the kernel gives it of pinned pages: a shared mapping would let the two
+// processes see each other's writes.
+std::mutex g_shared_lock;
+std::vector<std::pair<std::uintptr_t, std::size_t>> g_shared_ranges;
+
+void copy_shared_pages_in_child() {
+    for (const auto& [base, bytes] : g_shared_ranges) {
+        void* copy = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (copy == MAP_FAILED) continue;
+        std::memcpy(copy, reinterpret_cast<void*>(base), bytes);
+        if (mremap(copy, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(base)) == MAP_FAILED)
+            munmap(copy, bytes);
+    }
+}
+
 SharedPages share_pages(void* addr, size_t length) {
+    static const int at_fork = pthread_atfork([] { g_shared_lock.lock(); }, [] { g_shared_lock.unlock(); },
+                                              [] {
+                                                  copy_shared_pages_in_child();
+                                                  g_shared_lock.unlock();
+                                              });
+    (void)at_fork;
+    const std::lock_guard<std::mutex> hold(g_shared_lock);  // a fork sees a range moved whole or not at all
     SharedPages s;
     if (!addr || length == 0) return s;
     const long page = sysconf(_SC_PAGESIZE);
@@ -658,6 +682,7 @@ SharedPages share_pages(void* addr, size_t length) {
     s.fd = fd;
     s.base = base;
     s.bytes = bytes;
+    g_shared_ranges.emplace_back(base, bytes);
     return s;
 }
 
