@@ -159,7 +159,13 @@ TEST_CASE("a kernel wait's time-out passes in simulated time", "[run]") {
     CHECK(lines_with(r.out, "node0: select 0 120.000 ms").size() == 1);
     CHECK(lines_with(r.out, "node0: epoll_wait 0 75.000 ms").size() == 1);
     CHECK(lines_with(r.out, "node0: ready poll 1 0.000 ms").size() == 1);
-    CHECK(lines_with(r.out, "hcasim: simulated time 445000 us").size() == 1);
+    // Condition variables (either clock) and a semaphore nobody signals end
+    // at their deadlines; one signalled at 40 ms ends then, with 0.
+    CHECK(lines_with(r.out, "node0: cond_timedwait ETIMEDOUT 50.000 ms").size() == 1);
+    CHECK(lines_with(r.out, "node0: cond_timedwait monotonic ETIMEDOUT 30.000 ms").size() == 1);
+    CHECK(lines_with(r.out, "node0: sem_timedwait ETIMEDOUT 20.000 ms").size() == 1);
+    CHECK(lines_with(r.out, "node0: cond_timedwait signalled 0 40.000 ms").size() == 1);
+    CHECK(lines_with(r.out, "hcasim: simulated time 585000 us").size() == 1);
 }
 
 TEST_CASE("a child forked after ibv_reg_mr gets its own copy of the registered pages", "[run]") {

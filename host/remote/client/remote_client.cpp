@@ -6,13 +6,14 @@
 //
 // Between two calls a program runs while simulated time stands still. What
 // that stretch costs is charged at its next call: each clock read costs
-// HCASIM_CLOCK_READ_NS (the simulator sets it from host.clock_read_ns), so a
+// HCASIM_CLOCK_READ_NS (the simulator sets it from host.cpu.clock_read_ns), so a
 // loop that waits for the clock to move sees it move.
 #include "host/remote/client/remote_client.hpp"
 
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <spawn.h>
@@ -31,6 +32,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -594,6 +596,223 @@ __attribute__((visibility("default"))) int epoll_wait(int epfd, epoll_event* eve
     if (r < 0) return r;
     return (both[0].revents & POLLIN) ? real(epfd, events, max, 0) : 0;
 }
+
+// ---- Timed waits on condition variables and semaphores ----------------------
+//
+// pthread_cond_timedwait, pthread_cond_clockwait, sem_timedwait and
+// sem_clockwait take a deadline on the program's (simulated) clock. Each
+// waits without a time-out of its own, and the simulator arms a timer in
+// simulated time that writes the eventfd of a waker thread of the client's;
+// the waker then wakes every waiter whose deadline has passed: a condition
+// variable by a broadcast (a spurious wake-up for its other waiters, which
+// POSIX allows), a semaphore waiter by a signal, which ends sem_wait with
+// EINTR.
+
+namespace {
+
+struct TimedWaiter {
+    pthread_cond_t* cond = nullptr;  // null: a semaphore waiter
+    pid_t tid = 0;
+    std::uint64_t deadline_ps = 0;
+    bool fired = false;
+};
+
+std::mutex g_waiters_lock;
+std::vector<TimedWaiter*> g_waiters;
+int g_waker_fd = -1;
+
+int wake_signal() { return SIGRTMAX - 3; }
+
+void* waker(void*) {
+    static auto real_read = next<ssize_t (*)(int, void*, size_t)>("read");
+    for (;;) {
+        std::uint64_t v = 0;
+        if (real_read(g_waker_fd, &v, sizeof v) != sizeof v && errno != EINTR) return nullptr;
+        const std::uint64_t now = g_channel->now_ps.load(std::memory_order_acquire);
+        const std::lock_guard<std::mutex> hold(g_waiters_lock);
+        for (TimedWaiter* w : g_waiters) {
+            if (w->fired || now < w->deadline_ps) continue;
+            w->fired = true;
+            if (w->cond) pthread_cond_broadcast(w->cond);
+            else syscall(SYS_tgkill, getpid(), w->tid, wake_signal());
+        }
+    }
+}
+
+void on_wake(int) {}
+
+// The waker thread and the wake signal's handler, once per process (a
+// child of fork starts its own).
+bool start_waker() {
+    static std::mutex lock;
+    static pid_t started_in = 0;
+    const std::lock_guard<std::mutex> hold(lock);
+    if (started_in == getpid()) return true;
+    struct sigaction sa {};
+    sa.sa_handler = on_wake;  // no SA_RESTART: sem_wait ends with EINTR
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(wake_signal(), &sa, nullptr) != 0) return false;
+    if (g_waker_fd >= 0) close(g_waker_fd);
+    g_waker_fd = eventfd(0, EFD_CLOEXEC);
+    if (g_waker_fd < 0) return false;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    pthread_t t;
+    const bool ok = pthread_create(&t, &attr, waker, nullptr) == 0;
+    pthread_attr_destroy(&attr);
+    if (ok) started_in = getpid();
+    return ok;
+}
+
+std::uint64_t timespec_ns(const timespec& t) {
+    return static_cast<std::uint64_t>(t.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(t.tv_nsec);
+}
+
+// A timed wait about to start: its deadline on clk, in nanoseconds from
+// now on this thread's clock; 0 when it has passed. Costs a clock read.
+std::uint64_t ns_until(clockid_t clk, const timespec* abstime) {
+    timespec now{};
+    clock_gettime(clk, &now);
+    const std::uint64_t at = timespec_ns(*abstime), n = timespec_ns(now);
+    return at > n ? at - n : 0;
+}
+
+bool simulated_clock(clockid_t clk) { return clk == CLOCK_REALTIME || clk == CLOCK_MONOTONIC; }
+
+// Registers w (deadline ns from now) and arms its timer; false if it cannot
+// be (the wait then keeps its own, host, time-out).
+bool arm_waiter(TimedWaiter& w, std::uint64_t ns, std::uint64_t& id) {
+    if (!start_waker()) return false;
+    w.tid = my_tid();
+    w.deadline_ps = g_channel->now_ps.load(std::memory_order_acquire) + t_debt_ps + ns * 1000;
+    {
+        const std::lock_guard<std::mutex> hold(g_waiters_lock);
+        g_waiters.push_back(&w);
+    }
+    Call c(Op::ArmTimer);
+    c.in().put(static_cast<std::int32_t>(g_waker_fd));
+    c.in().put(ns);
+    id = c.run() ? c.out().get<std::uint64_t>() : 0;
+    if (!id) {
+        const std::lock_guard<std::mutex> hold(g_waiters_lock);
+        g_waiters.erase(std::find(g_waiters.begin(), g_waiters.end(), &w));
+    }
+    return id != 0;
+}
+
+// After the wait: true if the deadline passed.
+bool disarm_waiter(TimedWaiter& w, std::uint64_t id) {
+    bool fired = false;
+    {
+        const std::lock_guard<std::mutex> hold(g_waiters_lock);
+        g_waiters.erase(std::find(g_waiters.begin(), g_waiters.end(), &w));
+        fired = w.fired;
+    }
+    if (!fired) {
+        Call c(Op::DisarmTimer);
+        c.in().put(id);
+        c.run();
+    }
+    return fired;
+}
+
+// glibc keeps a condition variable's clock in bit 1 of __wrefs
+// (pthread_condattr_setclock: CLOCK_MONOTONIC).
+clockid_t cond_clock(const pthread_cond_t* c) { return (c->__data.__wrefs & 2) ? CLOCK_MONOTONIC : CLOCK_REALTIME; }
+
+int cond_wait_until(pthread_cond_t* c, pthread_mutex_t* m, clockid_t clk, const timespec* abstime) {
+    static auto real_wait = reinterpret_cast<int (*)(pthread_cond_t*, pthread_mutex_t*)>(
+        dlvsym(RTLD_NEXT, "pthread_cond_wait", "GLIBC_2.3.2"));
+    static auto real_clockwait = next<int (*)(pthread_cond_t*, pthread_mutex_t*, clockid_t, const timespec*)>(
+        "pthread_cond_clockwait");
+    if (!abstime || abstime->tv_nsec < 0 || abstime->tv_nsec >= 1000000000L) return EINVAL;
+    const std::uint64_t ns = ns_until(clk, abstime);
+    if (ns == 0) return ETIMEDOUT;
+    TimedWaiter w;
+    w.cond = c;
+    std::uint64_t id = 0;
+    if (!arm_waiter(w, ns, id)) {
+        // Host time: the deadline from now on the host's clock.
+        timespec host{};
+        static auto real_gettime = next<int (*)(clockid_t, timespec*)>("clock_gettime");
+        real_gettime(CLOCK_MONOTONIC, &host);
+        const std::uint64_t at = timespec_ns(host) + ns;
+        const timespec t{static_cast<time_t>(at / 1000000000ull), static_cast<long>(at % 1000000000ull)};
+        return real_clockwait(c, m, CLOCK_MONOTONIC, &t);
+    }
+    const int r = real_wait(c, m);
+    return disarm_waiter(w, id) ? ETIMEDOUT : r;
+}
+
+int sem_wait_until(sem_t* s, clockid_t clk, const timespec* abstime) {
+    static auto real_wait = next<int (*)(sem_t*)>("sem_wait");
+    static auto real_clockwait = next<int (*)(sem_t*, clockid_t, const timespec*)>("sem_clockwait");
+    if (sem_trywait(s) == 0) return 0;
+    if (!abstime || abstime->tv_nsec < 0 || abstime->tv_nsec >= 1000000000L) {
+        errno = EINVAL;
+        return -1;
+    }
+    const std::uint64_t ns = ns_until(clk, abstime);
+    if (ns == 0) {
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    TimedWaiter w;
+    std::uint64_t id = 0;
+    if (!arm_waiter(w, ns, id)) {
+        timespec host{};
+        static auto real_gettime = next<int (*)(clockid_t, timespec*)>("clock_gettime");
+        real_gettime(CLOCK_MONOTONIC, &host);
+        const std::uint64_t at = timespec_ns(host) + ns;
+        const timespec t{static_cast<time_t>(at / 1000000000ull), static_cast<long>(at % 1000000000ull)};
+        return real_clockwait(s, CLOCK_MONOTONIC, &t);
+    }
+    const int r = real_wait(s);
+    const int saved = errno;
+    const bool fired = disarm_waiter(w, id);
+    if (r != 0 && fired) {
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    errno = saved;
+    return r;
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) int pthread_cond_timedwait(pthread_cond_t* c, pthread_mutex_t* m,
+                                                                 const timespec* abstime) {
+    static auto real = reinterpret_cast<int (*)(pthread_cond_t*, pthread_mutex_t*, const timespec*)>(
+        dlvsym(RTLD_NEXT, "pthread_cond_timedwait", "GLIBC_2.3.2"));
+    if (!g_channel) return real(c, m, abstime);
+    return cond_wait_until(c, m, cond_clock(c), abstime);
+}
+
+__attribute__((visibility("default"))) int pthread_cond_clockwait(pthread_cond_t* c, pthread_mutex_t* m, clockid_t clk,
+                                                                 const timespec* abstime) {
+    static auto real = next<int (*)(pthread_cond_t*, pthread_mutex_t*, clockid_t, const timespec*)>(
+        "pthread_cond_clockwait");
+    if (!g_channel || !simulated_clock(clk)) return real(c, m, clk, abstime);
+    return cond_wait_until(c, m, clk, abstime);
+}
+
+__attribute__((visibility("default"))) int sem_timedwait(sem_t* s, const timespec* abstime) {
+    static auto real = next<int (*)(sem_t*, const timespec*)>("sem_timedwait");
+    if (!g_channel) return real(s, abstime);
+    return sem_wait_until(s, CLOCK_REALTIME, abstime);
+}
+
+__attribute__((visibility("default"))) int sem_clockwait(sem_t* s, clockid_t clk, const timespec* abstime) {
+    static auto real = next<int (*)(sem_t*, clockid_t, const timespec*)>("sem_clockwait");
+    if (!g_channel || !simulated_clock(clk)) return real(s, clk, abstime);
+    return sem_wait_until(s, clk, abstime);
+}
+
+}  // extern "C"
 
 // ---- Out-of-band sockets ----------------------------------------------------
 //
