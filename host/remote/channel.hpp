@@ -17,7 +17,7 @@
 namespace hcasim::remote {
 
 constexpr std::uint32_t kChannelMagic = 0x68636173;  // "hcas"
-constexpr std::uint32_t kChannelVersion = 4;
+constexpr std::uint32_t kChannelVersion = 5;
 constexpr std::uint32_t kSlots = 16;                 // threads of one program that make calls
 constexpr std::size_t kSlotBytes = 256 * 1024;       // arguments or results of one call
 
@@ -80,6 +80,9 @@ struct alignas(64) ChannelHeader {
     std::atomic<std::uint64_t> now_ps;
     // Clock reads so far (a program that reads the clock is not spinning on memory).
     std::atomic<std::uint64_t> clock_reads;
+    // Writes and sends so far: data written to another program's socket may
+    // still be on its way through the host's network stack.
+    std::atomic<std::uint64_t> writes;
     // A running thread's state on the simulator's request (sample_signal):
     // its instruction pointer and a digest of its registers and the stack
     // around its stack pointer. The same state twice at one instruction: it

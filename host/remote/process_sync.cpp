@@ -45,6 +45,13 @@ bool ProcessSync::stop_services() {
     return true;
 }
 
+std::uint64_t ProcessSync::writes() const {
+    std::uint64_t n = 0;
+    for (RemoteProgram* p : m_programs)
+        if (!p->exited()) n += p->writes();
+    return n;
+}
+
 bool ProcessSync::called_since(const std::vector<std::uint32_t>& seen) const {
     for (std::size_t i = 0; i < m_programs.size(); ++i)
         if (!m_programs[i]->exited() && m_programs[i]->doorbell().load(std::memory_order_acquire) != seen[i]) return true;
@@ -178,11 +185,19 @@ void ProcessSync::run() {
             bool spin = !waiting;
             for (std::size_t i = 0; i < m_programs.size() && spin; ++i)
                 if (!waits[i] && !m_programs[i]->spinning()) spin = false;
+            // A program wrote since all were last found waiting: what it
+            // wrote to another's socket must have reached it first.
+            const std::uint64_t written = writes();
+            if ((waiting || spin) && written != m_writes_settled && !m_backlog.drained()) waiting = spin = false;
             // Each was seen waiting, one after the other; seen again and not
             // run in between, they were all waiting at one instant.
             if (waiting || spin)
                 for (std::size_t i = 0; i < m_programs.size(); ++i)
                     if (waits[i] && !m_programs[i]->confirm_quiescent()) waiting = spin = false;
+            if (waiting || spin) {
+                m_writes_settled = written;
+                m_backlog.settled();
+            }
             if (spin) {
                 // Calls go first, at this instant: the waiting programs', and
                 // those of a spinner's other threads (cmtime's main thread

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "host/remote/network_backlog.hpp"
 #include "host/remote/remote_program.hpp"
 
 namespace hcasim::remote {
@@ -49,6 +50,11 @@ private:
     std::uint64_t m_quiet_activity = ~std::uint64_t(0);  // the group's activity when all were last seen waiting
     double m_timeout_s;
     std::vector<std::string> m_problems;
+    // The programs' writes when they were last all found waiting, and the
+    // host's receive path that data written since may still be in.
+    std::uint64_t m_writes_settled = 0;
+    NetworkBacklog m_backlog;
+    std::uint64_t writes() const;
 };
 
 }  // namespace hcasim::remote

@@ -243,13 +243,29 @@ bool RemoteProgram::quiescent() const {
     if (m_spec.group && m_waiting_at == m_spec.group->activity && started == m_threads_started_seen &&
         wall - m_waiting_since < std::chrono::milliseconds(10))
         return true;
+    // Its one thread was confirmed waiting, outside a call: the second look
+    // alone tells whether it has been on a CPU since (the first would only
+    // say it was blocked a moment before the others were looked at).
+    if (m_confirmed_runs != kNoMark && in_call == 0 && m_threads_known == 1 && started == m_threads_started_seen) {
+        m_runs_seen = m_confirmed_runs;
+        m_unconfirmed = true;
+        return true;
+    }
     const bool waits = threads_wait(in_call, started, m_runs_seen);
     if (!waits) {
+        m_confirmed_runs = kNoMark;
         if (m_spec.group) ++m_spec.group->activity;
         return false;
     }
     m_unconfirmed = true;
     return true;
+}
+
+void RemoteProgram::note_waiting() const {
+    if (m_spec.group) {
+        m_waiting_at = m_spec.group->activity;
+        m_waiting_since = std::chrono::steady_clock::now();
+    }
 }
 
 bool RemoteProgram::confirm_quiescent() const {
@@ -265,13 +281,12 @@ bool RemoteProgram::confirm_quiescent() const {
     std::uint64_t runs = 0;
     // Waiting at both looks and not run in between: it was waiting all along.
     if (!threads_wait(in_call, started, runs) || runs != m_runs_seen) {
+        m_confirmed_runs = kNoMark;
         if (m_spec.group) ++m_spec.group->activity;
         return false;
     }
-    if (m_spec.group) {
-        m_waiting_at = m_spec.group->activity;
-        m_waiting_since = std::chrono::steady_clock::now();
-    }
+    m_confirmed_runs = m_single ? runs : kNoMark;
+    note_waiting();
     return true;
 }
 
@@ -316,11 +331,13 @@ bool RemoteProgram::threads_wait(int in_call, std::uint32_t started, std::uint64
     }
     m_threads_known = static_cast<int>(threads);
     m_threads_started_seen = started;
+    m_single = false;
     if (threads == in_call) return true;
     if (threads == 1) {
         // The one thread, outside a call.
         if (stat_state(stat) == 'R') return false;
         runs = times_run(proc + "/task/" + std::to_string(m_pid));
+        m_single = true;
         return true;
     }
     // Some thread is outside a call: the program waits only if each such

@@ -109,6 +109,7 @@ public:
     int wait_status() const { return m_wait_status; }
     std::atomic<std::uint32_t>& doorbell() { return m_channel->doorbell; }
     std::atomic<std::uint32_t>& simulator_sleeps() { return m_channel->simulator_sleeps; }
+    std::uint64_t writes() const { return m_channel->writes.load(std::memory_order_acquire); }
     // Tells the program the simulated time. Only while it waits: a running
     // program's clock moves by its own clock reads (and calls) alone, so
     // what it computes from its clock never depends on the host.
@@ -180,6 +181,13 @@ private:
     std::uint64_t kernel_work() const;
     std::uint64_t cpu_ns() const;
     mutable std::uint64_t m_runs_seen = 0;
+    // Its one thread was outside a call at the last look (threads_wait), and
+    // how often that thread had been on a CPU when it was last confirmed
+    // waiting: if a later look finds it blocked and not on one since, it
+    // has waited all along.
+    mutable bool m_single = false;
+    mutable std::uint64_t m_confirmed_runs = kNoMark;
+    void note_waiting() const;
     sc_core::sc_event m_call[kSlots];
     sc_core::sc_process_handle m_slot_thread[kSlots];
     sc_core::sc_event m_exit;

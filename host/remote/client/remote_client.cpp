@@ -20,12 +20,14 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/select.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -827,6 +829,18 @@ __attribute__((visibility("default"))) int sem_clockwait(sem_t* s, clockid_t clk
 
 namespace {
 
+// The programs' TCP connections carry small messages both ways (perftest's
+// and the utilities' exchanges): Nagle's algorithm would hold one back until
+// the peer's delayed acknowledgement, a host-time timer of up to 40 ms, while
+// both programs look blocked. Sent at once, a message reaches its reader
+// before simulated time moves on.
+void no_delay(int fd) {
+    const int saved = errno;
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    errno = saved;
+}
+
 std::uint32_t prefix_mask() {
     const std::uint32_t len = g_channel->ip_prefix_len;
     return len == 0 ? 0 : ~std::uint32_t{0} << (32 - len);
@@ -885,6 +899,40 @@ __attribute__((visibility("default"))) int getsockname(int fd, sockaddr* addr, s
         (addr->sa_family == AF_INET6 && *len >= sizeof(sockaddr_in6)))
         *port_field(addr) = htons(at->second);
     return r;
+}
+
+// Writes and sends are counted: what a program writes to another's socket
+// passes through the host's network stack, which the simulator lets drain
+// before it takes both to be waiting.
+__attribute__((visibility("default"))) ssize_t write(int fd, const void* buf, size_t n) {
+    static auto real = next<ssize_t (*)(int, const void*, size_t)>("write");
+    if (g_channel) g_channel->writes.fetch_add(1, std::memory_order_release);
+    return real(fd, buf, n);
+}
+
+__attribute__((visibility("default"))) ssize_t writev(int fd, const struct iovec* iov, int count) {
+    static auto real = next<ssize_t (*)(int, const struct iovec*, int)>("writev");
+    if (g_channel) g_channel->writes.fetch_add(1, std::memory_order_release);
+    return real(fd, iov, count);
+}
+
+__attribute__((visibility("default"))) ssize_t send(int fd, const void* buf, size_t n, int flags) {
+    static auto real = next<ssize_t (*)(int, const void*, size_t, int)>("send");
+    if (g_channel) g_channel->writes.fetch_add(1, std::memory_order_release);
+    return real(fd, buf, n, flags);
+}
+
+__attribute__((visibility("default"))) ssize_t sendto(int fd, const void* buf, size_t n, int flags,
+                                                     const sockaddr* to, socklen_t to_len) {
+    static auto real = next<ssize_t (*)(int, const void*, size_t, int, const sockaddr*, socklen_t)>("sendto");
+    if (g_channel) g_channel->writes.fetch_add(1, std::memory_order_release);
+    return real(fd, buf, n, flags, to, to_len);
+}
+
+__attribute__((visibility("default"))) ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
+    static auto real = next<ssize_t (*)(int, const struct msghdr*, int)>("sendmsg");
+    if (g_channel) g_channel->writes.fetch_add(1, std::memory_order_release);
+    return real(fd, msg, flags);
 }
 
 __attribute__((visibility("default"))) int close(int fd) {
@@ -966,7 +1014,22 @@ __attribute__((visibility("default"))) int connect(int fd, const sockaddr* addr,
         }
         *port = htons(given);
     }
+    no_delay(fd);
     return real(fd, reinterpret_cast<sockaddr*>(&target), len);
+}
+
+__attribute__((visibility("default"))) int accept(int fd, sockaddr* addr, socklen_t* len) {
+    static auto real = next<int (*)(int, sockaddr*, socklen_t*)>("accept");
+    const int r = real(fd, addr, len);
+    if (r >= 0 && g_channel) no_delay(r);
+    return r;
+}
+
+__attribute__((visibility("default"))) int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
+    static auto real = next<int (*)(int, sockaddr*, socklen_t*, int)>("accept4");
+    const int r = real(fd, addr, len, flags);
+    if (r >= 0 && g_channel) no_delay(r);
+    return r;
 }
 
 // Host names of the simulated hosts resolve to their IPoIB addresses.
