@@ -1,6 +1,7 @@
 #include "host/driver/driver.hpp"
 
 #include "host/driver/host_thread.hpp"
+#include "model/sim/tracer.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -257,7 +258,10 @@ int Driver::read_cqes(DriverCq& cq, int max, Completion* out) {
     if (n) {
         // Publish the consumer index so the adapter can reuse the entries.
         cq.db->consumer_index = cq.consumer;
+        const sim::Tick t0 = sim::now_ps();
         spend_cpu(m_costs.poll_cqe * static_cast<sim::Tick>(n));
+        if (sim::tracer().on())
+            sim::tracer().slice(host_track(), "poll_cq", t0, sim::now_ps(), {{"cq", cq.cqn}, {"completions", n}});
     }
     return n;
 }
@@ -433,6 +437,7 @@ DriverCq* Driver::find_cq(std::uint32_t cqn) {
 }
 
 int Driver::write_send_wqe(DriverQp& qp, const SendRequest& r) {
+    const sim::Tick t0 = sim::now_ps();
     spend_cpu(m_costs.post_send);
     if (static_cast<std::uint16_t>(qp.sq_pi - qp.sq_tail) >= qp.max_send_wr) return ENOMEM;
     if (r.num_sge > qp.max_send_sge) return EINVAL;
@@ -501,9 +506,18 @@ int Driver::write_send_wqe(DriverQp& qp, const SendRequest& r) {
     qp.sq_wrid[qp.sq_pi & (qp.max_send_wr - 1)] = r.wr_id;
     // Keep the size of the last WQE for a BlueFlame write.
     m_bf.assign(wqe, wqe + ((off + hca::kWqeBasicBlock - 1) & ~(hca::kWqeBasicBlock - 1)));
+    // A work request's flow starts where the host writes its WQE.
+    if (sim::tracer().on())
+        sim::tracer().slice(host_track(), "post_send WQE", t0, sim::now_ps(), {{"qp", qp.qpn}, {"wqe", qp.sq_pi}},
+                            sim::Tracer::flow_of(m_hca.name(), qp.qpn, qp.sq_pi));
     ++qp.sq_pi;
     ++qp.sq_unrung;
     return 0;
+}
+
+std::string Driver::host_track() const {
+    const std::string hca = m_hca.name();
+    return hca.substr(0, hca.find('.')) + ".host";
 }
 
 int Driver::write_recv_wqe(DriverQp& qp, std::uint64_t wr_id, const Sge* sges, std::uint32_t n) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "model/sim/tracer.hpp"
+
 namespace hcasim::hca {
 
 CompletionEngine::CompletionEngine(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
@@ -51,6 +53,14 @@ bool CompletionEngine::post(sim::Tick t, std::uint32_t cqn, Cqe cqe) {
     const sim::Tick visible = m_w.dma.write(ready, cq->ring + static_cast<std::uint64_t>(slot) * sizeof(Cqe), &cqe,
                                                 sizeof(Cqe));
     counter("cqes")++;
+    if (sim::tracer().on()) {
+        // A send CQE ends its work request's flow; a receive CQE is a step
+        // of the sender's.
+        const bool send_cqe = cqe.flags & kCqeIsSend;
+        const std::uint64_t flow = send_cqe ? sim::Tracer::flow_of(path(), cqe.qpn, cqe.wqe_index) : sim::tracer().current_flow();
+        sim::tracer().slice(path(), send_cqe ? "send CQE" : "receive CQE", t, visible,
+                            {{"cq", cqn}, {"qp", cqe.qpn}, {"status", cqe.status}}, flow, send_cqe);
+    }
     // A CQE that takes the last slot the adapter knows to be free starts a
     // read of the consumer index at once, beside its own write: the host
     // frees slots while the next CQE's work is under way, so that CQE finds

@@ -1,5 +1,7 @@
 #include "model/hca/doorbell_unit.hpp"
 
+#include "model/sim/tracer.hpp"
+
 namespace hcasim::hca {
 
 DoorbellUnit::DoorbellUnit(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
@@ -9,6 +11,12 @@ DoorbellUnit::DoorbellUnit(const sc_core::sc_module_name& name, const HcaParams&
       m_cycles(p.doorbell_cycles) {}
 
 void DoorbellUnit::mmio_write(sim::Tick t, DoorbellWrite w) {
+    // A send doorbell serves the last WQE it announces, in a trace.
+    const bool send = w.offset == kUarBlueFlame || w.offset == kUarSendDoorbell;
+    const std::uint64_t flow = send && sim::tracer().on()
+                                   ? sim::Tracer::flow_of(path(), w.number, static_cast<std::uint16_t>(w.index - 1))
+                                   : 0;
+    const sim::Tracer::Scope in_flow(sim::tracer(), flow);
     // A BlueFlame WQE arrives as a burst of 64 B write-combined stores; the
     // doorbell is usable when the last one has.
     sim::Tick arrive = t;
@@ -24,6 +32,9 @@ void DoorbellUnit::mmio_write(sim::Tick t, DoorbellWrite w) {
         counter("doorbells")++;
     }
     const sim::Tick done = m_pipe.reserve(arrive, m_cycles).end;
+    if (sim::tracer().on())
+        sim::tracer().slice(path(), w.offset == kUarBlueFlame ? "BlueFlame" : "doorbell", t, done, {{"number", w.number}},
+                            flow);
     at(done, [this, done, w = std::move(w)]() { decode(done, w); });
 }
 

@@ -1,8 +1,11 @@
 #include "model/hca/port.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "model/packet/multicast.hpp"
+#include "model/sim/tracer.hpp"
+#include "model/packet/opcode_table.hpp"
 
 namespace hcasim::hca {
 
@@ -56,6 +59,7 @@ sim::Timeline::Slot Port::transmit(packet::PacketPtr pkt, sim::Tick t, sim::Tick
     const std::uint64_t cycles = (pkt->bytes.size() + static_cast<std::size_t>(m_rate.width) - 1) /
                                  static_cast<std::size_t>(m_rate.width);
     const auto slot = m_tx.reserve(std::max(t, floor), cycles);
+    if (sim::tracer().on()) trace_packet(*pkt, slot);
     (*m_n_tx_packets)++;
     (*m_n_tx_bytes) += pkt->bytes.size();
     const std::uint16_t dlid = packet::wire_dlid(pkt->bytes.data(), pkt->bytes.size());
@@ -81,6 +85,24 @@ sim::Timeline::Slot Port::transmit(packet::PacketPtr pkt, sim::Tick t, sim::Tick
     }
     if (m_link) m_link->send(this, std::move(pkt), slot.start + m_phy_latency, slot.end + m_phy_latency);
     return slot;
+}
+
+void Port::trace_packet(const packet::Packet& pkt, const sim::Timeline::Slot& slot) {
+    // BTH after the LRH and, when the LRH says so, the GRH.
+    const std::uint8_t* b = pkt.bytes.data();
+    const std::size_t n = pkt.bytes.size();
+    const std::size_t bth = n > 1 && (b[1] & 3) == 3 ? 48 : 8;
+    if (n < bth + 12) {
+        sim::tracer().slice(path() + ".tx", "packet", slot.start, slot.end, {{"bytes", n}}, pkt.trace_flow);
+        return;
+    }
+    const std::uint8_t* h = b + bth;
+    const std::uint64_t qpn = (std::uint64_t{h[5]} << 16) | (std::uint64_t{h[6]} << 8) | h[7];
+    const std::uint64_t psn = (std::uint64_t{h[9]} << 16) | (std::uint64_t{h[10]} << 8) | h[11];
+    const char* name = packet::opcode_info(h[0]).name;
+    if (std::strncmp(name, "IB_OPCODE_", 10) == 0) name += 10;
+    sim::tracer().slice(path() + ".tx", name, slot.start, slot.end,
+                        {{"dest_qp", qpn}, {"psn", psn}, {"bytes", n}}, pkt.trace_flow);
 }
 
 void Port::arrive(packet::PacketPtr pkt, sim::Tick, sim::Tick last_bit) {

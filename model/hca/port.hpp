@@ -74,6 +74,8 @@ public:
     void on_link_state(std::function<void(bool up, sim::Tick t)> fn) { m_link_state = std::move(fn); }
 
 private:
+    // The packet's slice on the transmit track (sim::tracer()).
+    void trace_packet(const packet::Packet& pkt, const sim::Timeline::Slot& slot);
     LinkRate m_rate;
     sim::Clock m_symbol_clock;  // one cycle moves one byte on each lane
     sim::Timeline m_tx;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "model/hca/translation_unit.hpp"
+#include "model/sim/tracer.hpp"
 
 namespace hcasim::hca {
 
@@ -159,6 +160,9 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
     sim::Tick start_at = std::max(now, qp.req.local_op_done);
     if (!w.started && !start(qp, w, now, start_at)) return false;
 
+    // What follows (the payload's DMA, the packet) serves this WQE's work request.
+    const std::uint64_t flow = sim::tracer().on() ? sim::Tracer::flow_of(path(), qp.qpn, w.wqe_index) : 0;
+    const sim::Tracer::Scope in_flow(sim::tracer(), flow);
     packet::Headers h;
     bool last = true;
     const std::uint32_t n = build_headers(qp, w, h, last);
@@ -169,6 +173,7 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
     const TransportService& svc = qp.service();
     const Route route = svc.connected ? route_of(qp) : Route{w.ud.dlid, w.ud.sl, w.ud.dest_qpn, &w.ud.grh, qp.qpc.port};
     auto pkt = m_w.tx.make_packet(route, h, n, &payload);
+    pkt->trace_flow = flow;
     sim::Tick data = start_at;
     if (n > 0) {
         if (w.flags & kWqeInline) {

@@ -4,6 +4,7 @@
 
 #include "model/packet/multicast.hpp"
 #include "model/packet/opcode_table.hpp"
+#include "model/sim/tracer.hpp"
 
 namespace hcasim::hca {
 
@@ -26,6 +27,9 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num) 
                                .reserve(std::max(t, gate > m_backlog_slack ? gate - m_backlog_slack : 0),
                                         m_p.rx_packet_cycles + (size + m_p.datapath_bytes - 1) / m_p.datapath_bytes)
                                .end;
+    // The responder's work for the packet serves the sender's work request.
+    const sim::Tracer::Scope in_flow(sim::tracer(), pkt->trace_flow);
+    if (sim::tracer().on()) sim::tracer().slice(path(), "receive", t, done, {{"bytes", size}}, pkt->trace_flow);
     packet::Parsed p;
     const packet::ParseError err = packet::parse(
         pkt->bytes.data(), size, p, pkt->sealed_intact ? packet::CrcCheck::SealedIntact : packet::CrcCheck::Verify);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "model/sim/tracer.hpp"
+
 namespace hcasim::hca {
 
 TxPipeline::TxPipeline(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
@@ -119,6 +121,7 @@ void TxPipeline::send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std
     h.aeth = packet::Aeth{syndrome, qp.resp.msn};
     std::uint8_t* payload = nullptr;
     auto pkt = make_packet(route_of(qp), h, 0, &payload);
+    pkt->trace_flow = sim::tracer().current_flow();  // the request it acknowledges
     packet::seal(pkt->bytes.data(), pkt->bytes.size());
     pkt->sealed_intact = true;
     const sim::Tick ready = m_pipe.reserve(t, m_p.tx_packet_cycles).end;

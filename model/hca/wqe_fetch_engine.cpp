@@ -5,6 +5,7 @@
 
 #include "model/hca/srq_engine.hpp"  // parse_recv_wqe
 #include "model/sim/assert.hpp"
+#include "model/sim/tracer.hpp"
 
 namespace hcasim::hca {
 
@@ -105,6 +106,8 @@ void WqeFetchEngine::fetch_send(QpContext& qp, sim::Tick t) {
     const std::uint32_t n = std::min({pending, m_p.wqe_fetch_batch, qp.sq_entries() - first});
     const std::uint32_t stride = 1u << qp.qpc.sq_log_stride;
     m_buf.resize(static_cast<std::size_t>(n) * stride);
+    // The fetch's DMA serves the first of its WQEs in a trace.
+    const sim::Tracer::Scope flow(sim::tracer(), sim::tracer().on() ? sim::Tracer::flow_of(path(), qp.qpn, static_cast<std::uint16_t>(qp.fetch.sq_fetched)) : 0);
     const sim::Tick fetched = m_w.dma.read(t, qp.qpc.sq_base + first * stride, n * stride, m_buf.data());
     const sim::Tick parsed = m_parser.reserve(fetched, static_cast<std::uint64_t>(m_p.wqe_parse_cycles) * n).end;
     std::vector<SendWork> works(n);
@@ -116,6 +119,11 @@ void WqeFetchEngine::fetch_send(QpContext& qp, sim::Tick t) {
             works.resize(i + 1);
             bad = true;
         }
+    }
+    if (sim::tracer().on()) {
+        std::vector<std::uint64_t> flows;
+        for (const auto& w : works) flows.push_back(sim::Tracer::flow_of(path(), qp.qpn, w.wqe_index));
+        sim::tracer().slice(path(), "WQE fetch", t, parsed, {{"qp", qp.qpn}, {"wqes", works.size()}}, flows);
     }
     qp.fetch.sq_fetch_busy = true;
     counter("send_fetches")++;
@@ -152,6 +160,9 @@ sim::Tick WqeFetchEngine::blueflame(QpContext& qp, const std::vector<std::uint8_
     if (!parse_send(qp, wqe.data(), static_cast<std::uint32_t>(wqe.size()), w) || w.wqe_index != qp.fetch.sq_fetched)
         return t;
     const sim::Tick parsed = m_parser.reserve(t, m_p.wqe_parse_cycles).end;
+    if (sim::tracer().on())
+        sim::tracer().slice(path(), "BlueFlame WQE", t, parsed, {{"qp", qp.qpn}},
+                            sim::Tracer::flow_of(path(), qp.qpn, w.wqe_index));
     ++qp.fetch.sq_fetched;
     qp.req.send_q.push_back(std::move(w));
     counter("blueflame_wqes")++;

@@ -41,6 +41,8 @@ struct Packet {
     // Set by the transmitter right after sealing; a copy that a fault alters
     // is a new packet without it, so its receiver recomputes the CRCs.
     bool sealed_intact = false;
+    // The work request it serves, for traces (sim::Tracer::flow_of; 0: none).
+    std::uint64_t trace_flow = 0;
 };
 
 using PacketPtr = std::shared_ptr<Packet>;
@@ -61,6 +63,7 @@ public:
         }
         p->bytes.resize(bytes);
         p->sealed_intact = false;
+        p->trace_flow = 0;
         return PacketPtr(p, [state = m_state](Packet* q) {
             if (state->free.size() < kKeep) state->free.emplace_back(q);
             else delete q;

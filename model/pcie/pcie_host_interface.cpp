@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/sim/assert.hpp"
+#include "model/sim/tracer.hpp"
 
 namespace hcasim::pcie {
 
@@ -128,6 +129,11 @@ sim::Timeline::Slot PcieHostInterface::send_tlps(int dir, Kind kind, Tick t, std
     const Tick floor = kind == Kind::Posted ? posted.last_end() : posted.floor_for(t);
     const auto slot = m_line[dir].reserve(std::max(t, floor), wire_cycles(wire_bytes));
     if (kind == Kind::Posted) posted.add(t, slot.end);
+    if (sim::tracer().on()) {
+        static const char* const kNames[] = {"posted write", "read request", "completion"};
+        sim::tracer().slice(path() + (dir == kUp ? ".up" : ".down"), kNames[static_cast<int>(kind)], slot.start, slot.end,
+                            {{"tlps", count}, {"wire_bytes", wire_bytes}}, sim::tracer().current_flow());
+    }
     std::uint32_t& sent = m_tlps[dir];
     const std::uint32_t before = sent;
     sent += count;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/hca/hca_params.hpp"
+#include "model/sim/tracer.hpp"
 #include "testbench/cli/cli_input.hpp"
 #include "testbench/system/isolated.hpp"
 #include "testbench/system/system.hpp"
@@ -87,6 +88,7 @@ struct Cli {
     std::vector<std::string> nodes;
     std::string timeout = "600";
     std::string serve;
+    std::string trace, trace_window, trace_blocks;
 
     bool has(const std::string& option) const { return given.count(option) != 0; }
 };
@@ -94,9 +96,10 @@ struct Cli {
 // The options each command uses. Any other option given to a command is
 // refused by name: nothing on the command line is silently ignored.
 const std::map<std::string, std::set<std::string>>& options_of() {
-    static const std::set<std::string> config{"preset", "config", "set"};
-    static const std::set<std::string> workload{"api",      "reliability", "sizes", "iters", "mtu", "inline",
-                                                "format",   "counters",    "vcd",   "preset", "config", "set"};
+    static const std::set<std::string> config{"preset", "config", "set", "trace", "trace-window", "trace-blocks"};
+    static const std::set<std::string> workload{"api",     "reliability", "sizes",  "iters",  "mtu",
+                                                "inline",  "format",      "counters", "vcd",  "preset",
+                                                "config",  "set",         "trace",  "trace-window", "trace-blocks"};
     auto with = [](std::set<std::string> s, std::initializer_list<const char*> more) {
         for (const char* m : more) s.insert(m);
         return s;
@@ -108,7 +111,7 @@ const std::map<std::string, std::set<std::string>>& options_of() {
         {"msgrate", with(config, {"op", "sizes", "iters", "tx-depth", "qps", "qp-type", "srq", "post-list", "mtu", "inline",
                                   "format", "counters", "vcd"})},
         {"mcast", with(config, {"sizes", "iters", "tx-depth", "inline", "format", "counters"})},
-        {"bench", with(config, {"dma", "sizes", "iters"})},
+        {"bench", {"preset", "config", "set", "dma", "sizes", "iters"}},
         {"connect", with(config, {"clients", "connections", "format", "counters"})},
         {"params", {"format"}},
         {"presets", {}},
@@ -398,6 +401,43 @@ int in_child(const std::function<void(std::ostream&)>& fn) {
     return 0;
 }
 
+// --trace FILE [--trace-window START:END] [--trace-blocks a,b]: starts the
+// recorder, on FILE with suffix before its extension (the default scenario's
+// two simulations: FILE's stem + .lat and .bw).
+void open_trace(const Cli& c, const std::string& suffix = "") {
+    sim::Tick start = 0, end = ~sim::Tick(0);
+    if (c.has("trace-window")) {
+        const std::string& w = c.trace_window;
+        const auto colon = w.find(':');
+        if (colon == std::string::npos)
+            throw std::invalid_argument("invalid --trace-window " + sim::printable(w) + ": expected START:END in microseconds");
+        auto bound = [&](const std::string& text, sim::Tick dflt) {
+            if (text.empty()) return dflt;
+            char* stop = nullptr;
+            const double v = std::strtod(text.c_str(), &stop);
+            if (*stop != '\0' || !(v >= 0) || v > 1e12)
+                throw std::invalid_argument("invalid --trace-window " + sim::printable(w) + ": " + sim::printable(text) +
+                                            " is not a time in microseconds");
+            return static_cast<sim::Tick>(v * sim::kPsPerUs);
+        };
+        start = bound(w.substr(0, colon), 0);
+        end = bound(w.substr(colon + 1), ~sim::Tick(0));
+    }
+    std::vector<std::string> blocks;
+    if (c.has("trace-blocks")) {
+        std::stringstream in(c.trace_blocks);
+        for (std::string b; std::getline(in, b, ',');) {
+            if (b.empty()) throw std::invalid_argument("invalid --trace-blocks " + sim::printable(c.trace_blocks) + ": an empty name");
+            blocks.push_back(b);
+        }
+    }
+    std::string path = c.trace;
+    const auto dot = path.rfind('.');
+    const auto slash = path.rfind('/');
+    if (!suffix.empty()) path.insert(dot == std::string::npos || (slash != std::string::npos && dot < slash) ? path.size() : dot, suffix);
+    sim::tracer().open(path, start, end, blocks);
+}
+
 // run --node: the programs, then how each ended.
 int cmd_programs(const Cli& c) {
     for (const char* o : {"api", "reliability", "sizes", "iters", "mtu", "inline", "format", "counters", "vcd",
@@ -440,10 +480,19 @@ int cmd_run(Cli c) {
     const Workload bw = plan_workload(c, Kind::Bandwidth, "2:1048576");
     std::cout << "hcasim default scenario: two nodes, ConnectX-3-class FDR 4x HCAs on PCIe Gen3 x8, back to back\n"
                  "(every figure below is simulated time from the hardware model)\n\n";
-    int rc = in_child([&](std::ostream& os) { run_workload(lat, os); });
+    // Two simulations, two processes: with --trace, a file each.
+    int rc = in_child([&](std::ostream& os) {
+        if (c.has("trace")) open_trace(c, ".lat");
+        run_workload(lat, os);
+        sim::tracer().close();
+    });
     if (rc) return rc;
     std::cout << "\n";
-    return in_child([&](std::ostream& os) { run_workload(bw, os); });
+    return in_child([&](std::ostream& os) {
+        if (c.has("trace")) open_trace(c, ".bw");
+        run_workload(bw, os);
+        sim::tracer().close();
+    });
 }
 
 // mcast: node 0 multicasts to every other node of fabric.nodes; lat/bw
@@ -769,7 +818,16 @@ int sc_main(int argc, char** argv) {
          "run --node: nodes (comma-separated indices) whose programs serve the others and never end by themselves "
          "(ibv_asyncwatch, a looping server): once every other program has ended they are stopped (SIGTERM), "
          "which counts as a clean end")
-        ("dma", po::value(&c.dma), "bench: tlm (default) or rtl (RTL co-simulation speed and wall ratio)");
+        ("dma", po::value(&c.dma), "bench: tlm (default) or rtl (RTL co-simulation speed and wall ratio)")
+        ("trace", po::value(&c.trace),
+         "every workload but bench: write what the hardware does to FILE.json (Chrome / Perfetto trace events: a "
+         "track per block per node and the host threads, a slice per WQE fetch, packet, TLP burst and CQE, flow "
+         "arrows per work request; opens in ui.perfetto.dev and chrome://tracing) or FILE.log (one line per slice)")
+        ("trace-window", po::value(&c.trace_window),
+         "with --trace: only slices overlapping START:END, simulated microseconds (either may be empty)")
+        ("trace-blocks", po::value(&c.trace_blocks),
+         "with --trace: only tracks whose name contains one of these comma-separated words (port, pcie, host, "
+         "node1, wqe_fetch, completion, ...)");
     po::options_description hidden;
     hidden.add_options()("command", po::value(&c.command));
     po::options_description all;
@@ -792,6 +850,9 @@ int sc_main(int argc, char** argv) {
         for (const auto& [name, value] : vm)
             if (name != "command" && !value.defaulted()) c.given.insert(name);
         check_options_used(c);
+        if (c.has("trace") && !(c.command == "run" && !c.has("node"))) open_trace(c);
+        else if (!c.has("trace") && (c.has("trace-window") || c.has("trace-blocks")))
+            throw std::invalid_argument("--trace-window and --trace-blocks need --trace FILE");
         if (c.command == "run") return cmd_run(c);
         if (c.command == "lat" || c.command == "bw" || c.command == "msgrate") {
             const Kind kind = c.command == "lat" ? Kind::Latency : c.command == "bw" ? Kind::Bandwidth : Kind::MsgRate;
