@@ -14,7 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "model/hca/hca_params.hpp"
+#include "testbench/cli/calibrate.hpp"
 #include "testbench/cli/cli_input.hpp"
+#include "testbench/cli/reference_points.hpp"
 #include "testbench/system/isolated.hpp"
 #include "testbench/system/system.hpp"
 #include "testbench/workloads/connect.hpp"
@@ -56,7 +58,14 @@ Commands:
                 cycles per wall second) and the wall-time ratio of the same
                 bandwidth run with the RTL and with the SystemC DMA engine
   params        every configuration parameter: unit, default, range, source
-  presets       the device presets
+  presets       the device presets: description, the parameters each sets, and
+                the published facts and reference points behind it (--format md:
+                docs/reference-points.md)
+  calibrate     runs the reference points of a preset (published measurements,
+                testbench/configs/reference_points.json) on the model, one
+                process per point, and prints published, measured, unit, ratio
+                and source; without --preset every preset of the model that has
+                points; --check: exit status 1 when a point is more than 10% off
 
 Options)";
 
@@ -87,6 +96,8 @@ struct Cli {
     std::vector<std::string> nodes;
     std::string timeout = "600";
     std::string serve;
+    bool check = false;
+    std::string reference;
 
     bool has(const std::string& option) const { return given.count(option) != 0; }
 };
@@ -111,7 +122,8 @@ const std::map<std::string, std::set<std::string>>& options_of() {
         {"bench", with(config, {"dma", "sizes", "iters"})},
         {"connect", with(config, {"clients", "connections", "format", "counters"})},
         {"params", {"format"}},
-        {"presets", {}},
+        {"presets", {"format", "reference"}},
+        {"calibrate", {"preset", "check", "format", "reference"}},
     };
     return m;
 }
@@ -769,7 +781,11 @@ int sc_main(int argc, char** argv) {
          "run --node: nodes (comma-separated indices) whose programs serve the others and never end by themselves "
          "(ibv_asyncwatch, a looping server): once every other program has ended they are stopped (SIGTERM), "
          "which counts as a clean end")
-        ("dma", po::value(&c.dma), "bench: tlm (default) or rtl (RTL co-simulation speed and wall ratio)");
+        ("dma", po::value(&c.dma), "bench: tlm (default) or rtl (RTL co-simulation speed and wall ratio)")
+        ("check", po::bool_switch(&c.check),
+         "calibrate: exit with status 1 when a point's measured value is more than 10% from the published one, naming it")
+        ("reference", po::value(&c.reference),
+         "calibrate/presets: reference points file (default: reference_points.json beside the presets)");
     po::options_description hidden;
     hidden.add_options()("command", po::value(&c.command));
     po::options_description all;
@@ -786,7 +802,7 @@ int sc_main(int argc, char** argv) {
         }
         if (!options_of().count(c.command)) {
             std::cerr << "hcasim: error: unknown command '" << sim::printable(c.command)
-                      << "' (run, lat, bw, msgrate, mcast, connect, bench, params, presets)\n";
+                      << "' (run, lat, bw, msgrate, mcast, connect, bench, params, presets, calibrate)\n";
             return 2;
         }
         for (const auto& [name, value] : vm)
@@ -803,8 +819,12 @@ int sc_main(int argc, char** argv) {
         if (c.command == "bench") return cmd_bench(c);
         if (c.command == "connect") return cmd_connect(c);
         if (c.command == "params") return cmd_params(c);
-        for (const auto& p : sim::Config::preset_names()) std::cout << p << "\n";
-        return 0;
+        const std::string reference = c.has("reference") ? c.reference : default_reference_file();
+        if (c.command == "calibrate")
+            return run_calibrate({c.has("preset") ? c.preset : "", c.check, output_format(c), reference}, std::cout, std::cerr);
+        if (c.format != "text" && c.format != "md")
+            throw std::invalid_argument("unknown --format '" + sim::printable(c.format) + "' for presets: expected text or md");
+        return print_presets(reference, c.format == "md", std::cout);
     } catch (const po::error& e) {
         std::cerr << "hcasim: error: " << e.what() << "\n";
         return 2;
