@@ -373,7 +373,7 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& er
                 << ": " << joined(outside) << "\n";
             status = 1;
         } else if (status == 0) {
-            err << "hcasim calibrate --check: all " << jobs.size() << " points within " << tol << "\n";
+            err << "hcasim calibrate --check: " << jobs.size() << " of " << jobs.size() << " points within " << tol << "\n";
         }
     }
     return status;

@@ -760,7 +760,7 @@ int sc_main(int argc, char** argv) {
         ("inline,I", po::value(&c.inline_max),
          ("largest message sent inline, 0 to hca.max_inline (" + std::to_string(device.max_inline) +
           ") (lat and mcast default 220, bw and msgrate default 0)").c_str())
-        ("format,f", po::value(&c.format), "text, csv or json (params: text or md)")
+        ("format,f", po::value(&c.format), "text, csv or json (params and presets: text or md)")
         ("preset,p", po::value(&c.preset), "device preset name or file (default cx3-fdr)")
         ("config,c", po::value(&c.config_file), "INI file of parameter overrides")
         ("set,s", po::value(&c.sets), "override one parameter: --set pcie.lanes=16 (repeatable)")
