@@ -15,7 +15,9 @@
 
 #include "model/hca/hca_params.hpp"
 #include "model/sim/tracer.hpp"
+#include "testbench/cli/calibrate.hpp"
 #include "testbench/cli/cli_input.hpp"
+#include "testbench/cli/reference_points.hpp"
 #include "testbench/system/isolated.hpp"
 #include "testbench/system/system.hpp"
 #include "testbench/workloads/connect.hpp"
@@ -57,7 +59,14 @@ Commands:
                 cycles per wall second) and the wall-time ratio of the same
                 bandwidth run with the RTL and with the SystemC DMA engine
   params        every configuration parameter: unit, default, range, source
-  presets       the device presets
+  presets       the device presets: description, the parameters each sets, and
+                the published facts and reference points behind it (--format md:
+                docs/reference-points.md)
+  calibrate     runs the reference points of a preset (published measurements,
+                testbench/configs/reference_points.json) on the model, one
+                process per point, and prints published, measured, unit, ratio
+                and source; without --preset every preset of the model that has
+                points; --check: exit status 1 when a point is more than 10% off
 
 Options)";
 
@@ -89,6 +98,8 @@ struct Cli {
     std::string timeout = "600";
     std::string serve;
     std::string trace, trace_window, trace_blocks;
+    bool check = false;
+    std::string reference;
 
     bool has(const std::string& option) const { return given.count(option) != 0; }
 };
@@ -114,7 +125,8 @@ const std::map<std::string, std::set<std::string>>& options_of() {
         {"bench", {"preset", "config", "set", "dma", "sizes", "iters"}},
         {"connect", with(config, {"clients", "connections", "format", "counters"})},
         {"params", {"format"}},
-        {"presets", {}},
+        {"presets", {"format", "reference"}},
+        {"calibrate", {"preset", "check", "format", "reference"}},
     };
     return m;
 }
@@ -797,7 +809,7 @@ int sc_main(int argc, char** argv) {
         ("inline,I", po::value(&c.inline_max),
          ("largest message sent inline, 0 to hca.max_inline (" + std::to_string(device.max_inline) +
           ") (lat and mcast default 220, bw and msgrate default 0)").c_str())
-        ("format,f", po::value(&c.format), "text, csv or json (params: text or md)")
+        ("format,f", po::value(&c.format), "text, csv or json (params and presets: text or md)")
         ("preset,p", po::value(&c.preset), "device preset name or file (default cx3-fdr)")
         ("config,c", po::value(&c.config_file), "INI file of parameter overrides")
         ("set,s", po::value(&c.sets), "override one parameter: --set pcie.lanes=16 (repeatable)")
@@ -827,7 +839,11 @@ int sc_main(int argc, char** argv) {
          "with --trace: only slices overlapping START:END, simulated microseconds (either may be empty)")
         ("trace-blocks", po::value(&c.trace_blocks),
          "with --trace: only tracks whose name contains one of these comma-separated words (port, pcie, host, "
-         "node1, wqe_fetch, completion, ...)");
+         "node1, wqe_fetch, completion, ...)")
+        ("check", po::bool_switch(&c.check),
+         "calibrate: exit with status 1 when a point's measured value is more than 10% from the published one, naming it")
+        ("reference", po::value(&c.reference),
+         "calibrate/presets: reference points file (default: reference_points.json beside the presets)");
     po::options_description hidden;
     hidden.add_options()("command", po::value(&c.command));
     po::options_description all;
@@ -844,7 +860,7 @@ int sc_main(int argc, char** argv) {
         }
         if (!options_of().count(c.command)) {
             std::cerr << "hcasim: error: unknown command '" << sim::printable(c.command)
-                      << "' (run, lat, bw, msgrate, mcast, connect, bench, params, presets)\n";
+                      << "' (run, lat, bw, msgrate, mcast, connect, bench, params, presets, calibrate)\n";
             return 2;
         }
         for (const auto& [name, value] : vm)
@@ -864,8 +880,12 @@ int sc_main(int argc, char** argv) {
         if (c.command == "bench") return cmd_bench(c);
         if (c.command == "connect") return cmd_connect(c);
         if (c.command == "params") return cmd_params(c);
-        for (const auto& p : sim::Config::preset_names()) std::cout << p << "\n";
-        return 0;
+        const std::string reference = c.has("reference") ? c.reference : default_reference_file();
+        if (c.command == "calibrate")
+            return run_calibrate({c.has("preset") ? c.preset : "", c.check, output_format(c), reference}, std::cout, std::cerr);
+        if (c.format != "text" && c.format != "md")
+            throw std::invalid_argument("unknown --format '" + sim::printable(c.format) + "' for presets: expected text or md");
+        return print_presets(reference, c.format == "md", std::cout);
     } catch (const po::error& e) {
         std::cerr << "hcasim: error: " << e.what() << "\n";
         return 2;

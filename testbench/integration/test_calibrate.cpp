@@ -1,0 +1,265 @@
+// hcasim calibrate and hcasim presets: the reference points file
+// (testbench/configs/reference_points.json) and the comparison of its
+// published figures with the model.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model/sim/config.hpp"
+#include "testbench/cli/reference_points.hpp"
+#include "testbench/integration/harness.hpp"
+
+using namespace hcasim;
+using namespace hcasim::testbench;
+using hcasim::test::CommandResult;
+using hcasim::test::run_hcasim;
+
+namespace {
+
+// A file under /tmp that is removed when the test ends.
+class TempFile {
+public:
+    explicit TempFile(const std::string& contents) {
+        char name[] = "/tmp/hcasim_calibrate_XXXXXX";
+        const int fd = mkstemp(name);
+        REQUIRE(fd >= 0);
+        close(fd);
+        m_path = name;
+        std::ofstream(m_path) << contents;
+    }
+    ~TempFile() { std::remove(m_path.c_str()); }
+    const std::string& path() const { return m_path; }
+
+private:
+    std::string m_path;
+};
+
+std::vector<std::string> split(const std::string& line, char sep) {
+    std::vector<std::string> out;
+    std::string field;
+    bool quoted = false;
+    for (char c : line) {
+        if (c == '"') quoted = !quoted;
+        else if (c == sep && !quoted) {
+            out.push_back(field);
+            field.clear();
+        } else
+            field += c;
+    }
+    out.push_back(field);
+    return out;
+}
+
+struct CsvRow {
+    std::string name, preset, unit, within;
+    double published = 0, measured = 0, ratio = 0;
+};
+
+// The rows of calibrate --format csv, checked against its header.
+std::vector<CsvRow> parse_csv(const std::string& out) {
+    std::istringstream in(out);
+    std::string line;
+    REQUIRE(std::getline(in, line));
+    REQUIRE(line == "name,preset,published,measured,unit,ratio,within_tolerance,kind,source");
+    std::vector<CsvRow> rows;
+    while (std::getline(in, line)) {
+        const auto f = split(line, ',');
+        REQUIRE(f.size() == 9);
+        CsvRow r;
+        r.name = f[0];
+        r.preset = f[1];
+        r.published = std::stod(f[2]);
+        r.measured = std::stod(f[3]);
+        r.unit = f[4];
+        r.ratio = std::stod(f[5]);
+        r.within = f[6];
+        rows.push_back(r);
+    }
+    return rows;
+}
+
+// A reference file of one cx3-fdr point: a short RDMA WRITE latency run.
+std::string one_point_file(double published) {
+    char value[64];
+    std::snprintf(value, sizeof value, "%.9g", published);
+    return std::string(R"({"description": "test", "classes": [{"preset": "cx3-fdr", "device": "test device"}],
+      "points": [{"name": "test.write_lat", "preset": "cx3-fdr", "metric": "RDMA WRITE latency, 2 B", "value": )") +
+           value + R"(, "unit": "us", "kind": "measured", "source": "this test", "conditions": "none",
+      "published_command": "none", "command": "lat --op write --sizes 2 -n 200", "column": "t_typical_us"}]})";
+}
+
+std::string quoted(const std::string& path) { return "'" + path + "'"; }
+
+}  // namespace
+
+TEST_CASE("every reference point has a value, unit, source, conditions, an hcasim command and a column", "[calibrate]") {
+    const ReferenceSet set = load_reference_points(default_reference_file());
+    REQUIRE(!set.points.empty());
+    for (const auto& p : set.points) {
+        INFO(p.name);
+        CHECK(p.value > 0);
+        CHECK(!p.unit.empty());
+        CHECK(!p.source.empty());
+        CHECK(!p.conditions.empty());
+        CHECK(!p.published_command.empty());
+        CHECK(!p.command.empty());
+        CHECK(!p.column.empty());
+        CHECK((p.kind == "measured" || p.kind == "vendor claim"));
+        CHECK(set.find_class(p.preset) != nullptr);
+    }
+    // Both presets of the model have points; the ConnectX-5 and VI classes
+    // keep theirs until the model has their presets.
+    for (const char* preset : {"cx3-fdr", "cx4-edr", "cx5-edr", "vi-pci66"}) {
+        INFO(preset);
+        CHECK(!set.points_of(preset).empty());
+    }
+    for (const auto& c : set.classes) {
+        INFO(c.preset);
+        CHECK(!c.device.empty());
+        for (const auto& f : c.facts) CHECK(!f.source.empty());
+    }
+}
+
+TEST_CASE("a reference point without a source is refused, naming the point and the file", "[calibrate]") {
+    std::string text = one_point_file(1.0);
+    const auto at = text.find(R"("source": "this test", )");
+    REQUIRE(at != std::string::npos);
+    text.erase(at, std::string(R"("source": "this test", )").size());
+    const TempFile f(text);
+    try {
+        load_reference_points(f.path());
+        FAIL("accepted a point without a source");
+    } catch (const std::runtime_error& e) {
+        const std::string what = e.what();
+        CHECK(what.find("point test.write_lat") != std::string::npos);
+        CHECK(what.find("missing \"source\"") != std::string::npos);
+        CHECK(what.find(f.path()) != std::string::npos);
+    }
+}
+
+TEST_CASE("a reference point whose command sets the preset itself is refused", "[calibrate]") {
+    std::string text = one_point_file(1.0);
+    const std::string cmd = "lat --op write --sizes 2 -n 200";
+    text.replace(text.find(cmd), cmd.size(), cmd + " --preset cx4-edr");
+    const TempFile f(text);
+    CHECK_THROWS_WITH(load_reference_points(f.path()), Catch::Contains("must not give --preset"));
+}
+
+TEST_CASE("calibrate --format csv prints one row per cx3-fdr point with ratio = measured / published", "[calibrate]") {
+    const CommandResult r = run_hcasim("calibrate --preset cx3-fdr --format csv");
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    const auto rows = parse_csv(r.out);
+    const ReferenceSet set = load_reference_points(default_reference_file());
+    const auto points = set.points_of("cx3-fdr");
+    REQUIRE(rows.size() == points.size());
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        INFO(rows[i].name);
+        CHECK(rows[i].name == points[i]->name);
+        CHECK(rows[i].preset == "cx3-fdr");
+        CHECK(rows[i].unit == points[i]->unit);
+        CHECK(rows[i].published == Approx(points[i]->value));
+        CHECK(rows[i].measured > 0);
+        CHECK(rows[i].ratio == Approx(rows[i].measured / rows[i].published).epsilon(1e-5));
+        CHECK(rows[i].within == (within_tolerance(*points[i], rows[i].ratio) ? "yes" : "no"));
+    }
+}
+
+TEST_CASE("calibrate measures what the point's command measures", "[calibrate]") {
+    // The measured figure is the model's own: the same command run directly
+    // gives the same t_typical.
+    const TempFile f(one_point_file(1.0));
+    const CommandResult cal = run_hcasim("calibrate --reference " + quoted(f.path()) + " --format csv");
+    REQUIRE(cal.exit_code == 0);
+    const auto rows = parse_csv(cal.out);
+    REQUIRE(rows.size() == 1);
+    const CommandResult lat = run_hcasim("lat --op write --sizes 2 -n 200 --preset cx3-fdr --format csv");
+    REQUIRE(lat.exit_code == 0);
+    std::istringstream in(lat.out);
+    std::string header, row;
+    REQUIRE(std::getline(in, header));
+    REQUIRE(std::getline(in, row));
+    const auto f_lat = split(row, ',');
+    REQUIRE(f_lat.size() == 9);
+    CHECK(rows[0].measured == Approx(std::stod(f_lat[4])).epsilon(1e-3));
+}
+
+TEST_CASE("calibrate --check exits with status 1 naming a point outside 10% and with 0 when all are inside", "[calibrate]") {
+    // The model's figure for the point, then reference files that put it
+    // inside and outside the tolerance.
+    const TempFile probe(one_point_file(1.0));
+    const CommandResult first = run_hcasim("calibrate --reference " + quoted(probe.path()) + " --format csv");
+    REQUIRE(first.exit_code == 0);
+    const double measured = parse_csv(first.out).at(0).measured;
+    REQUIRE(measured > 0);
+
+    const TempFile exact(one_point_file(measured));
+    const CommandResult in = run_hcasim("calibrate --check --reference " + quoted(exact.path()), true);
+    INFO(in.out);
+    CHECK(in.exit_code == 0);
+    CHECK(in.out.find("1 of 1 points within") != std::string::npos);
+
+    const TempFile near(one_point_file(measured * 1.08));
+    CHECK(run_hcasim("calibrate --check --reference " + quoted(near.path())).exit_code == 0);
+
+    const TempFile far(one_point_file(measured * 1.5));
+    const CommandResult out = run_hcasim("calibrate --check --reference " + quoted(far.path()), true);
+    INFO(out.out);
+    CHECK(out.exit_code == 1);
+    CHECK(out.out.find("1 of 1 points outside") != std::string::npos);
+    CHECK(out.out.find("test.write_lat (ratio 0.666") != std::string::npos);
+
+    // Without --check the same comparison only reports.
+    CHECK(run_hcasim("calibrate --reference " + quoted(far.path())).exit_code == 0);
+}
+
+TEST_CASE("calibrate of an unknown preset fails naming it", "[calibrate]") {
+    const CommandResult r = run_hcasim("calibrate --preset cx9-ndr", true);
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.find("unknown preset 'cx9-ndr'") != std::string::npos);
+    CHECK(r.out.find("model presets: cx3-fdr, cx4-edr") != std::string::npos);
+}
+
+TEST_CASE("calibrate of a preset with reference points that the model does not have yet says so and runs nothing", "[calibrate]") {
+    for (const char* preset : {"cx5-edr", "vi-pci66"}) {
+        const CommandResult r = run_hcasim(std::string("calibrate --preset ") + preset, true);
+        INFO(r.out);
+        CHECK(r.exit_code == 2);
+        CHECK(r.out.find(std::string("preset '") + preset + "' has ") != std::string::npos);
+        CHECK(r.out.find("not a preset of the model yet") != std::string::npos);
+        CHECK(r.out.find("Reference points of") == std::string::npos);
+    }
+}
+
+TEST_CASE("hcasim presets shows each preset with its description, its parameters and the points behind it", "[calibrate]") {
+    const CommandResult r = run_hcasim("presets");
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("cx3-fdr: ConnectX-3-class FDR 4x HCA on PCIe Gen3 x8") != std::string::npos);
+    CHECK(r.out.find("cx4-edr: ConnectX-4-class EDR 4x HCA on PCIe Gen3 x16.") != std::string::npos);
+    CHECK(r.out.find("pcie.lanes=16") != std::string::npos);
+    CHECK(r.out.find("cx4-edr.send_lat.rc.32B: 0.83 us") != std::string::npos);
+    CHECK(r.out.find("cx5-edr: ") != std::string::npos);
+    CHECK(r.out.find("not a preset of the model yet") != std::string::npos);
+}
+
+TEST_CASE("docs/reference-points.md is what hcasim presets --format md prints", "[calibrate]") {
+    const std::string doc_path = sim::Config::presets_dir() + "/../../docs/reference-points.md";
+    std::ifstream in(doc_path);
+    REQUIRE(in);
+    std::stringstream doc;
+    doc << in.rdbuf();
+    const CommandResult r = run_hcasim("presets --format md");
+    REQUIRE(r.exit_code == 0);
+    INFO("regenerate with: build/hcasim presets --format md > docs/reference-points.md");
+    CHECK(r.out == doc.str());
+}
