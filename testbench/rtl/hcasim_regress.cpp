@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <boost/program_options.hpp>
 
 #include "testbench/cli/cli_input.hpp"
@@ -404,9 +406,14 @@ private:
         double worst = 0;
         char line[256];
         if (!m_o.quiet) out << "case        seed              descs  bytes      tlm_cycles  rtl_cycles  drift\n";
+        // The report comes at the end: meanwhile a terminal shows how far the run is.
+        const bool progress = isatty(STDERR_FILENO) != 0;
         for (std::size_t i = 0; i < seeds.size(); ++i) {
             const Case c = make_case(seeds[i]);
             CaseResult r = run_case(c);
+            if (progress)
+                std::fprintf(stderr, "\rhcasim-regress: case %zu of %zu, %zu failed ", i + 1, seeds.size(),
+                             static_cast<std::size_t>(failures) + !r.ok);
             cover(cov, c, m_pp.mrrs, m_pp.mps, r.max_inflight);
             descs += c.d.size();
             bytes += r.bytes;
@@ -453,6 +460,7 @@ private:
                 }
             }
         }
+        if (progress) std::fprintf(stderr, "\r%60s\r", "");
         out << "\n" << seeds.size() << " cases, " << descs << " descriptors (" << errors << " bad), " << bytes
             << " bytes moved per implementation; " << failures << " failed\n";
         std::snprintf(line, sizeof line, "cycles: tlm %" PRIu64 ", rtl %" PRIu64 " (%+.2f%%); worst case drift %.2f%%, tolerance max(%.1f%%, %" PRIu64 " cycles)\n",
