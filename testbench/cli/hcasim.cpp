@@ -18,6 +18,7 @@
 #include "testbench/cli/calibrate.hpp"
 #include "testbench/cli/cli_input.hpp"
 #include "testbench/cli/reference_points.hpp"
+#include "testbench/cli/sweep_command.hpp"
 #include "testbench/system/isolated.hpp"
 #include "testbench/system/system.hpp"
 #include "testbench/workloads/connect.hpp"
@@ -67,6 +68,11 @@ Commands:
                 process per point, and prints published, measured, unit, ratio
                 and source; without --preset every preset of the model that has
                 points; --check: exit status 1 when a point is more than 10% off
+  sweep --param KEY=V1,V2,... [--param ...] [--jobs N] [--out FILE] -- WORKLOAD ...
+                WORKLOAD (lat, bw, msgrate or mcast and its options) once per
+                combination of the parameters' values, --jobs processes at
+                once, shared among the ranks under mpirun; one table, CSV or
+                JSON by FILE's extension (hcasim sweep --help)
 
 Options)";
 
@@ -769,6 +775,8 @@ int cmd_params(const Cli& c) {
 // command's output is for people and scripts, so it is switched off first.
 int main(int argc, char** argv) {
     setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
+    // sweep builds no system: its runs are processes of their own.
+    if (cli::is_sweep(argc, argv)) return cli::sweep_command(argc, argv);
     return sc_core::sc_elab_and_sim(argc, argv);
 }
 
@@ -860,7 +868,7 @@ int sc_main(int argc, char** argv) {
         }
         if (!options_of().count(c.command)) {
             std::cerr << "hcasim: error: unknown command '" << sim::printable(c.command)
-                      << "' (run, lat, bw, msgrate, mcast, connect, bench, params, presets, calibrate)\n";
+                      << "' (run, lat, bw, msgrate, mcast, connect, bench, params, presets, calibrate, sweep)\n";
             return 2;
         }
         for (const auto& [name, value] : vm)

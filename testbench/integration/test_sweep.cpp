@@ -1,0 +1,228 @@
+// hcasim sweep, run as a command: the table it writes, that it is the same
+// bytes however the points are spread (--jobs, MPI ranks), its errors and
+// its progress line.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "testbench/integration/harness.hpp"
+
+using namespace hcasim::test;
+
+namespace {
+
+// A fresh folder for a test's files, removed with everything in it.
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char name[] = "/tmp/hcasim-sweep-XXXXXX";
+        REQUIRE(mkdtemp(name) != nullptr);
+        path = name;
+    }
+    ~TempDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+    }
+    std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+std::string read_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::ostringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+bool exists(const std::string& path) { return std::filesystem::exists(path); }
+
+// A shell command's standard output and error together, and its exit status.
+CommandResult run_shell(const std::string& cmd) {
+    CommandResult c;
+    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+    if (!p) return c;
+    char buf[4096];
+    for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) c.out.append(buf, n);
+    const int status = pclose(p);
+    c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return c;
+}
+
+bool have_program(const std::string& name) { return run_shell("command -v " + name + " >/dev/null").exit_code == 0; }
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> v;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) v.push_back(line);
+    return v;
+}
+
+std::vector<std::string> fields_of(const std::string& line) {
+    std::vector<std::string> v;
+    std::istringstream in(line);
+    for (std::string f; std::getline(in, f, ',');) v.push_back(f);
+    return v;
+}
+
+// Two lane counts by two link speeds, bw at two sizes: 4 points of 2 rows.
+const std::string kParams = "--param pcie.lanes=4,16 --param link.speed=qdr,fdr";
+const std::string kWorkload = "bw --sizes 64,65536 -n 20";
+
+std::string sweep(const std::string& options) { return "sweep " + kParams + " " + options + " -- " + kWorkload; }
+
+}  // namespace
+
+TEST_CASE("a 2x2 sweep of bw writes a row per point and size with a column per parameter", "[sweep]") {
+    TempDir dir;
+    const CommandResult r = run_hcasim(sweep("--out " + dir / "bw.csv"), true);
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    const auto lines = lines_of(read_file(dir / "bw.csv"));
+    REQUIRE(lines.size() == 1 + 4 * 2);
+    // The parameters, then the workload's own CSV columns.
+    const CommandResult csv = run_hcasim(kWorkload + " --format csv");
+    REQUIRE(csv.exit_code == 0);
+    CHECK(lines[0] == "pcie.lanes,link.speed," + lines_of(csv.out).at(0));
+    // Points in --param order, the first parameter varying slowest.
+    const std::vector<std::string> points{"4,qdr,", "4,fdr,", "16,qdr,", "16,fdr,"};
+    for (std::size_t i = 0; i < 8; ++i) {
+        INFO("row " << i << ": " << lines[1 + i]);
+        CHECK(lines[1 + i].rfind(points[i / 2] + (i % 2 ? "65536," : "64,"), 0) == 0);
+        CHECK(fields_of(lines[1 + i]).size() == 7);
+    }
+    // 64 KiB writes are bounded by PCIe at 4 lanes and by the link at 16.
+    auto bw_avg = [&](std::size_t row) { return std::stod(fields_of(lines[1 + row]).at(5)); };
+    CHECK(bw_avg(3) < bw_avg(7) * 0.75);  // x4 against x16, FDR
+    CHECK(bw_avg(5) < bw_avg(7) * 0.9);   // QDR against FDR, x16
+    // A row holds what that point's own run prints.
+    const CommandResult one = run_hcasim(kWorkload + " --set pcie.lanes=16 --set link.speed=fdr --format json");
+    REQUIRE(one.exit_code == 0);
+    const auto j = nlohmann::json::parse(one.out);
+    CHECK(fields_of(lines[8]).at(5) == j["rows"][1]["bw_avg_MBps"].dump());
+}
+
+TEST_CASE("a sweep writes the same bytes every time, with one or two points at once", "[sweep]") {
+    TempDir dir;
+    for (const char* run : {"a", "b"})
+        REQUIRE(run_hcasim(sweep("--jobs 2 --out " + dir / (std::string(run) + ".csv"))).exit_code == 0);
+    REQUIRE(run_hcasim(sweep("--jobs 1 --out " + dir / "one.csv")).exit_code == 0);
+    const std::string a = read_file(dir / "a.csv");
+    CHECK(a.size() > 100);
+    CHECK(read_file(dir / "b.csv") == a);
+    CHECK(read_file(dir / "one.csv") == a);
+    // Without --out the same CSV goes to standard output.
+    const CommandResult out = run_hcasim(sweep("--jobs 2"));
+    REQUIRE(out.exit_code == 0);
+    CHECK(out.out == a);
+}
+
+TEST_CASE("a sweep's JSON table holds the same rows as its CSV, keyed by column", "[sweep]") {
+    TempDir dir;
+    REQUIRE(run_hcasim(sweep("--out " + dir / "t.csv")).exit_code == 0);
+    REQUIRE(run_hcasim(sweep("--out " + dir / "t.json")).exit_code == 0);
+    const auto csv = lines_of(read_file(dir / "t.csv"));
+    const auto j = nlohmann::json::parse(read_file(dir / "t.json"));
+    CHECK(j["kind"] == "bandwidth");
+    CHECK(j["workload"] == nlohmann::json({"bw", "--sizes", "64,65536", "-n", "20"}));
+    CHECK(j["parameters"][0]["key"] == "pcie.lanes");
+    CHECK(j["parameters"][1]["values"] == nlohmann::json({"qdr", "fdr"}));
+    const auto columns = fields_of(csv[0]);
+    REQUIRE(j["columns"].get<std::vector<std::string>>() == columns);
+    REQUIRE(j["rows"].size() == csv.size() - 1);
+    for (std::size_t i = 0; i < j["rows"].size(); ++i) {
+        const auto fields = fields_of(csv[1 + i]);
+        for (std::size_t c = 0; c < columns.size(); ++c) {
+            const auto& v = j["rows"][i][columns[c]];
+            CHECK((v.is_string() ? v.get<std::string>() : v.dump()) == fields[c]);
+        }
+    }
+}
+
+TEST_CASE("a msgrate sweep has a row per QP and the total, and no wall-clock figures", "[sweep]") {
+    TempDir dir;
+    const CommandResult r =
+        run_hcasim("sweep --param hca.wqe_fetch_batch=1,8 --out " + dir / "m.json" + " -- msgrate --qps 2 -n 32", true);
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    const std::string text = read_file(dir / "m.json");
+    CHECK(text.find("wall") == std::string::npos);
+    const auto j = nlohmann::json::parse(text);
+    CHECK(j["columns"] == nlohmann::json({"hca.wqe_fetch_batch", "qp", "messages", "msg_rate_Mpps"}));
+    REQUIRE(j["rows"].size() == 6);
+    CHECK(j["rows"][2]["qp"] == "total");
+    CHECK(j["rows"][5]["hca.wqe_fetch_batch"] == "8");
+}
+
+TEST_CASE("sweep refuses a bad parameter, value or command line by name before any point runs", "[sweep]") {
+    struct Case {
+        std::string args, says;
+    };
+    const std::vector<Case> cases{
+        {"--param pcie.lane=4,8 -- bw", "unknown parameter 'pcie.lane'"},
+        {"--param pcie.lanes=4,5 -- bw", "invalid value '5' for pcie.lanes"},
+        {"--param link.speed=fdr,hdr -- bw", "invalid value 'hdr' for link.speed"},
+        {"--param pcie.lanes -- bw", "invalid --param 'pcie.lanes': expected KEY=V1,V2"},
+        {"--param pcie.lanes= -- bw", "--param 'pcie.lanes=' names no values"},
+        {"--param pcie.lanes=4,,8 -- bw", "has an empty value"},
+        {"--param pcie.lanes=4,4 -- bw", "names the value '4' twice"},
+        {"--param pcie.lanes=4 --param pcie.lanes=8 -- bw", "--param pcie.lanes is given twice"},
+        {"--param pcie.lanes=4,8 -- connect", "not 'connect'"},
+        {"--param pcie.lanes=4,8 --", "nothing after --"},
+        {"--param pcie.lanes=4,8 bw", "'bw' before --"},
+        {"--param pcie.lanes=4,8", "sweep needs -- and the workload"},
+        {"-- bw", "at least one --param"},
+        {"--param pcie.lanes=4 --jobs 0 -- bw", "invalid value '0' for --jobs"},
+        {"--param pcie.lanes=4 --out t.txt -- bw", "must end in .csv or .json"},
+        {"--param pcie.lanes=4 -- bw --format csv", "--format json itself"},
+        {"--param pcie.lanes=4 -- bw --set pcie.lanes=8", "sets a parameter the sweep varies"},
+        {"--param pcie.lanes=4 --bogus -- bw", "unrecognised option '--bogus'"},
+    };
+    for (const auto& c : cases) {
+        const CommandResult r = run_hcasim("sweep " + c.args, true);
+        INFO("hcasim sweep " << c.args << "\n" << r.out);
+        CHECK(r.exit_code == 2);
+        CHECK(r.out.find(c.says) != std::string::npos);
+        CHECK(r.out.find("point") == std::string::npos);  // nothing ran
+    }
+}
+
+TEST_CASE("a point that fails stops the sweep with its parameters and its error, and writes nothing", "[sweep]") {
+    TempDir dir;
+    // Each value is valid; a 1024-byte port cannot run --mtu 2048.
+    const CommandResult r = run_hcasim(
+        "sweep --param port.max_mtu=4096,1024 --jobs 1 --out " + dir / "t.csv" + " -- bw --sizes 64 -n 5 --mtu 2048", true);
+    INFO(r.out);
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.find("sweep point 2 of 2 (port.max_mtu=1024) failed (exit status 2)") != std::string::npos);
+    CHECK(r.out.find("--set port.max_mtu=1024 --format json") != std::string::npos);
+    CHECK(r.out.find("--mtu 2048 is more than the device allows") != std::string::npos);
+    CHECK(!exists(dir / "t.csv"));
+}
+
+TEST_CASE("a sweep shows its progress on a terminal and stays quiet elsewhere", "[sweep]") {
+    TempDir dir;
+    const CommandResult quiet = run_hcasim(sweep("--out " + dir / "q.csv"), true);
+    REQUIRE(quiet.exit_code == 0);
+    CHECK(quiet.out.empty());
+    if (!have_program("script")) {
+        WARN("script (util-linux) is not installed: the progress line on a terminal is not checked");
+        return;
+    }
+    // script gives the command a terminal.
+    const CommandResult tty = run_shell("script -qec \"'" + std::string(HCASIM_BINARY) + "' " + sweep("--out " + dir / "t.csv") +
+                                        "\" /dev/null");
+    INFO(tty.out);
+    REQUIRE(tty.exit_code == 0);
+    CHECK(tty.out.find("\rsweep: 0/4 points, 0:00 elapsed") != std::string::npos);
+    CHECK(tty.out.find("\rsweep: 4/4 points") != std::string::npos);
+    CHECK(read_file(dir / "t.csv") == read_file(dir / "q.csv"));
+}
