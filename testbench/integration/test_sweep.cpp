@@ -226,3 +226,38 @@ TEST_CASE("a sweep shows its progress on a terminal and stays quiet elsewhere", 
     CHECK(tty.out.find("\rsweep: 4/4 points") != std::string::npos);
     CHECK(read_file(dir / "t.csv") == read_file(dir / "q.csv"));
 }
+
+TEST_CASE("under mpirun a sweep shares its points among the ranks and rank 0 writes the same table", "[sweep][mpi]") {
+    if (!have_program("mpirun")) {
+        WARN("mpirun is not installed (Debian: openmpi-bin): the MPI sweep is not checked");
+        return;
+    }
+    TempDir dir;
+    REQUIRE(run_hcasim(sweep("--out " + dir / "local.csv")).exit_code == 0);
+    REQUIRE(run_hcasim(sweep("--out " + dir / "local.json")).exit_code == 0);
+    const std::string mpirun = "mpirun --allow-run-as-root --oversubscribe -np ";
+    const std::string hcasim = " '" + std::string(HCASIM_BINARY) + "' ";
+    // 2 ranks of 2 points each; 3 ranks, one with a single point.
+    const CommandResult two = run_shell(mpirun + "2" + hcasim + sweep("--jobs 1 --out " + dir / "mpi.csv"));
+    INFO(two.out);
+    if (two.exit_code != 0 && two.out.find("built without MPI") != std::string::npos) {
+        WARN("this hcasim was built without MPI (libopenmpi-dev): the MPI sweep is not checked");
+        return;
+    }
+    REQUIRE(two.exit_code == 0);
+    CHECK(read_file(dir / "mpi.csv") == read_file(dir / "local.csv"));
+    const CommandResult three = run_shell(mpirun + "3" + hcasim + sweep("--jobs 1 --out " + dir / "mpi.json"));
+    INFO(three.out);
+    REQUIRE(three.exit_code == 0);
+    CHECK(read_file(dir / "mpi.json") == read_file(dir / "local.json"));
+    // A failing point on rank 1 is reported by rank 0, once.
+    const CommandResult bad = run_shell(mpirun + "2" + hcasim +
+                                        "sweep --param port.max_mtu=4096,1024 --out " + dir / "bad.csv" +
+                                        " -- bw --sizes 64 -n 5 --mtu 2048");
+    INFO(bad.out);
+    CHECK(bad.exit_code != 0);
+    const auto at = bad.out.find("point 2 of 2 (port.max_mtu=1024) failed");
+    CHECK(at != std::string::npos);
+    CHECK(bad.out.find("point 2 of 2", at + 1) == std::string::npos);
+    CHECK(!exists(dir / "bad.csv"));
+}
