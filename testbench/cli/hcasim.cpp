@@ -73,6 +73,10 @@ Commands:
                 combination of the parameters' values, --jobs processes at
                 once, shared among the ranks under mpirun; one table, CSV or
                 JSON by FILE's extension (hcasim sweep --help)
+  plot --out FIGURE.png|FIGURE.svg FILE...
+                lat, bw and sweep results against message size, or a
+                calibration table (name,published,measured), drawn with
+                matplotlib (hcasim plot --help)
 
 Options)";
 
@@ -775,8 +779,9 @@ int cmd_params(const Cli& c) {
 // command's output is for people and scripts, so it is switched off first.
 int main(int argc, char** argv) {
     setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
-    // sweep builds no system: its runs are processes of their own.
-    if (cli::is_sweep(argc, argv)) return cli::sweep_command(argc, argv);
+    // sweep and plot build no system: their runs are processes of their own.
+    if (cli::is_sweep_or_plot(argc, argv))
+        return std::string(argv[1]) == "sweep" ? cli::sweep_command(argc, argv) : cli::plot_command(argc, argv);
     return sc_core::sc_elab_and_sim(argc, argv);
 }
 
@@ -868,7 +873,7 @@ int sc_main(int argc, char** argv) {
         }
         if (!options_of().count(c.command)) {
             std::cerr << "hcasim: error: unknown command '" << sim::printable(c.command)
-                      << "' (run, lat, bw, msgrate, mcast, connect, bench, params, presets, calibrate, sweep)\n";
+                      << "' (run, lat, bw, msgrate, mcast, connect, bench, params, presets, calibrate, sweep, plot)\n";
             return 2;
         }
         for (const auto& [name, value] : vm)

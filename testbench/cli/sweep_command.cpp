@@ -218,7 +218,9 @@ int write_results(const SweepPlan& plan, const std::vector<std::string>& texts, 
 
 }  // namespace
 
-bool is_sweep(int argc, char** argv) { return argc > 1 && std::strcmp(argv[1], "sweep") == 0; }
+bool is_sweep_or_plot(int argc, char** argv) {
+    return argc > 1 && (std::strcmp(argv[1], "sweep") == 0 || std::strcmp(argv[1], "plot") == 0);
+}
 
 int sweep_command(int argc, char** argv) {
     // Every rank finds the same mistakes in the same command line: one says so.

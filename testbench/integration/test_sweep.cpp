@@ -1,6 +1,6 @@
-// hcasim sweep, run as a command: the table it writes, that it is the same
-// bytes however the points are spread (--jobs, MPI ranks), its errors and
-// its progress line.
+// hcasim sweep and hcasim plot, run as commands: the table a sweep writes,
+// that it is the same bytes however the points are spread (--jobs, MPI
+// ranks), its errors, its progress line, and the figures plot draws.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -41,6 +41,11 @@ std::string read_file(const std::string& path) {
     std::ostringstream s;
     s << f.rdbuf();
     return s.str();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
 }
 
 bool exists(const std::string& path) { return std::filesystem::exists(path); }
@@ -260,4 +265,67 @@ TEST_CASE("under mpirun a sweep shares its points among the ranks and rank 0 wri
     CHECK(at != std::string::npos);
     CHECK(bad.out.find("point 2 of 2", at + 1) == std::string::npos);
     CHECK(!exists(dir / "bad.csv"));
+}
+
+TEST_CASE("hcasim plot draws results, sweeps and calibration tables as PNG and SVG", "[plot]") {
+    TempDir dir;
+    if (run_shell("/usr/bin/python3 -c 'import matplotlib'").exit_code != 0) {
+        const CommandResult r = run_hcasim("plot --out " + dir / "f.png" + " " + dir / "x.csv", true);
+        CHECK(r.exit_code != 0);
+        CHECK(r.out.find("python3-matplotlib") != std::string::npos);
+        WARN("/usr/bin/python3 has no matplotlib (Debian: python3-matplotlib): no figure is drawn");
+        return;
+    }
+    // Two presets' latency on one figure, and a bandwidth sweep.
+    for (const char* preset : {"cx3-fdr", "cx4-edr"})
+        REQUIRE(run_hcasim(std::string("lat --sizes 2,64,4096 -n 20 --format json --preset ") + preset + " > " +
+                           dir / (std::string(preset) + ".json"))
+                    .exit_code == 0);
+    REQUIRE(run_hcasim(sweep("--out " + dir / "sweep.csv")).exit_code == 0);
+    write_file(dir / "calibration.csv",
+               "name,published,measured,unit\n"
+               "RDMA WRITE latency 2 B,0.87,0.89,us\n"
+               "RDMA WRITE bandwidth 64 KiB,6000,6417.9,MB/s\n");
+
+    const CommandResult lat =
+        run_hcasim("plot --out " + dir / "lat.svg" + " " + dir / "cx3-fdr.json" + " " + dir / "cx4-edr.json", true);
+    INFO(lat.out);
+    REQUIRE(lat.exit_code == 0);
+    const std::string svg = read_file(dir / "lat.svg");
+    CHECK(svg.find("<svg") != std::string::npos);
+    CHECK(svg.find("cx4-edr") != std::string::npos);  // the legend names each file
+
+    const CommandResult bw = run_hcasim("plot --out " + dir / "sweep.png" + " " + dir / "sweep.csv", true);
+    INFO(bw.out);
+    REQUIRE(bw.exit_code == 0);
+    CHECK(read_file(dir / "sweep.png").rfind("\x89PNG\r\n\x1a\n", 0) == 0);
+
+    const CommandResult cal = run_hcasim("plot --out " + dir / "cal.svg" + " " + dir / "calibration.csv", true);
+    INFO(cal.out);
+    REQUIRE(cal.exit_code == 0);
+    CHECK(read_file(dir / "cal.svg").find("<svg") != std::string::npos);
+
+    // Bad input: a clear error, no figure.
+    write_file(dir / "empty.csv", "bytes,iterations,t_typical_us\n");
+    write_file(dir / "notes.txt", "bytes\n2\n");
+    struct Case {
+        std::string args, says;
+    };
+    const std::vector<Case> bad{
+        {dir / "missing.csv", "missing.csv: no such file"},
+        {dir / "notes.txt", "unknown format '.txt'"},
+        {dir / "empty.csv", "empty.csv: no rows"},
+        {dir / "cx3-fdr.json --y t_9999_us", "no column t_9999_us"},
+        {dir / "calibration.csv " + dir / "sweep.csv", "is a calibration table and"},
+    };
+    for (const auto& c : bad) {
+        const CommandResult r = run_hcasim("plot --out " + dir / "bad.png" + " " + c.args, true);
+        INFO("hcasim plot " << c.args << "\n" << r.out);
+        CHECK(r.exit_code == 2);
+        CHECK(r.out.find(c.says) != std::string::npos);
+        CHECK(!exists(dir / "bad.png"));
+    }
+    const CommandResult no_ext = run_hcasim("plot --out " + dir / "f.pdf " + dir / "sweep.csv", true);
+    CHECK(no_ext.exit_code == 2);
+    CHECK(no_ext.out.find("must end in .png or .svg") != std::string::npos);
 }

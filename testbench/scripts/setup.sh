@@ -5,8 +5,8 @@ set -euo pipefail
 packages=(g++ cmake ninja-build pkg-config libsystemc-dev verilator libboost-dev libboost-program-options-dev
           catch2 libibverbs-dev librdmacm-dev nlohmann-json3-dev zlib1g-dev
           ibverbs-utils perftest rdmacm-utils time)
-# hcasim sweep across machines (MPI).
-packages+=(openmpi-bin libopenmpi-dev)
+# hcasim sweep across machines (MPI) and hcasim plot (matplotlib for /usr/bin/python3).
+packages+=(openmpi-bin libopenmpi-dev python3-matplotlib)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
