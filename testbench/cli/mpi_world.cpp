@@ -1,22 +1,15 @@
 #include "testbench/cli/mpi_world.hpp"
 
 #include <time.h>
+#include <unistd.h>
 
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 
 #ifdef HCASIM_WITH_MPI
 #include <mpi.h>
-#endif
-
-#if defined(HCASIM_WITH_MPI) && defined(__SANITIZE_ADDRESS__)
-// Open MPI keeps allocations until the process ends; LeakSanitizer would
-// report them as ours at exit of every rank.
-extern "C" const char* __lsan_default_suppressions() {
-    return "leak:libmpi.so\nleak:libopen-pal.so\nleak:libopen-rte.so\nleak:libpmix.so\nleak:libhwloc.so\n"
-           "leak:libevent\nleak:mca_\n";
-}
 #endif
 
 namespace hcasim::cli {
@@ -130,6 +123,18 @@ int MpiWorld::broadcast_from_root(int value) const {
     }
 #endif
     return value;
+}
+
+int MpiWorld::finish(int status) {
+#ifdef HCASIM_WITH_MPI
+    if (m_initialised) {
+        MPI_Finalize();
+        m_initialised = false;
+        std::fflush(nullptr);
+        _exit(status);
+    }
+#endif
+    return status;
 }
 
 void MpiWorld::abort(int status) const {

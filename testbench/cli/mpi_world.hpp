@@ -25,6 +25,12 @@ public:
     std::vector<std::string> gather_to_root(const std::string& mine) const;
     // Rank 0's value, on every rank.
     int broadcast_from_root(int value) const;
+    // Returns status, except in a process that called MPI_Init: that one
+    // calls MPI_Finalize and ends with _exit(status), its output flushed.
+    // Open MPI leaves allocations of components it has already unloaded,
+    // which the sanitizer build's exit-time leak check would report as
+    // unattributable leaks of every rank.
+    int finish(int status);
     // Ends every rank at once, for an error after which the ranks could not
     // meet again (one stuck in a gather would wait for ever).
     [[noreturn]] void abort(int status) const;

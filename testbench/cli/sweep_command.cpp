@@ -274,7 +274,9 @@ int sweep_command(int argc, char** argv) {
             status = 1;
         }
     }
-    return world->broadcast_from_root(status);
+    status = world->broadcast_from_root(status);
+    std::cout.flush();
+    return world->finish(status);
 }
 
 }  // namespace hcasim::cli
