@@ -88,6 +88,9 @@ void check_workload(const std::vector<std::string>& w, const std::vector<SweepPa
         if (is_option(w[i], "vcd"))
             throw std::invalid_argument("sweep does not take --vcd in the workload's options: every point would "
                                         "write the same waveform files");
+        if (is_option(w[i], "trace"))
+            throw std::invalid_argument("sweep does not take --trace in the workload's options: every point would "
+                                        "write the same trace file");
         const std::string key = set_key_at(w, i);
         for (const auto& p : params)
             if (!key.empty() && key == p.key)

@@ -189,6 +189,8 @@ TEST_CASE("sweep refuses a bad parameter, value or command line by name before a
         {"--param pcie.lanes=4 --out t.txt -- bw", "must end in .csv or .json"},
         {"--param pcie.lanes=4 -- bw --format csv", "--format json itself"},
         {"--param pcie.lanes=4 -- bw --set pcie.lanes=8", "sets a parameter the sweep varies"},
+        {"--param pcie.lanes=4 -- lat --trace t.json", "every point would write the same trace file"},
+        {"--param pcie.lanes=4 -- lat --vcd w.vcd", "every point would write the same waveform files"},
         {"--param pcie.lanes=4 --bogus -- bw", "unrecognised option '--bogus'"},
     };
     for (const auto& c : cases) {
@@ -196,7 +198,7 @@ TEST_CASE("sweep refuses a bad parameter, value or command line by name before a
         INFO("hcasim sweep " << c.args << "\n" << r.out);
         CHECK(r.exit_code == 2);
         CHECK(r.out.find(c.says) != std::string::npos);
-        CHECK(r.out.find("point") == std::string::npos);  // nothing ran
+        CHECK(r.out.find("sweep point") == std::string::npos);  // nothing ran
     }
 }
 
