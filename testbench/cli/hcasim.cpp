@@ -74,9 +74,9 @@ Commands:
                 once, shared among the ranks under mpirun; one table, CSV or
                 JSON by FILE's extension (hcasim sweep --help)
   plot --out FIGURE.png|FIGURE.svg FILE...
-                lat, bw and sweep results against message size, or a
-                calibration table (name,published,measured), drawn with
-                matplotlib (hcasim plot --help)
+                lat, bw and sweep results against message size, or the
+                model against published figures (calibrate --format csv),
+                drawn with matplotlib (hcasim plot --help)
 
 Options)";
 

@@ -38,8 +38,9 @@ Draws results with matplotlib, as PNG or SVG by FIGURE's extension:
     receiver), labelled by file name: several runs or presets on one figure;
   - a sweep table (hcasim sweep, .csv or .json): a line per combination of
     the parameters' values;
-  - a calibration table: CSV with the columns name,published,measured (and
-    optionally unit): how far the model is from each published figure.
+  - a calibration table: hcasim calibrate --format csv or json output, or
+    any CSV with the columns name,published,measured (and optionally unit):
+    how far the model is from each published figure.
 FILE - reads standard input (CSV or JSON). Default y column: t_typical_us
 when the results have it, else bw_avg_MBps.
 

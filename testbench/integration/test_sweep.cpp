@@ -306,6 +306,12 @@ TEST_CASE("hcasim plot draws results, sweeps and calibration tables as PNG and S
     INFO(cal.out);
     REQUIRE(cal.exit_code == 0);
     CHECK(read_file(dir / "cal.svg").find("<svg") != std::string::npos);
+    // What hcasim calibrate prints, as it prints it.
+    REQUIRE(run_hcasim("calibrate --preset cx4-edr --format json > " + dir / "calibrate.json").exit_code == 0);
+    const CommandResult model = run_hcasim("plot --out " + dir / "model.png" + " " + dir / "calibrate.json", true);
+    INFO(model.out);
+    REQUIRE(model.exit_code == 0);
+    CHECK(read_file(dir / "model.png").rfind("\x89PNG\r\n\x1a\n", 0) == 0);
 
     // Bad input: a clear error, no figure.
     write_file(dir / "empty.csv", "bytes,iterations,t_typical_us\n");

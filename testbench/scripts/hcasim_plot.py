@@ -6,7 +6,9 @@ Inputs (docs/sweeps-and-plots.md):
     (and per multicast receiver) against message size;
   - hcasim sweep tables, .csv or .json: one line per parameter combination;
   - calibration tables, CSV with the columns name,published,measured and
-    optionally unit: the model's deviation from each published figure.
+    optionally unit (hcasim calibrate --format csv prints one; its
+    --format json is read too): the model's deviation from each published
+    figure.
 The figure is PNG or SVG by the output file's extension. Bad input ends the
 script with a message naming the file and exit status 2.
 """
@@ -90,6 +92,10 @@ def json_table(path, label, text):
             rows = d["rows"]
             columns = list(rows[0].keys()) if rows and isinstance(rows[0], dict) else []
             return Table(path, label, columns, rows, [], d.get("title"))
+        if isinstance(d.get("points"), list):  # hcasim calibrate
+            points = [p for p in d["points"] if isinstance(p, dict)]
+            columns = list(dict.fromkeys(["name", "published", "measured"] + [k for p in points for k in p]))
+            return Table(path, label, columns, points, [])
         if isinstance(d.get("qps"), list):  # hcasim msgrate: no sizes
             return Table(path, label, ["qp", "messages", "msg_rate_Mpps"], d["qps"], [], d.get("title"))
     raise BadInput(f"{path}: holds no hcasim results (no rows)")
@@ -193,28 +199,37 @@ def draw_calibration(plt, tables, title):
     for t in tables:
         for row in t.rows:
             published = number(t, row, "published")
-            measured = number(t, row, "measured")
             if published == 0:
                 raise BadInput(f"{t.source}: published figure of '{row.get('name')}' is 0: no deviation to draw")
             unit = (row.get("unit") or "").strip()
-            name = row.get("name", "").strip() or "(no name)"
+            name = str(row.get("name") or "").strip() or "(no name)"
             names.append(name if len(tables) == 1 else f"{t.label}: {name}")
+            # A point hcasim calibrate could not run has no measured figure.
+            if row.get("measured") in (None, ""):
+                deviations.append(None)
+                notes.append(f"not measured / published {published:.4g}{' ' + unit if unit else ''}")
+                continue
+            measured = number(t, row, "measured")
             deviations.append((measured - published) / published * 100.0)
-            notes.append(f"model {measured:g} / published {published:g}{' ' + unit if unit else ''}")
+            notes.append(f"model {measured:.4g} / published {published:.4g}{' ' + unit if unit else ''}")
     fig, ax = plt.subplots(figsize=(9, 1.2 + 0.45 * len(names)))
     positions = list(range(len(names)))[::-1]  # first row at the top
-    colours = ["tab:green" if abs(d) <= 10 else "tab:orange" if abs(d) <= 25 else "tab:red" for d in deviations]
-    ax.barh(positions, deviations, color=colours)
+    drawn = [0.0 if d is None else d for d in deviations]
+    # Rounded first: 2.2 against 2 is 10 %, not 10.000000000000009 %.
+    colours = ["tab:green" if round(abs(d), 9) <= 10 else "tab:orange" if round(abs(d), 9) <= 25 else "tab:red"
+               for d in drawn]
+    ax.barh(positions, drawn, color=colours)
     ax.set_yticks(positions)
     ax.set_yticklabels(names)
     ax.axvline(0, color="black", linewidth=0.8)
-    span = max(10.0, max(abs(d) for d in deviations)) * 1.15
+    span = max(10.0, max(abs(d) for d in drawn)) * 1.15
     ax.set_xlim(-span, span)
     # The figures behind each bar, as labels on the right.
     figures = ax.twinx()
     figures.set_ylim(ax.get_ylim())
     figures.set_yticks(positions)
-    figures.set_yticklabels([f"{d:+.1f}%: {note}" for d, note in zip(deviations, notes)], fontsize="small")
+    figures.set_yticklabels([note if d is None else f"{d:+.1f}%: {note}" for d, note in zip(deviations, notes)],
+                            fontsize="small")
     ax.set_xlabel("model against published figure (%)")
     ax.set_title(title or "hcasim against published figures")
     ax.grid(True, axis="x", linewidth=0.5, alpha=0.5)
