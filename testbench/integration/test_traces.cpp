@@ -93,7 +93,7 @@ TEST_CASE("the retransmission golden trace shows packets sent again", "[trace]")
     CHECK(again > 0);
 }
 
-TEST_CASE("--trace writes valid trace-event json: tracks, slices and a flow per work request", "[trace]") {
+TEST_CASE("a trace file is valid trace-event json: tracks, slices and a flow per work request", "[trace]") {
     const nlohmann::json j = trace_of("lat --op write --sizes 64 -n 4", "valid");
     REQUIRE(j.contains("traceEvents"));
     const auto& ev = j["traceEvents"];
@@ -133,7 +133,7 @@ TEST_CASE("--trace writes valid trace-event json: tracks, slices and a flow per 
         CHECK(names.count(n) == 1);
 }
 
-TEST_CASE("--trace-window and --trace-blocks keep only what they name", "[trace]") {
+TEST_CASE("a trace window and a block filter keep only what they name", "[trace]") {
     const nlohmann::json all = trace_of("bw --sizes 4096 -n 32", "all");
     const nlohmann::json some = trace_of("bw --sizes 4096 -n 32 --trace-window 90:95 --trace-blocks port,pcie", "some");
     std::map<std::pair<int, int>, std::string> track;
