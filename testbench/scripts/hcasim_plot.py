@@ -195,9 +195,13 @@ def draw_against_size(plt, tables, y, title):
 
 
 def draw_calibration(plt, tables, title):
-    names, deviations, notes = [], [], []
+    names, deviations, notes, agreed = [], [], [], []
     for t in tables:
         for row in t.rows:
+            # hcasim calibrate says itself whether a point agrees (an upper
+            # bound such as "below 1 us" agrees when the model is below it).
+            verdict = str(row.get("within_tolerance", "")).strip().lower()
+            agreed.append(True if verdict in ("true", "1", "yes") else False if verdict in ("false", "0", "no") else None)
             published = number(t, row, "published")
             if published == 0:
                 raise BadInput(f"{t.source}: published figure of '{row.get('name')}' is 0: no deviation to draw")
@@ -216,8 +220,11 @@ def draw_calibration(plt, tables, title):
     positions = list(range(len(names)))[::-1]  # first row at the top
     drawn = [0.0 if d is None else d for d in deviations]
     # Rounded first: 2.2 against 2 is 10 %, not 10.000000000000009 %.
-    colours = ["tab:green" if round(abs(d), 9) <= 10 else "tab:orange" if round(abs(d), 9) <= 25 else "tab:red"
-               for d in drawn]
+    def colour(d, ok):
+        if ok is True or (ok is None and round(abs(d), 9) <= 10):
+            return "tab:green"
+        return "tab:orange" if round(abs(d), 9) <= 25 else "tab:red"
+    colours = [colour(d, ok) for d, ok in zip(drawn, agreed)]
     ax.barh(positions, drawn, color=colours)
     ax.set_yticks(positions)
     ax.set_yticklabels(names)
