@@ -24,6 +24,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -235,9 +236,8 @@ struct CommandResult {
     int exit_code = -1;
     std::string out;
 };
-inline CommandResult run_hcasim(const std::string& args, bool with_stderr = false) {
-    const std::string cmd =
-        std::string("'") + HCASIM_BINARY + "' " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+// Runs a shell command line; out is what it writes to standard output.
+inline CommandResult run_command(const std::string& cmd) {
     CommandResult c;
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) return c;
@@ -246,6 +246,17 @@ inline CommandResult run_hcasim(const std::string& args, bool with_stderr = fals
     const int status = pclose(p);
     c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     return c;
+}
+inline CommandResult run_hcasim(const std::string& args, bool with_stderr = false) {
+    return run_command(std::string("'") + HCASIM_BINARY + "' " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
+}
+
+// A file's bytes (empty if it cannot be read).
+inline std::string read_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::ostringstream s;
+    s << f.rdbuf();
+    return s.str();
 }
 
 // ---------------------------------------------------------------------------

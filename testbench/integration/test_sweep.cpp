@@ -36,12 +36,6 @@ struct TempDir {
     std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
 
-std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::ostringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
 
 void write_file(const std::string& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary);
@@ -51,16 +45,7 @@ void write_file(const std::string& path, const std::string& text) {
 bool exists(const std::string& path) { return std::filesystem::exists(path); }
 
 // A shell command's standard output and error together, and its exit status.
-CommandResult run_shell(const std::string& cmd) {
-    CommandResult c;
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-    if (!p) return c;
-    char buf[4096];
-    for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) c.out.append(buf, n);
-    const int status = pclose(p);
-    c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return c;
-}
+CommandResult run_shell(const std::string& cmd) { return run_command(cmd + " 2>&1"); }
 
 bool have_program(const std::string& name) { return run_shell("command -v " + name + " >/dev/null").exit_code == 0; }
 

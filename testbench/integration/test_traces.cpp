@@ -17,13 +17,6 @@ using namespace hcasim::test;
 
 namespace {
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
 std::string temp_path(const std::string& name) {
     return "/tmp/hcasim_trace_" + std::to_string(getpid()) + "_" + name;
 }
