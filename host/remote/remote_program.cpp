@@ -45,7 +45,7 @@ char stat_state(const std::string& text) {
 // ended, its number may be another's now) is opened again once.
 std::string read_small(const std::string& path) {
     static std::unordered_map<std::string, int> open_files;
-    char buf[1024];
+    char buf[4096];
     for (int attempt = 0; attempt < 2; ++attempt) {
         auto at = open_files.find(path);
         if (at == open_files.end()) {
@@ -296,6 +296,16 @@ std::uint64_t cpu_time(const std::string& task_dir) {
     return std::strtoull(read_small(task_dir + "/schedstat").c_str(), nullptr, 10);
 }
 
+// Whether the thread blocks signal sig (/proc/.../status, SigBlk: a hex
+// mask with bit sig - 1 for signal sig).
+bool signal_blocked(const std::string& task_dir, int sig) {
+    const std::string status = read_small(task_dir + "/status");
+    const auto at = status.find("SigBlk:");
+    if (at == std::string::npos) return false;
+    const std::uint64_t mask = std::strtoull(status.c_str() + at + 7, nullptr, 16);
+    return (mask >> (sig - 1)) & 1;
+}
+
 // How often the thread has been put on a CPU (/proc/.../schedstat, third field).
 std::uint64_t times_run(const std::string& task_dir) {
     const std::string t = read_small(task_dir + "/schedstat");
@@ -397,14 +407,18 @@ bool RemoteProgram::spinning() const {
     const std::uint64_t cpu = cpu_ns();
     const std::uint64_t reads = m_channel->clock_reads.load(std::memory_order_acquire);
     const std::uint64_t work = kernel_work();
+    const std::uint64_t written = memory_writes();
     // A program that reads the clock computes, or waits for the clock to
     // move (its own clock reads move its time, so it ends on its own); one
     // that faults pages in or makes system calls is doing something else
-    // than reading a word of memory again and again.
-    if (m_cpu_mark == kNoMark || reads != m_clock_reads_mark || work != m_kernel_work_mark) {
+    // than reading a word of memory again and again; one whose memory the
+    // adapter wrote may have seen what it waited for.
+    if (m_cpu_mark == kNoMark || reads != m_clock_reads_mark || work != m_kernel_work_mark ||
+        written != m_memory_writes_mark) {
         m_cpu_mark = cpu;
         m_clock_reads_mark = reads;
         m_kernel_work_mark = work;
+        m_memory_writes_mark = written;
         m_loops = false;
         return false;
     }
@@ -423,7 +437,6 @@ int RemoteProgram::sample(int tid, std::uint64_t& ip, std::uint64_t& digest) con
     const std::uint32_t request = ++m_sample_request;
     m_channel->sample_request.store(request, std::memory_order_release);
     const std::string task_dir = "/proc/" + std::to_string(m_pid) + "/task/" + std::to_string(tid);
-    const std::uint64_t cpu_before = cpu_time(task_dir);
     if (syscall(SYS_tgkill, m_pid, tid, sample_signal()) != 0) return -1;
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
     // Sleeping, not spinning: the thread may need this CPU to answer.
@@ -431,14 +444,18 @@ int RemoteProgram::sample(int tid, std::uint64_t& ip, std::uint64_t& digest) con
         const std::uint32_t answer = m_channel->sample_answer.load(std::memory_order_acquire);
         if (answer == request) break;
         if (std::chrono::steady_clock::now() > give_up) {
-            // Not on a CPU since it was asked (a busy host): no verdict. Run
-            // and silent: it blocks the signal.
-            return cpu_time(task_dir) > cpu_before + 100000 ? 0 : -2;
+            // Silent because it blocks the signal: the CPU time rule alone
+            // decides. Otherwise it has not been on a CPU to answer (a busy
+            // host; its CPU time may still grow by what it ran before it
+            // was asked, which the kernel accounts late): no verdict.
+            return signal_blocked(task_dir, sample_signal()) ? 0 : -2;
         }
         const timespec wait{0, 1000000};
         syscall(SYS_futex, &m_channel->sample_answer, FUTEX_WAIT, answer, &wait, nullptr, 0);
     }
-    if (m_channel->sample_tid != tid) return 0;
+    // Another thread answering is one that took a request it had timed out
+    // on earlier: no verdict on this one.
+    if (m_channel->sample_tid != tid) return -2;
     ip = m_channel->sample_ip;
     digest = m_channel->sample_digest;
     return 1;
