@@ -33,12 +33,13 @@ void declare_host_params(sim::ParamRegistry& r) {
            "for one to, before it is refused",
            "as if the servers had been started first: a client that starts with its server does not lose the race"});
     r.add({"host.spin_cpu_us", K::Real, "us", "500", 0, 1e6, {},
-           "CPU time a `hcasim run` program may use without a call before it is taken to spin on memory (as perftest's "
-           "write_lat spins on its receive buffer): simulated time then moves on to the adapter's next write into its "
-           "memory; 0 turns this off",
-           "far above one pass of a spin loop (a spinner's results do not depend on it) and above the CPU time RDMA "
-           "programs spend between calls: a program that computes longer than this without a system call, page fault "
-           "or clock read is taken for a spinner, and time moves on meanwhile"});
+           "CPU time a `hcasim run` program may use without a call, clock read, page fault or read/write system call "
+           "before its threads are sampled to see whether it spins on memory (as perftest's write_lat spins on its "
+           "receive buffer): a spinner's simulated time then moves on to the adapter's next write into its memory; 0 "
+           "turns this off",
+           "host-side only: when to look, not the verdict (a loop that changes nothing spins, one whose registers or "
+           "stack move computes), so results do not depend on it; far above one pass of a spin loop, so RDMA programs "
+           "between calls are rarely sampled"});
     r.add({"host.tsc_mhz", K::Real, "MHz", "0", 0, 1e5, {},
            "rate of the simulated TSC that `hcasim run` programs read with rdtsc; 0: the cpu MHz of this machine's "
            "/proc/cpuinfo, which perftest reads to turn cycles into microseconds",

@@ -21,7 +21,8 @@ bool CompletionEngine::post(sim::Tick t, std::uint32_t cqn, Cqe cqe) {
         counter("cqe_dropped_overrun")++;
         return false;
     }
-    sim::Tick ready = m_pipe.reserve(t, m_cycles).end;
+    // The CQ's producer index and ring address are in its context.
+    sim::Tick ready = m_w.cqs.cq_context_ready(cqn, m_pipe.reserve(t, m_cycles).end);
     const auto full = [cq] { return cq->producer - cq->cached_consumer >= cq->entries(); };
     // The consumer index read ahead of need (below) counts once it is on
     // chip; a CQE that finds the CQ full waits for it rather than read again.

@@ -7,6 +7,13 @@ namespace hcasim::hca {
 
 namespace {
 
+// Context memory in host memory: where each table starts (only the PCIe
+// cost of an entry is modelled; the contexts themselves are the tables
+// here) and its entry size, as mlx4 firmware reports them (QUERY_DEV_CAP:
+// 256 B QP contexts, 64 B CQ contexts).
+constexpr IcmCache::Table kIcmQpc{0x7e0000000000ull, 256};
+constexpr IcmCache::Table kIcmCqc{0x7e8000000000ull, 64};
+
 std::unique_ptr<DmaEngine> make_dma_engine(const HcaParams& p, pcie::PcieHostInterface& pcie) {
     if (p.dma_impl == "tlm") return std::make_unique<TlmDmaEngine>("dma_engine", p, pcie);
     if (p.dma_impl == "rtl") return std::make_unique<RtlDmaEngine>("dma_engine", p, pcie, p.dma_rtl_channels, p.dma_vcd);
@@ -20,6 +27,11 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Pcie
       m_p(HcaParams::from(cfg)),
       m_pcie(pcie),
       m_mpt_table(m_p.max_mr),
+      m_qpc_read(sim::Clock::from_mhz("hca.core", m_p.core_clock_mhz).cycles(m_p.qpc_read_cycles)),
+      m_qpc_cache("qpc_cache", m_p.core_clock_mhz, kIcmQpc, m_p.qpc_cache_entries, m_p.qpc_read_cycles,
+                  m_p.context_fill_slots, pcie),
+      m_cqc_cache("cqc_cache", m_p.core_clock_mhz, kIcmCqc, m_p.cqc_cache_entries, m_p.qpc_read_cycles,
+                  m_p.context_fill_slots, pcie),
       m_port("port", cfg),
       m_port2(cfg.get_int("port.count") > 1 ? std::make_unique<Port>("port2", cfg) : nullptr),
       m_ports(&m_port, m_port2.get()),
@@ -37,8 +49,7 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Pcie
       m_responder("responder", m_p, {m_tx, m_fetch, m_translation, *m_dma, *this, *this, m_srqs}),
       m_mcast("multicast", cfg, m_p.core_clock_mhz, {*this, m_responder}),
       m_rx("rx_pipeline", m_p, {*this, m_responder, m_completer, pcie, m_ports, m_migration}),
-      m_doorbell("doorbell_unit", m_p, {*this, pcie, m_fetch, m_descriptors, m_completion, *this, m_tx}),
-      m_qpc_read(sim::Clock::from_mhz("hca.core", m_p.core_clock_mhz).cycles(m_p.qpc_read_cycles)) {
+      m_doorbell("doorbell_unit", m_p, {*this, pcie, m_fetch, m_descriptors, m_completion, *this, m_tx}) {
     m_tx.set_producers(m_responder, m_requester);
     m_completer.set_requester(m_requester);
     m_completer.set_path_migration(m_migration);
@@ -78,6 +89,7 @@ QpContext& Hca::install_qp(std::uint32_t qpn, const Qpc& image) {
     qp.req.retries_left = image.retry_cnt;
     qp.req.rnr_retries_left = image.rnr_retry;
     qp.resp.epsn = image.rq_psn;
+    m_qpc_cache.load(sim::now_ps(), qpn);
     return qp;
 }
 
@@ -87,6 +99,7 @@ void Hca::write_qpc(QpContext& qp, const Qpc& image, std::uint32_t loads) {
     if (loads & kLoadRqPsn) qp.resp.epsn = image.rq_psn & kPsnMask;
     if (loads & kLoadRetryCnt) qp.req.retries_left = image.retry_cnt;
     if (loads & kLoadRnrRetry) qp.req.rnr_retries_left = image.rnr_retry;
+    m_qpc_cache.load(sim::now_ps(), qp.qpn);
     if (loads & kLoadState) state_changed(qp, sim::now_ps());
 }
 
@@ -95,6 +108,7 @@ void Hca::remove_qp(std::uint32_t qpn) {
         m_retired_counters[qpn] += q->counters;
         m_scheduler.remove(*q);
         m_qps[qpn].reset();
+        m_qpc_cache.invalidate(qpn);
     }
 }
 
@@ -103,6 +117,7 @@ CqContext& Hca::install_cq(std::uint32_t cqn) {
     m_cqs[cqn] = CqContext{};
     m_cqs[cqn].valid = true;
     m_cqs[cqn].cqn = cqn;
+    m_cqc_cache.load(sim::now_ps(), cqn);
     return m_cqs[cqn];
 }
 
@@ -253,7 +268,7 @@ std::vector<std::pair<std::uint32_t, QpCounters>> Hca::qp_counters() const {
 std::vector<sim::Block*> Hca::blocks() {
     std::vector<sim::Block*> all{&m_doorbell, &m_scheduler, &m_fetch, &m_srqs, &m_descriptors, &m_translation,
                                  &m_dma->block(), &m_tx, &m_requester, &m_responder, &m_completer, &m_rx,
-                                 &m_completion, &m_port, &m_mcast, &m_migration};
+                                 &m_completion, &m_port, &m_mcast, &m_migration, &m_qpc_cache, &m_cqc_cache};
     if (m_port2) all.push_back(m_port2.get());
     return all;
 }

@@ -12,6 +12,7 @@
 
 #include "model/hca/async_event.hpp"
 #include "model/hca/completion_engine.hpp"
+#include "model/hca/context_cache.hpp"
 #include "model/hca/contexts.hpp"
 #include "model/hca/descriptor_engine.hpp"
 #include "model/hca/dma_engine.hpp"
@@ -61,12 +62,16 @@ public:
     QpContext* qp(std::uint32_t qpn) {
         return qpn < m_qps.size() && m_qps[qpn] && m_qps[qpn]->valid ? m_qps[qpn].get() : nullptr;
     }
-    // QpTable: a block's read of a QP's context, which takes
-    // hca.qpc_read_cycles of the core clock.
-    QpAccess context(std::uint32_t qpn, sim::Tick t) override { return {qp(qpn), t + m_qpc_read}; }
+    // QpTable: a block's read of a QP's context, through the QP context
+    // cache (hca.qpc_read_cycles on a hit, a read from host memory on a miss).
+    QpAccess context(std::uint32_t qpn, sim::Tick t) override {
+        QpContext* q = qp(qpn);
+        return {q, q ? m_qpc_cache.read(t, qpn) : t + m_qpc_read};
+    }
     CqContext* cq(std::uint32_t cqn) override {
         return cqn < m_cqs.size() && m_cqs[cqn].valid ? &m_cqs[cqn] : nullptr;
     }
+    sim::Tick cq_context_ready(std::uint32_t cqn, sim::Tick t) override { return m_cqc_cache.read(t, cqn); }
     // CREATE_QP: a QP with this architected context and no work.
     QpContext& install_qp(std::uint32_t qpn, const Qpc& image);
     // MODIFY_QP: writes the QP's architected context and reloads the working
@@ -79,7 +84,10 @@ public:
         return !q || q->req.send_q.empty() || !q->req.send_q.front().started;
     }
     CqContext& install_cq(std::uint32_t cqn);
-    void remove_cq(std::uint32_t cqn) { m_cqs[cqn].valid = false; }
+    void remove_cq(std::uint32_t cqn) {
+        m_cqs[cqn].valid = false;
+        m_cqc_cache.invalidate(cqn);
+    }
     ProtectionTable& mpt() { return m_mpt_table; }
 
     // Raises an interrupt for an asynchronous event at t.
@@ -125,6 +133,8 @@ public:
     Completer& completer() { return m_completer; }
     CompletionEngine& completion() { return m_completion; }
     MulticastTable& multicast() { return m_mcast; }
+    IcmCache& qpc_cache() { return m_qpc_cache; }
+    IcmCache& cqc_cache() { return m_cqc_cache; }
 
     // CompletionWriter: CQEs through the completion engine, VI descriptor
     // write-backs through the descriptor engine.
@@ -157,6 +167,9 @@ private:
     HcaParams m_p;
     pcie::PcieHostInterface& m_pcie;
     ProtectionTable m_mpt_table;
+    sim::Tick m_qpc_read = 0;
+    IcmCache m_qpc_cache;
+    IcmCache m_cqc_cache;
     std::vector<std::unique_ptr<QpContext>> m_qps;
     std::vector<CqContext> m_cqs;
     std::map<std::uint32_t, QpCounters> m_retired_counters;  // of destroyed QPs
@@ -180,7 +193,6 @@ private:
     MulticastTable m_mcast;
     RxPipeline m_rx;
     DoorbellUnit m_doorbell;
-    sim::Tick m_qpc_read = 0;
 };
 
 }  // namespace hcasim::hca

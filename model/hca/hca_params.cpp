@@ -14,9 +14,21 @@ void declare_hca_params(sim::ParamRegistry& r) {
            "256-bit datapath: 16 GB/s at 500 MHz, above the 6.8 GB/s of FDR 4x"});
     cyc("hca.doorbell_cycles", "4", "doorbell register write to QP scheduler", "estimate: a register write and a queue push");
     cyc("hca.qpc_read_cycles", "0",
-        "a block's read of a QP's architected context, beyond the pipeline stage that needs it",
-        "assumption: contexts sit in on-chip memory read within the stage's own cycles (hca.rx_packet_cycles, "
+        "a block's read of a QP or CQ context that hits the on-chip context cache, beyond the pipeline stage "
+        "that needs it (a miss reads the entry from host memory over PCIe)",
+        "assumption: a cached context is read within the stage's own cycles (hca.rx_packet_cycles, "
         "hca.doorbell_cycles, ...); raise it to model a slower context store");
+    r.add({"hca.qpc_cache_entries", K::Int, "entries", "256", 1, 1 << 24, {},
+           "on-chip cache of QP contexts (LRU; a miss DMA-reads the 256 B entry from ICM in host memory, an "
+           "evicted entry the adapter changed is written back first)",
+           "estimate: a few hundred QPs, the scale at which published ConnectX-3 studies see message rate fall "
+           "as connections grow (docs/timing-parameters.md); no cache size is published"});
+    r.add({"hca.cqc_cache_entries", K::Int, "entries", "256", 1, 1 << 24, {},
+           "on-chip cache of CQ contexts (LRU; a miss DMA-reads the 64 B entry from ICM)",
+           "estimate: as hca.qpc_cache_entries"});
+    r.add({"hca.context_fill_slots", K::Int, "reads", "8", 1, 256, {},
+           "context cache misses each cache (QP, CQ) has under way at once; a further miss waits for a slot",
+           "estimate: a few miss-handling registers, as in a blocking-light cache; no figure is published"});
     cyc("hca.scheduler_cycles", "2", "QP scheduler arbitration per decision", "estimate: one round-robin arbiter");
     cyc("hca.wqe_parse_cycles", "8", "parse one fetched WQE", "estimate: one 64 B WQE over a 256-bit datapath plus decode");
     r.add({"hca.wqe_fetch_batch", K::Int, "WQEs", "8", 1, 256, {},
@@ -122,6 +134,9 @@ HcaParams HcaParams::from(const sim::Config& c) {
     p.translation_cycles = u("hca.translation_cycles");
     p.mpt_cache_entries = u("hca.mpt_cache_entries");
     p.mtt_cache_entries = u("hca.mtt_cache_entries");
+    p.qpc_cache_entries = u("hca.qpc_cache_entries");
+    p.cqc_cache_entries = u("hca.cqc_cache_entries");
+    p.context_fill_slots = u("hca.context_fill_slots");
     p.dma_setup_cycles = u("hca.dma_setup_cycles");
     p.dma_impl = c.get_choice("hca.dma.impl");
     p.dma_rtl_channels = u("hca.dma.rtl_channels");

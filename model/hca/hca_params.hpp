@@ -21,6 +21,9 @@ struct HcaParams {
     std::uint32_t translation_cycles = 4;
     std::uint32_t mpt_cache_entries = 256;
     std::uint32_t mtt_cache_entries = 2048;
+    std::uint32_t qpc_cache_entries = 256;
+    std::uint32_t cqc_cache_entries = 256;
+    std::uint32_t context_fill_slots = 8;
     std::uint32_t dma_setup_cycles = 4;
     // DMA engine implementation: the SystemC model or the verilated RTL.
     std::string dma_impl = "tlm";

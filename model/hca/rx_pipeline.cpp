@@ -1,6 +1,7 @@
 #include "model/hca/rx_pipeline.hpp"
 
 #include <algorithm>
+#include <memory>
 
 #include "model/packet/multicast.hpp"
 #include "model/packet/opcode_table.hpp"
@@ -53,26 +54,55 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num) 
         counter("dropped_wrong_dgid")++;
         return;
     }
-    const QpAccess found = m_w.qps.context(p.h.bth.dest_qp, done);
-    QpContext* qp = found.qp;
-    if (!qp) {
+    // The destination QP is known once the BTH is in: its context is looked
+    // up then, beside the rest of the packet's parse, so a miss's read over
+    // PCIe overlaps the packets queued ahead of it.
+    const std::uint32_t qpn = p.h.bth.dest_qp;
+    const QpAccess found = m_w.qps.context(qpn, t);
+    if (!found.qp) {
         counter("dropped_unknown_qp")++;
         return;
     }
+    auto waiting = m_waiting.find(qpn);
+    if (found.ready <= done && waiting == m_waiting.end()) {
+        deliver(*found.qp, p, pkt, done);
+        return;
+    }
+    // A miss: the packet waits in the receive buffer for its context while
+    // those behind it, for other QPs, go on; its work is done when the
+    // context is on chip, so its writes queue behind no later packet's.
+    // Later packets of the QP wait too, behind it, and keep their order.
+    if (waiting == m_waiting.end()) waiting = m_waiting.emplace(qpn, 0).first;
+    ++waiting->second;
+    counter("packets_waiting_for_context")++;
+    auto parsed = std::make_shared<const packet::Parsed>(p);
+    at(std::max(found.ready, done), [this, qpn, parsed, pkt]() {
+        auto w = m_waiting.find(qpn);
+        if (--w->second == 0) m_waiting.erase(w);
+        const sim::Tracer::Scope in_flow(sim::tracer(), pkt->trace_flow);
+        const QpAccess again = m_w.qps.context(qpn, sim::now_ps());
+        if (!again.qp) {
+            counter("dropped_unknown_qp")++;
+            return;
+        }
+        deliver(*again.qp, *parsed, pkt, again.ready);
+    });
+}
+
+void RxPipeline::deliver(QpContext& qp, const packet::Parsed& p, const packet::PacketPtr& pkt, sim::Tick t) {
     (*m_n_packets)++;
     const std::uint8_t* payload = pkt->bytes.data() + p.payload_offset;
     const packet::OpcodeInfo& info = packet::opcode_info(p.h.bth.opcode);
-    if (!(info.qp_types & qp->service().opcode_types)) {
+    if (!(info.qp_types & qp.service().opcode_types)) {
         // An opcode of another transport than the QP's (IBA 9.6.1.5).
         counter("dropped_wrong_transport")++;
         return;
     }
     // MigReq tells a rearmed QP that the peer is armed too, and an armed
     // one that the peer migrated (IBA 17.2.8).
-    if (qp->qpc.mig != PathMigState::Migrated && qp->service().connected)
-        m_w.migration.peer_state(*qp, p.h.bth.migreq, found.ready);
+    if (qp.qpc.mig != PathMigState::Migrated && qp.service().connected) m_w.migration.peer_state(qp, p.h.bth.migreq, t);
     // The packet stays alive until the payload writes that point into it land.
-    (info.request ? m_w.responder : m_w.completer).handle(*qp, p, pkt, payload, found.ready);
+    (info.request ? m_w.responder : m_w.completer).handle(qp, p, pkt, payload, t);
 }
 
 }  // namespace hcasim::hca

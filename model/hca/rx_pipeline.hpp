@@ -5,6 +5,8 @@
 // receive path by the PCIe upstream backlog.
 #pragma once
 
+#include <unordered_map>
+
 #include <cstdint>
 #include <functional>
 
@@ -36,11 +38,16 @@ public:
     void set_multicast(MulticastReceiver* m) { m_multicast = m; }
 
 private:
+    // The packet's work on QP qp, its context on chip at t.
+    void deliver(QpContext& qp, const packet::Parsed& p, const packet::PacketPtr& pkt, sim::Tick t);
+
     Wiring m_w;
     HcaParams m_p;
     sim::Timeline m_pipe;
     sim::Tick m_backlog_slack = 0;
     MulticastReceiver* m_multicast = nullptr;
+    // Packets waiting for their QP's context to come on chip, by QP number.
+    std::unordered_map<std::uint32_t, std::uint32_t> m_waiting;
     // Hot counters, looked up once.
     std::uint64_t* m_n_packets = nullptr;
 };

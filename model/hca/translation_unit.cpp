@@ -233,30 +233,6 @@ WindowStatus ProtectionTable::invalidate(std::uint32_t key, std::uint32_t qpn, s
     return WindowStatus::Ok;
 }
 
-bool ContextCache::access(std::uint64_t tag) {
-    auto it = m_where.find(tag);
-    if (it != m_where.end()) {
-        m_lru.splice(m_lru.begin(), m_lru, it->second);
-        ++m_hits;
-        return true;
-    }
-    ++m_misses;
-    if (m_lru.size() >= m_capacity) {
-        m_where.erase(m_lru.back());
-        m_lru.pop_back();
-    }
-    m_lru.push_front(tag);
-    m_where[tag] = m_lru.begin();
-    return false;
-}
-
-void ContextCache::invalidate(std::uint64_t tag) {
-    auto it = m_where.find(tag);
-    if (it == m_where.end()) return;
-    m_lru.erase(it->second);
-    m_where.erase(it);
-}
-
 TranslationUnit::TranslationUnit(const sc_core::sc_module_name& name, const HcaParams& p, ProtectionTable& table,
                                  pcie::PcieHostInterface& pcie)
     : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)),
@@ -292,7 +268,7 @@ Translation TranslationUnit::translate_remote(sim::Tick t, std::uint32_t rkey, s
 
 sim::Tick TranslationUnit::read_entry(sim::Tick t, std::uint32_t index) {
     sim::Tick ready = m_pipe.reserve(t, m_cycles).end;
-    if (!m_mpt.access(index)) {
+    if (!m_mpt.access(index).hit) {
         counter("mpt_misses")++;
         ready = m_pcie.dma_read(ready, kIcmMptBase + index * kMptEntryBytes, kMptEntryBytes);
     }
@@ -328,7 +304,7 @@ Translation TranslationUnit::translate_key(sim::Tick t, std::uint32_t key, std::
     const std::uint64_t last = first + ((va + len - 1) / kPageBytes - va / kPageBytes);
     std::uint32_t missing = 0;
     for (std::uint64_t entry = first; entry <= last; ++entry)
-        if (!m_mtt.access(entry)) ++missing;
+        if (!m_mtt.access(entry).hit) ++missing;
     if (missing) {
         counter("mtt_misses") += missing;
         r.ready = m_pcie.dma_read(r.ready, kIcmMttBase + first * kMttEntryBytes, missing * kMttEntryBytes);

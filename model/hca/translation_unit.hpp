@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model/hca/context_cache.hpp"
 #include "model/hca/contexts.hpp"
 #include "model/hca/hca_params.hpp"
 #include "model/hca/transport_interfaces.hpp"
@@ -80,24 +81,6 @@ private:
     // where a region's entries sit in context memory is deterministic.
     std::uint64_t m_next_mtt = 0;
     std::size_t m_live = 0;
-};
-
-// A least-recently-used cache of context entries, for timing only.
-class ContextCache {
-public:
-    explicit ContextCache(std::uint32_t entries) : m_capacity(entries) {}
-    // True on a hit; on a miss the entry is filled (evicting the LRU one).
-    bool access(std::uint64_t tag);
-    void invalidate(std::uint64_t tag);
-    std::uint64_t hits() const { return m_hits; }
-    std::uint64_t misses() const { return m_misses; }
-
-private:
-    std::uint32_t m_capacity;
-    std::list<std::uint64_t> m_lru;
-    std::unordered_map<std::uint64_t, std::list<std::uint64_t>::iterator> m_where;
-    std::uint64_t m_hits = 0;
-    std::uint64_t m_misses = 0;
 };
 
 class TranslationUnit final : public sim::Block, public AddressTranslator {

@@ -86,6 +86,8 @@ class CqTable {
 public:
     virtual ~CqTable() = default;
     virtual CqContext* cq(std::uint32_t cqn) = 0;
+    // When CQ cqn's context is on chip for a block asking at t.
+    virtual sim::Tick cq_context_ready(std::uint32_t cqn, sim::Tick t) = 0;
 };
 
 // Interrupts to the host other than asynchronous events.

@@ -243,7 +243,9 @@ TEST_CASE("a slower QP context read delays every message by the reads on its pat
     const Measured base = latency({}, Op::Send, sizes);
     // 50 cycles at 500 MHz: 100 ns per read. A SEND's one-way latency
     // includes the doorbell unit's read at the sender and the RX
-    // pipeline's at the receiver.
+    // pipeline's at the receiver; the latter starts when the BTH is in and
+    // so hides behind a long packet's own pass through the pipeline
+    // (4096 B: 144 cycles).
     const Measured slow = latency({{"hca.qpc_read_cycles", "50"}}, Op::Send, sizes);
     INFO("base run error: " << base.error);
     INFO("slow run error: " << slow.error);
@@ -253,7 +255,7 @@ TEST_CASE("a slower QP context read delays every message by the reads on its pat
     REQUIRE(slow.values.size() == sizes.size());
     for (std::size_t i = 0; i < sizes.size(); ++i) {
         INFO(sizes[i] << " B: " << base.values[i] << " us, with slow context reads " << slow.values[i] << " us");
-        CHECK(slow.values[i] >= base.values[i] + 0.2 - 1e-9);
+        CHECK(slow.values[i] >= base.values[i] + (sizes[i] < 1024 ? 0.2 : 0.1) - 1e-9);
     }
 }
 

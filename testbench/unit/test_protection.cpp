@@ -143,37 +143,37 @@ TEST_CASE("each access right missing from a region is denied and the others are 
 
 TEST_CASE("the context cache hits on recent entries and evicts the least recently used one", "[protection][unit]") {
     ContextCache c(2);
-    CHECK_FALSE(c.access(1));  // miss, fill
-    CHECK_FALSE(c.access(2));  // miss, fill
-    CHECK(c.access(1));        // hit: 1 is now most recent
-    CHECK_FALSE(c.access(3));  // miss: evicts 2, the least recently used
-    CHECK(c.access(1));
-    CHECK(c.access(3));
-    CHECK_FALSE(c.access(2));  // 2 was evicted; evicts 1 now
-    CHECK_FALSE(c.access(1));
+    CHECK_FALSE(c.access(1).hit);  // miss, fill
+    CHECK_FALSE(c.access(2).hit);  // miss, fill
+    CHECK(c.access(1).hit);        // hit: 1 is now most recent
+    CHECK_FALSE(c.access(3).hit);  // miss: evicts 2, the least recently used
+    CHECK(c.access(1).hit);
+    CHECK(c.access(3).hit);
+    CHECK_FALSE(c.access(2).hit);  // 2 was evicted; evicts 1 now
+    CHECK_FALSE(c.access(1).hit);
     CHECK(c.hits() == 3);
     CHECK(c.misses() == 5);
 }
 
 TEST_CASE("an invalidated context cache entry misses on its next access", "[protection][unit]") {
     ContextCache c(4);
-    for (std::uint64_t t = 10; t < 14; ++t) CHECK_FALSE(c.access(t));
-    for (std::uint64_t t = 10; t < 14; ++t) CHECK(c.access(t));
+    for (std::uint64_t t = 10; t < 14; ++t) CHECK_FALSE(c.access(t).hit);
+    for (std::uint64_t t = 10; t < 14; ++t) CHECK(c.access(t).hit);
     c.invalidate(12);
     c.invalidate(999);  // not cached: nothing happens
-    CHECK_FALSE(c.access(12));
+    CHECK_FALSE(c.access(12).hit);
     // The invalidation freed a slot: nothing else was evicted by the refill.
-    CHECK(c.access(10));
-    CHECK(c.access(11));
-    CHECK(c.access(13));
+    CHECK(c.access(10).hit);
+    CHECK(c.access(11).hit);
+    CHECK(c.access(13).hit);
 }
 
 TEST_CASE("a one-entry context cache keeps only the last tag", "[protection][unit]") {
     ContextCache c(1);
-    CHECK_FALSE(c.access(5));
-    CHECK(c.access(5));
-    CHECK_FALSE(c.access(6));
-    CHECK_FALSE(c.access(5));
+    CHECK_FALSE(c.access(5).hit);
+    CHECK(c.access(5).hit);
+    CHECK_FALSE(c.access(6).hit);
+    CHECK_FALSE(c.access(5).hit);
     CHECK(c.hits() == 1);
     CHECK(c.misses() == 3);
 }

@@ -1,0 +1,65 @@
+// The QP context cache: contexts live in host memory (ICM) and the adapter
+// keeps hca.qpc_cache_entries of them on chip. Round-robin traffic over
+// more active QPs than that misses on every message, and each miss is a
+// PCIe read (and the write-back of the entry it evicts), so the message
+// rate falls when the working set outgrows the cache.
+#include <catch2/catch.hpp>
+
+#include <regex>
+#include <string>
+
+#include "testbench/integration/harness.hpp"
+
+namespace {
+
+using hcasim::test::CommandResult;
+using hcasim::test::run_hcasim;
+
+struct RateRun {
+    double mpps = 0;
+    std::uint64_t misses = 0;      // both nodes' QP context cache misses
+    std::uint64_t write_backs = 0;
+    std::string out;
+};
+
+std::uint64_t sum_counter(const std::string& out, const std::string& name) {
+    std::uint64_t total = 0;
+    const std::regex re("node[0-9]+\\.hca\\." + name + " = ([0-9]+)");
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+        total += std::stoull((*it)[1].str());
+    return total;
+}
+
+// One message in flight per QP, posted one at a time, QP after QP.
+RateRun msgrate(int qps, int cache_entries) {
+    const CommandResult r = run_hcasim("msgrate --op write --sizes 64 --qps " + std::to_string(qps) +
+                                       " --post-list 1 --tx-depth 1 -n 100 --counters --set hca.qpc_cache_entries=" +
+                                       std::to_string(cache_entries));
+    RateRun run;
+    run.out = r.out;
+    REQUIRE(r.exit_code == 0);
+    std::smatch m;
+    REQUIRE(std::regex_search(r.out, m, std::regex(" total +[0-9]+ +([0-9.]+)")));
+    run.mpps = std::stod(m[1].str());
+    run.misses = sum_counter(r.out, "qpc_cache.misses");
+    run.write_backs = sum_counter(r.out, "qpc_cache.write_backs");
+    return run;
+}
+
+}  // namespace
+
+TEST_CASE("message rate falls when the active QPs outgrow the QP context cache", "[context_cache][timing]") {
+    const RateRun fits = msgrate(256, 512);    // every context stays on chip
+    const RateRun spills = msgrate(256, 128);  // LRU over round-robin: every use misses
+    INFO("256 QPs, 512 cached: " << fits.mpps << " Mpps, " << fits.misses << " misses");
+    INFO("256 QPs, 128 cached: " << spills.mpps << " Mpps, " << spills.misses << " misses, " << spills.write_backs
+                                 << " write-backs");
+    // Created and connected QPs are on chip: no misses while they fit.
+    CHECK(fits.misses == 0);
+    // At least one miss per message at each end, each evicting a changed entry.
+    CHECK(spills.misses >= 2u * 256 * 100);
+    CHECK(spills.write_backs > 0);
+    // The fills, a PCIe round trip each with hca.context_fill_slots under
+    // way at once, now bound the rate.
+    CHECK(spills.mpps < 0.5 * fits.mpps);
+}
