@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <string>
+#include <cstdlib>
 
 namespace hcasim::remote {
 
@@ -18,10 +20,20 @@ constexpr sim::Tick kRecheck = 100 * sim::kPsPerUs;
 constexpr sim::Tick kSpinRecheck = 1000 * sim::kPsPerUs;
 }  // namespace
 
+std::FILE* sync_log() {
+    static std::FILE* f = [] {
+        const char* path = std::getenv("HCASIM_SYNC_LOG");
+        return path && *path ? std::fopen((std::string(path) + "." + std::to_string(getpid())).c_str(), "w") : nullptr;
+    }();
+    return f;
+}
+
 ProcessSync::ProcessSync(std::vector<RemoteProgram*> programs, ProgramGroup* group, double timeout_s,
                          std::vector<bool> services)
     : m_programs(std::move(programs)), m_services(std::move(services)), m_group(group), m_timeout_s(timeout_s) {
     m_services.resize(m_programs.size(), false);
+    if (std::FILE* log = sync_log())
+        for (RemoteProgram* p : m_programs) std::fprintf(log, "program %s\n", p->name().c_str());
 }
 
 bool ProcessSync::stop_services() {
@@ -161,7 +173,11 @@ void ProcessSync::run() {
                 last_reap = Clock::now();
                 bool all_ended = true;
                 for (RemoteProgram* p : m_programs) {
-                    if (p->reap()) progressed = true;
+                    if (p->reap()) {
+                        progressed = true;
+                        if (std::FILE* log = sync_log())
+                            std::fprintf(log, "%.6f us %s ended\n", sim::ps_to_us(sim::now_ps()), p->name().c_str());
+                    }
                     if (!p->exited()) all_ended = false;
                 }
                 if (all_ended) return;
@@ -197,6 +213,13 @@ void ProcessSync::run() {
             if (waiting || spin) {
                 m_writes_settled = written;
                 m_backlog.settled();
+                if (std::FILE* log = sync_log()) {
+                    std::fprintf(log, "%.6f us %s:", sim::ps_to_us(sim::now_ps()), waiting ? "waiting" : "spin");
+                    for (std::size_t i = 0; i < m_programs.size(); ++i)
+                        std::fprintf(log, " node%zu=%s", i, waits[i] ? "waits" : "spins");
+                    std::fprintf(log, "\n");
+                    std::fflush(log);
+                }
             }
             if (spin) {
                 // Calls go first, at this instant: the waiting programs', and

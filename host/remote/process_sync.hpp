@@ -6,6 +6,8 @@
 // schedules the processes.
 #pragma once
 
+#include <cstdio>
+
 #include <chrono>
 #include <string>
 #include <vector>
@@ -14,6 +16,11 @@
 #include "host/remote/remote_program.hpp"
 
 namespace hcasim::remote {
+
+// The synchronisation's verdicts, for diagnosing a run whose times moved:
+// the file HCASIM_SYNC_LOG names with ".<pid>" added, or null when the
+// variable is not set.
+std::FILE* sync_log();
 
 class ProcessSync {
 public:

@@ -1,4 +1,5 @@
 #include "host/remote/remote_program.hpp"
+#include "host/remote/process_sync.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -425,11 +426,15 @@ bool RemoteProgram::spinning() const {
     if (cpu - m_cpu_mark < m_spec.spin_cpu_ns) return false;
     // How long it has run decides only when to look: what it does decides
     // whether it waits, so the verdict does not depend on the host's speed.
+    const bool known = m_loops;
     if (!m_loops && !loops_without_progress()) {
         m_cpu_mark = cpu_ns();  // it computes: look again after as much CPU time again
         return false;
     }
     m_loops = true;
+    if (std::FILE* log = sync_log())
+        std::fprintf(log, "%.6f us node%d spins (%s; ip 0x%llx)\n", sim::ps_to_us(sim::now_ps()), m_spec.node,
+                     known ? "seen before" : "sampled", static_cast<unsigned long long>(m_last_spin_ip));
     return true;
 }
 
@@ -521,6 +526,7 @@ bool RemoteProgram::loops_without_progress() const {
             if (answered == 0) return true;
             // Back in a loop it was found spinning in before: one look will do.
             if (k == 0 && m_spin_loops.count({tid, ip})) {
+                m_last_spin_ip = ip;
                 decided = true;
                 break;
             }
@@ -528,6 +534,7 @@ bool RemoteProgram::loops_without_progress() const {
                 if (s.first == ip) {
                     if (s.second != digest) return false;
                     m_spin_loops.insert({tid, ip});
+                    m_last_spin_ip = ip;
                     decided = true;
                     break;
                 }

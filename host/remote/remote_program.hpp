@@ -178,6 +178,7 @@ private:
     // Where its threads were found spinning (thread, instruction).
     mutable std::set<std::pair<int, std::uint64_t>> m_spin_loops;
     mutable std::uint64_t m_kernel_work_mark = 0;
+    mutable std::uint64_t m_last_spin_ip = 0;  // for the sync log
     mutable std::uint64_t m_memory_writes_mark = 0;
     std::uint64_t kernel_work() const;
     std::uint64_t cpu_ns() const;
