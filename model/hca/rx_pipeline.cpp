@@ -10,7 +10,7 @@
 namespace hcasim::hca {
 
 RxPipeline::RxPipeline(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
-    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_w(w), m_p(p), m_pipe(&m_clock) {
+    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_w(w), m_p(p) {
     // The receive buffer absorbs what the PCIe upstream link sends in the
     // time of this many bytes.
     const double up_bytes_per_ps = w.pcie.params().direction_bytes_per_s() / 1e12;
@@ -24,10 +24,21 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num) 
     // once the PCIe writes of those before it have left the adapter, so a
     // sender cannot outrun the receiver's PCIe (its ACKs wait).
     const sim::Tick gate = m_w.pcie.posted_backlog_end();
-    const sim::Tick done = m_pipe
-                               .reserve(std::max(t, gate > m_backlog_slack ? gate - m_backlog_slack : 0),
-                                        m_p.rx_packet_cycles + (size + m_p.datapath_bytes - 1) / m_p.datapath_bytes)
-                               .end;
+    // Cut-through: the packet streams through the datapath as it comes off
+    // the wire, so its pass may start before its last byte is in and ends
+    // one beat after it (the datapath is at least as fast as the link in
+    // every preset). Packets pass one after another, in arrival order.
+    const std::uint64_t cycles = m_p.rx_packet_cycles + (size + m_p.datapath_bytes - 1) / m_p.datapath_bytes;
+    const sim::Tick pass = m_clock.cycles(cycles), beat = m_clock.cycles(1);
+    // Not before its first byte is in.
+    const auto wire = static_cast<sim::Tick>(static_cast<double>(size) * 1e12 /
+                                             m_w.ports(port_num).rate().data_bytes_per_s());
+    const sim::Tick first_byte = t > wire ? t - wire : 0;
+    const sim::Tick streamed = std::max(first_byte, t + beat > pass ? t + beat - pass : 0);
+    const sim::Tick start =
+        m_clock.edge_at_or_after(std::max({streamed, m_pipe_free, gate > m_backlog_slack ? gate - m_backlog_slack : 0}));
+    const sim::Tick done = start + pass;
+    m_pipe_free = done;
     // The responder's work for the packet serves the sender's work request.
     const sim::Tracer::Scope in_flow(sim::tracer(), pkt->trace_flow);
     if (sim::tracer().on()) sim::tracer().slice(path(), "receive", t, done, {{"bytes", size}}, pkt->trace_flow);

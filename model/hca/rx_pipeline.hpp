@@ -43,7 +43,7 @@ private:
 
     Wiring m_w;
     HcaParams m_p;
-    sim::Timeline m_pipe;
+    sim::Tick m_pipe_free = 0;  // when the datapath has passed the last packet
     sim::Tick m_backlog_slack = 0;
     MulticastReceiver* m_multicast = nullptr;
     // Packets waiting for their QP's context to come on chip, by QP number.
