@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "model/pcie/pcie_host_interface.hpp"
+#include "model/pcie/host_bus.hpp"
 
 namespace hcasim::hca {
 
@@ -41,13 +41,13 @@ void ContextCache::invalidate(std::uint64_t tag) {
 }
 
 IcmCache::IcmCache(const sc_core::sc_module_name& name, double core_clock_mhz, Table table, std::uint32_t entries,
-                   std::uint32_t hit_cycles, std::uint32_t fill_slots, pcie::PcieHostInterface& pcie)
+                   std::uint32_t hit_cycles, std::uint32_t fill_slots, pcie::HostBus& bus)
     : sim::Block(name, sim::Clock::from_mhz("hca.core", core_clock_mhz)),
       m_table(table),
       m_cache(entries),
       m_hit(m_clock.cycles(hit_cycles)),
       m_fill_free(fill_slots, 0),
-      m_pcie(pcie) {}
+      m_bus(bus) {}
 
 sim::Tick IcmCache::read(sim::Tick t, std::uint64_t index) {
     const ContextCache::Lookup l = m_cache.access(index, true);
@@ -63,9 +63,9 @@ sim::Tick IcmCache::read(sim::Tick t, std::uint64_t index) {
         // The changed victim goes back to host memory, a posted write
         // ahead of the read (PCIe ordering keeps the read behind it).
         counter("write_backs")++;
-        m_pcie.dma_write(start, m_table.base + l.victim * m_table.entry_bytes, m_table.entry_bytes);
+        m_bus.dma_write(start, m_table.base + l.victim * m_table.entry_bytes, m_table.entry_bytes);
     }
-    const sim::Tick ready = m_pcie.dma_read(start, m_table.base + index * m_table.entry_bytes, m_table.entry_bytes);
+    const sim::Tick ready = m_bus.dma_read(start, m_table.base + index * m_table.entry_bytes, m_table.entry_bytes);
     *slot = ready;
     if (l.ready) *l.ready = ready;
     return ready;
@@ -75,7 +75,7 @@ void IcmCache::load(sim::Tick t, std::uint64_t index) {
     const ContextCache::Lookup l = m_cache.access(index, false);
     if (l.evicted && l.victim_dirty) {
         counter("write_backs")++;
-        m_pcie.dma_write(t, m_table.base + l.victim * m_table.entry_bytes, m_table.entry_bytes);
+        m_bus.dma_write(t, m_table.base + l.victim * m_table.entry_bytes, m_table.entry_bytes);
     }
     if (l.ready) *l.ready = std::max(*l.ready, t);
 }

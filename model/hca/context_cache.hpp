@@ -1,7 +1,7 @@
 // Adapter context memory (ICM) and its on-chip caches. QP, CQ and memory-key
 // contexts live in host memory the driver hands the adapter; the adapter
 // keeps the most recently used entries of each table on chip. A miss reads
-// the entry over PCIe, in simulated time and in the same link queues as
+// the entry over the host bus, in simulated time and in the same queues as
 // payload; evicting an entry the adapter has changed writes it back first.
 #pragma once
 
@@ -13,7 +13,7 @@
 #include "model/sim/block.hpp"
 
 namespace hcasim::pcie {
-class PcieHostInterface;
+class HostBus;
 }
 
 namespace hcasim::hca {
@@ -60,7 +60,7 @@ public:
         std::uint32_t entry_bytes;  // one context as the adapter stores it
     };
     IcmCache(const sc_core::sc_module_name& name, double core_clock_mhz, Table table, std::uint32_t entries,
-             std::uint32_t hit_cycles, std::uint32_t fill_slots, pcie::PcieHostInterface& pcie);
+             std::uint32_t hit_cycles, std::uint32_t fill_slots, pcie::HostBus& bus);
 
     // A block that needs entry index at t gets it on chip at the returned
     // time: t plus the hit cycles, or after the fill a miss starts (a
@@ -81,7 +81,7 @@ private:
     // When each miss-handling slot is free again: a miss waits for one, so
     // only this many fills are under way at once.
     std::vector<sim::Tick> m_fill_free;
-    pcie::PcieHostInterface& m_pcie;
+    pcie::HostBus& m_bus;
 };
 
 }  // namespace hcasim::hca

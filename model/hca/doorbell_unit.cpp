@@ -22,13 +22,13 @@ void DoorbellUnit::mmio_write(sim::Tick t, DoorbellWrite w) {
     sim::Tick arrive = t;
     if (w.offset == kUarBlueFlame) {
         for (std::size_t off = 0; off < w.wqe.size(); off += kBlueFlameChunkBytes)
-            arrive = m_w.pcie.mmio_write(t, kBlueFlameChunkBytes);
+            arrive = m_w.bus.mmio_write(t, kBlueFlameChunkBytes);
         counter("blueflame_writes")++;
     } else if (w.offset == kUarViSendDoorbell || w.offset == kUarViRecvDoorbell) {
-        arrive = m_w.pcie.mmio_write(t, kViDoorbellBytes);
+        arrive = m_w.bus.mmio_write(t, kViDoorbellBytes);
         counter("vi_doorbells")++;
     } else {
-        arrive = m_w.pcie.mmio_write(t, kDoorbellBytes);
+        arrive = m_w.bus.mmio_write(t, kDoorbellBytes);
         counter("doorbells")++;
     }
     const sim::Tick done = m_pipe.reserve(arrive, m_cycles).end;

@@ -8,7 +8,7 @@
 #include "model/hca/contexts.hpp"
 #include "model/hca/hca_params.hpp"
 #include "model/hca/transport_interfaces.hpp"
-#include "model/pcie/pcie_host_interface.hpp"
+#include "model/pcie/host_bus.hpp"
 #include "model/sim/block.hpp"
 
 namespace hcasim::hca {
@@ -27,7 +27,7 @@ class DoorbellUnit : public sim::Block {
 public:
     struct Wiring {
         QpTable& qps;
-        pcie::PcieHostInterface& pcie;  // MMIO writes cross it
+        pcie::HostBus& bus;             // MMIO writes cross it
         WorkQueueFetcher& fetch;        // BlueFlame WQEs
         DescriptorQueues& descriptors;  // VI doorbells
         CompletionArming& cqs;

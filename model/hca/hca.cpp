@@ -14,30 +14,36 @@ namespace {
 constexpr IcmCache::Table kIcmQpc{0x7e0000000000ull, 256};
 constexpr IcmCache::Table kIcmCqc{0x7e8000000000ull, 64};
 
-std::unique_ptr<DmaEngine> make_dma_engine(const HcaParams& p, pcie::PcieHostInterface& pcie) {
-    if (p.dma_impl == "tlm") return std::make_unique<TlmDmaEngine>("dma_engine", p, pcie);
-    if (p.dma_impl == "rtl") return std::make_unique<RtlDmaEngine>("dma_engine", p, pcie, p.dma_rtl_channels, p.dma_vcd);
+std::unique_ptr<DmaEngine> make_dma_engine(const HcaParams& p, pcie::HostBus& bus) {
+    if (p.dma_impl == "tlm") return std::make_unique<TlmDmaEngine>("dma_engine", p, bus);
+    if (p.dma_impl == "rtl") {
+        // The RTL engine splits transfers at the PCIe max read request and
+        // max payload sizes.
+        auto* pcie = dynamic_cast<pcie::PcieHostInterface*>(&bus);
+        if (!pcie) throw sim::ConfigError("hca.dma.impl=rtl needs host.bus=pcie");
+        return std::make_unique<RtlDmaEngine>("dma_engine", p, *pcie, p.dma_rtl_channels, p.dma_vcd);
+    }
     throw sim::ConfigError("invalid value '" + p.dma_impl + "' for hca.dma.impl: expected one of tlm, rtl");
 }
 
 }  // namespace
 
-Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::PcieHostInterface& pcie)
+Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::HostBus& bus)
     : sc_core::sc_module(name),
       m_p(HcaParams::from(cfg)),
-      m_pcie(pcie),
+      m_bus(bus),
       m_mpt_table(m_p.max_mr),
       m_qpc_read(sim::Clock::from_mhz("hca.core", m_p.core_clock_mhz).cycles(m_p.qpc_read_cycles)),
       m_qpc_cache("qpc_cache", m_p.core_clock_mhz, kIcmQpc, m_p.qpc_cache_entries, m_p.qpc_read_cycles,
-                  m_p.context_fill_slots, pcie),
+                  m_p.context_fill_slots, bus),
       m_cqc_cache("cqc_cache", m_p.core_clock_mhz, kIcmCqc, m_p.cqc_cache_entries, m_p.qpc_read_cycles,
-                  m_p.context_fill_slots, pcie),
+                  m_p.context_fill_slots, bus),
       m_port("port", cfg),
       m_port2(cfg.get_int("port.count") > 1 ? std::make_unique<Port>("port2", cfg) : nullptr),
       m_ports(&m_port, m_port2.get()),
       m_migration("path_migration", m_p, {m_ports, *this}),
-      m_dma(make_dma_engine(m_p, pcie)),
-      m_translation("translation", m_p, m_mpt_table, pcie),
+      m_dma(make_dma_engine(m_p, bus)),
+      m_translation("translation", m_p, m_mpt_table, bus),
       m_completion("completion_engine", m_p, {*this, *m_dma, *this, *this, *this}),
       m_scheduler("qp_scheduler", m_p),
       m_srqs("srq_engine", m_p, *m_dma, *this),
@@ -48,8 +54,8 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Pcie
       m_requester("requester", m_p, {m_tx, m_completer, m_fetch, m_translation, *m_dma}),
       m_responder("responder", m_p, {m_tx, m_fetch, m_translation, *m_dma, *this, *this, m_srqs}),
       m_mcast("multicast", cfg, m_p.core_clock_mhz, {*this, m_responder}),
-      m_rx("rx_pipeline", m_p, {*this, m_responder, m_completer, pcie, m_ports, m_migration}),
-      m_doorbell("doorbell_unit", m_p, {*this, pcie, m_fetch, m_descriptors, m_completion, *this, m_tx}) {
+      m_rx("rx_pipeline", m_p, {*this, m_responder, m_completer, bus, m_ports, m_migration}),
+      m_doorbell("doorbell_unit", m_p, {*this, bus, m_fetch, m_descriptors, m_completion, *this, m_tx}) {
     m_tx.set_producers(m_responder, m_requester);
     m_completer.set_requester(m_requester);
     m_completer.set_path_migration(m_migration);

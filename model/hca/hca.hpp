@@ -53,7 +53,7 @@ class Hca final : public sc_core::sc_module,
                   public QpErrorHandler,
                   public InterruptRaiser {
 public:
-    Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::PcieHostInterface& pcie);
+    Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::HostBus& bus);
 
     const HcaParams& params() const { return m_p; }
     void set_interrupt_sink(InterruptSink* s) { m_sink = s; }
@@ -113,7 +113,9 @@ public:
     // Called after firmware changes a QP's state, so blocks pick up work.
     void state_changed(QpContext& qp, sim::Tick t);
 
-    pcie::PcieHostInterface& pcie() { return m_pcie; }
+    pcie::HostBus& host_bus() { return m_bus; }
+    // The host bus by its older name (PCIe was the only one).
+    pcie::HostBus& pcie() { return m_bus; }
     // Port num (1..port_count()); port 1 when omitted.
     Port& port(unsigned num = 1) { return m_ports(num); }
     const PortSet& ports() const { return m_ports; }
@@ -159,13 +161,13 @@ private:
     void flush_send_work(QpContext& qp, sim::Tick t, CqeStatus in_progress);
     template <typename F>
     void msix(sim::Tick t, F to_sink) {
-        m_completion.at(m_pcie.msix(t), [this, to_sink]() {
+        m_completion.at(m_bus.msix(t), [this, to_sink]() {
             if (m_sink) to_sink(*m_sink);
         });
     }
 
     HcaParams m_p;
-    pcie::PcieHostInterface& m_pcie;
+    pcie::HostBus& m_bus;
     ProtectionTable m_mpt_table;
     sim::Tick m_qpc_read = 0;
     IcmCache m_qpc_cache;

@@ -11,9 +11,9 @@ namespace hcasim::hca {
 
 RxPipeline::RxPipeline(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
     : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_w(w), m_p(p) {
-    // The receive buffer absorbs what the PCIe upstream link sends in the
+    // The receive buffer absorbs what the host bus carries upstream in the
     // time of this many bytes.
-    const double up_bytes_per_ps = w.pcie.params().direction_bytes_per_s() / 1e12;
+    const double up_bytes_per_ps = w.bus.upstream_bytes_per_s() / 1e12;
     m_backlog_slack = static_cast<sim::Tick>(static_cast<double>(p.rx_buffer_bytes) / up_bytes_per_ps);
     m_n_packets = &counter("packets");
 }
@@ -21,9 +21,9 @@ RxPipeline::RxPipeline(const sc_core::sc_module_name& name, const HcaParams& p, 
 void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num) {
     const std::size_t size = pkt->bytes.size();
     // The receive path drains into host memory: a packet is processed only
-    // once the PCIe writes of those before it have left the adapter, so a
-    // sender cannot outrun the receiver's PCIe (its ACKs wait).
-    const sim::Tick gate = m_w.pcie.posted_backlog_end();
+    // once the host-bus writes of those before it have left the adapter, so a
+    // sender cannot outrun the receiver's host bus (its ACKs wait).
+    const sim::Tick gate = m_w.bus.posted_backlog_end();
     // Cut-through: the packet streams through the datapath as it comes off
     // the wire, so its pass may start before its last byte is in and ends
     // one beat after it (the datapath is at least as fast as the link in

@@ -14,7 +14,7 @@
 #include "model/hca/multicast_table.hpp"
 #include "model/hca/port.hpp"
 #include "model/hca/transport_interfaces.hpp"
-#include "model/pcie/pcie_host_interface.hpp"
+#include "model/pcie/host_bus.hpp"
 #include "model/sim/block.hpp"
 
 namespace hcasim::hca {
@@ -25,7 +25,7 @@ public:
         QpTable& qps;
         PacketHandler& responder;
         PacketHandler& completer;
-        pcie::PcieHostInterface& pcie;
+        pcie::HostBus& bus;
         const PortSet& ports;
         PathMigrator& migration;
     };

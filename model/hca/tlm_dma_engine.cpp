@@ -4,14 +4,14 @@
 #include <cstring>
 #include <memory>
 
-#include "model/pcie/pcie_host_interface.hpp"
+#include "model/pcie/host_bus.hpp"
 
 namespace hcasim::hca {
 
-TlmDmaEngine::TlmDmaEngine(const sc_core::sc_module_name& name, const HcaParams& p, pcie::PcieHostInterface& pcie)
+TlmDmaEngine::TlmDmaEngine(const sc_core::sc_module_name& name, const HcaParams& p, pcie::HostBus& bus)
     : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)),
-      m_pcie(pcie),
-      m_posted(pcie.memory()),
+      m_bus(bus),
+      m_posted(bus.memory()),
       m_read_engine(&m_clock),
       m_write_engine(&m_clock),
       m_setup(p.dma_setup_cycles) {
@@ -25,10 +25,10 @@ sim::Tick TlmDmaEngine::read(sim::Tick t, const DmaSpan* spans, std::size_t n, s
     sim::Tick done = t;
     for (std::size_t i = 0; i < n; ++i) {
         const sim::Tick issue = m_read_engine.reserve(t, m_setup).end;
-        done = std::max(done, m_pcie.dma_read(issue, spans[i].addr, spans[i].len));
+        done = std::max(done, m_bus.dma_read(issue, spans[i].addr, spans[i].len));
         // The bytes are read when the request is issued: a program must not
         // change a buffer it has posted until the work completes.
-        m_pcie.memory().read(spans[i].addr, dst, spans[i].len);
+        m_bus.memory().read(spans[i].addr, dst, spans[i].len);
         m_posted.overlay(spans[i].addr, spans[i].len, dst);
         HCASIM_LOG(sim::LogLevel::Debug, path(), "read " << spans[i].len << " bytes at 0x" << std::hex << spans[i].addr
                                                          << std::dec << " ready at " << done);
@@ -64,7 +64,7 @@ sim::Tick TlmDmaEngine::issue_write(sim::Tick t, const DmaSpan* spans, std::size
     sim::Tick visible = t;
     for (std::size_t i = 0; i < n; ++i) {
         const sim::Tick issue = m_write_engine.reserve(t, m_setup).end;
-        visible = std::max(visible, m_pcie.dma_write(issue, spans[i].addr, spans[i].len));
+        visible = std::max(visible, m_bus.dma_write(issue, spans[i].addr, spans[i].len));
     }
     w.spans.assign(spans, spans + n);
     m_posted.push(std::move(w), visible);

@@ -14,14 +14,14 @@
 #include "model/sim/block.hpp"
 
 namespace hcasim::pcie {
-class PcieHostInterface;
+class HostBus;
 }
 
 namespace hcasim::hca {
 
 class TlmDmaEngine : public sim::Block, public DmaEngine {
 public:
-    TlmDmaEngine(const sc_core::sc_module_name& name, const HcaParams& p, pcie::PcieHostInterface& pcie);
+    TlmDmaEngine(const sc_core::sc_module_name& name, const HcaParams& p, pcie::HostBus& bus);
 
     using DmaEngine::read;
     using DmaEngine::write;
@@ -36,7 +36,7 @@ public:
 private:
     sim::Tick issue_write(sim::Tick t, const DmaSpan* spans, std::size_t n, PostedWrites::Write&& w, std::size_t total);
 
-    pcie::PcieHostInterface& m_pcie;
+    pcie::HostBus& m_bus;
     PostedWrites m_posted;
     std::uint64_t* m_n_writes = nullptr;
     std::uint64_t* m_n_write_bytes = nullptr;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "model/pcie/pcie_host_interface.hpp"
+#include "model/pcie/host_bus.hpp"
 
 namespace hcasim::hca {
 
@@ -234,10 +234,10 @@ WindowStatus ProtectionTable::invalidate(std::uint32_t key, std::uint32_t qpn, s
 }
 
 TranslationUnit::TranslationUnit(const sc_core::sc_module_name& name, const HcaParams& p, ProtectionTable& table,
-                                 pcie::PcieHostInterface& pcie)
+                                 pcie::HostBus& bus)
     : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)),
       m_table(table),
-      m_pcie(pcie),
+      m_bus(bus),
       m_mpt(p.mpt_cache_entries),
       m_mtt(p.mtt_cache_entries),
       m_pipe(&m_clock),
@@ -270,7 +270,7 @@ sim::Tick TranslationUnit::read_entry(sim::Tick t, std::uint32_t index) {
     sim::Tick ready = m_pipe.reserve(t, m_cycles).end;
     if (!m_mpt.access(index).hit) {
         counter("mpt_misses")++;
-        ready = m_pcie.dma_read(ready, kIcmMptBase + index * kMptEntryBytes, kMptEntryBytes);
+        ready = m_bus.dma_read(ready, kIcmMptBase + index * kMptEntryBytes, kMptEntryBytes);
     }
     return ready;
 }
@@ -279,7 +279,7 @@ sim::Tick TranslationUnit::write_entry(sim::Tick t, std::uint32_t index) {
     const sim::Tick ready = m_pipe.reserve(t, m_cycles).end;
     m_mpt.access(index);
     counter("mpt_writes")++;
-    m_pcie.dma_write(ready, kIcmMptBase + index * kMptEntryBytes, kMptEntryBytes);
+    m_bus.dma_write(ready, kIcmMptBase + index * kMptEntryBytes, kMptEntryBytes);
     return ready;
 }
 
@@ -307,7 +307,7 @@ Translation TranslationUnit::translate_key(sim::Tick t, std::uint32_t key, std::
         if (!m_mtt.access(entry).hit) ++missing;
     if (missing) {
         counter("mtt_misses") += missing;
-        r.ready = m_pcie.dma_read(r.ready, kIcmMttBase + first * kMttEntryBytes, missing * kMttEntryBytes);
+        r.ready = m_bus.dma_read(r.ready, kIcmMttBase + first * kMttEntryBytes, missing * kMttEntryBytes);
     }
     if (!mr->pages.empty()) {
         // Offsets into the virtually contiguous buffer map page by page.

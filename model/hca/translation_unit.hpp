@@ -19,7 +19,7 @@
 #include "model/sim/block.hpp"
 
 namespace hcasim::pcie {
-class PcieHostInterface;
+class HostBus;
 }
 
 namespace hcasim::hca {
@@ -86,7 +86,7 @@ private:
 class TranslationUnit final : public sim::Block, public AddressTranslator {
 public:
     TranslationUnit(const sc_core::sc_module_name& name, const HcaParams& p, ProtectionTable& table,
-                    pcie::PcieHostInterface& pcie);
+                    pcie::HostBus& bus);
 
     // Checks [va, va+len) under key and appends its bus spans to out.
     Translation translate(sim::Tick t, std::uint32_t key, std::uint32_t pdn, std::uint64_t va, std::uint64_t len,
@@ -113,7 +113,7 @@ private:
     sim::Tick write_entry(sim::Tick t, std::uint32_t index);
 
     ProtectionTable& m_table;
-    pcie::PcieHostInterface& m_pcie;
+    pcie::HostBus& m_bus;
     ContextCache m_mpt;
     ContextCache m_mtt;
     sim::Timeline m_pipe;

@@ -12,6 +12,7 @@
 #include <deque>
 #include <vector>
 
+#include "model/pcie/host_bus.hpp"
 #include "model/pcie/host_memory.hpp"
 #include "model/pcie/tlp.hpp"
 #include "model/sim/block.hpp"
@@ -41,23 +42,24 @@ struct PcieParams {
 
 void declare_pcie_params(sim::ParamRegistry& r);
 
-class PcieHostInterface : public sim::Block {
+class PcieHostInterface : public sim::Block, public HostBus {
 public:
     PcieHostInterface(const sc_core::sc_module_name& name, const PcieParams& p, HostMemory& memory);
 
-    HostMemory& memory() { return m_memory; }
+    sim::Block& block() override { return *this; }
+    HostMemory& memory() override { return m_memory; }
 
     // DMA read of len bytes at addr issued at t: returns when the last
     // completion byte is in the adapter.
-    sim::Tick dma_read(sim::Tick t, std::uint64_t addr, std::uint64_t len);
+    sim::Tick dma_read(sim::Tick t, std::uint64_t addr, std::uint64_t len) override;
     // Posted DMA write issued at t: returns when the data is in host memory.
-    sim::Tick dma_write(sim::Tick t, std::uint64_t addr, std::uint64_t len);
+    sim::Tick dma_write(sim::Tick t, std::uint64_t addr, std::uint64_t len) override;
     // Host CPU MMIO write of len bytes issued at t: returns arrival at the
     // adapter's registers.
-    sim::Tick mmio_write(sim::Tick t, std::uint32_t len);
+    sim::Tick mmio_write(sim::Tick t, std::uint32_t len) override;
     // MSI-X message issued by the adapter at t: returns when the host's
     // interrupt controller has it.
-    sim::Tick msix(sim::Tick t);
+    sim::Tick msix(sim::Tick t) override;
 
     const PcieParams& params() const { return m_p; }
     // Forgets the ACK/UpdateFC DLLP accounting (TLPs counted towards the
@@ -65,7 +67,8 @@ public:
     // and needs each to time as if it were the first.
     void forget_dllp_accounting() { m_tlps[0] = m_tlps[1] = 0; }
     // When the last posted write issued so far has left the adapter.
-    sim::Tick posted_backlog_end() const { return m_posted[kUp].last_end(); }
+    sim::Tick posted_backlog_end() const override { return m_posted[kUp].last_end(); }
+    double upstream_bytes_per_s() const override { return m_p.direction_bytes_per_s(); }
     const sim::Clock& link_clock() const { return m_link_clock; }
     sim::Tick upstream_busy() const { return m_line[kUp].busy_total(); }
     sim::Tick downstream_busy() const { return m_line[kDown].busy_total(); }

@@ -33,6 +33,15 @@ using namespace hcasim::testbench;
 
 namespace {
 
+// The report header's line for the host bus: the PCIe generation and
+// width, or the PCI bus width and clock.
+void add_host_bus_setting(RunInfo& info, const sim::Config& cfg) {
+    if (cfg.get_choice("host.bus") == "pci")
+        info.settings.emplace_back("pci", cfg.raw("pci.width_bits") + "-bit " + cfg.raw("pci.clock_mhz") + " MHz");
+    else
+        info.settings.emplace_back("pcie", "gen" + cfg.raw("pcie.gen") + " x" + cfg.raw("pcie.lanes"));
+}
+
 const char* kUsage = R"(usage: hcasim [COMMAND] [OPTIONS]
 
 Commands:
@@ -316,7 +325,7 @@ Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes
     w.info.settings.emplace_back("preset", c.preset);
     if (w.kvipl) w.info.settings.emplace_back("VI reliability", c.reliability);
     w.info.settings.emplace_back("link", w.cfg.raw("link.speed") + " " + w.cfg.raw("link.width") + "x");
-    w.info.settings.emplace_back("pcie", "gen" + w.cfg.raw("pcie.gen") + " x" + w.cfg.raw("pcie.lanes"));
+    add_host_bus_setting(w.info, w.cfg);
     w.info.settings.emplace_back("topology", w.cfg.raw("fabric.topology"));
     w.info.settings.emplace_back("path MTU", std::to_string(mtu));
     // Shown when not perftest's defaults (RC, no SRQ), and always by msgrate.
@@ -544,7 +553,7 @@ int cmd_mcast(const Cli& c) {
     info.title = "Multicast Send";
     info.settings.emplace_back("preset", c.preset);
     info.settings.emplace_back("link", cfg.raw("link.speed") + " " + cfg.raw("link.width") + "x");
-    info.settings.emplace_back("pcie", "gen" + cfg.raw("pcie.gen") + " x" + cfg.raw("pcie.lanes"));
+    add_host_bus_setting(info, cfg);
     info.settings.emplace_back("topology", cfg.raw("fabric.topology"));
     info.settings.emplace_back("nodes", std::to_string(nodes) + ": node0 sends, " +
                                             (nodes > 2 ? "node1 to node" + std::to_string(nodes - 1) + " receive"

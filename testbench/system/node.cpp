@@ -7,8 +7,8 @@ Node::Node(const sc_core::sc_module_name& name, const sim::Config& cfg, int inde
     : sc_core::sc_module(name),
       m_index(index),
       m_memory(cfg.get_real("host.memory_latency_ns")),
-      m_pcie("pcie", pcie::PcieParams::from(cfg), m_memory),
-      m_hca("hca", cfg, m_pcie),
+      m_bus(pcie::make_host_bus(cfg, m_memory)),
+      m_hca("hca", cfg, *m_bus),
       m_fw(cfg, m_hca),
       m_cm("cm_agent", cfg, m_hca, m_fw) {
     m_hca.port(1).set_lid(lid);

@@ -1,4 +1,4 @@
-// One simulated host: its memory, the PCIe link to its adapter, the adapter,
+// One simulated host: its memory, the bus to its adapter (PCIe or PCI), the adapter,
 // the adapter's firmware and the host driver.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include "host/driver/driver.hpp"
 #include "model/hca/hca.hpp"
 #include "model/pcie/host_memory.hpp"
-#include "model/pcie/pcie_host_interface.hpp"
+#include "model/pcie/host_bus.hpp"
 
 namespace hcasim::testbench {
 
@@ -24,14 +24,14 @@ public:
     int index() const { return m_index; }
     host::Driver& driver() { return *m_driver; }
     hca::Hca& hca() { return m_hca; }
-    pcie::PcieHostInterface& pcie() { return m_pcie; }
+    pcie::HostBus& pcie() { return *m_bus; }
     firmware::CommandInterface& firmware() { return m_fw; }
     firmware::CmAgent& cm() { return m_cm; }
 
 private:
     int m_index;
     pcie::HostMemory m_memory;
-    pcie::PcieHostInterface m_pcie;
+    std::unique_ptr<pcie::HostBus> m_bus;  // host.bus picks PCIe or PCI
     hca::Hca m_hca;
     firmware::CommandInterface m_fw;
     firmware::CmAgent m_cm;

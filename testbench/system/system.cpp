@@ -263,7 +263,7 @@ std::vector<std::pair<std::string, std::uint64_t>> System::counter_values() cons
     };
     for (const auto& n : m_nodes) {
         for (const sim::Block* b : n->hca().blocks()) add_block(b);
-        add_block(&n->pcie());
+        add_block(&n->pcie().block());
         add_block(&n->cm());
     }
     for (const sim::Block* b : fabric_blocks()) add_block(b);
@@ -362,7 +362,7 @@ std::uint64_t System::counter(const std::string& path) const {
     std::vector<const sim::Block*> blocks = fabric_blocks();
     for (const auto& n : m_nodes) {
         for (const sim::Block* b : n->hca().blocks()) blocks.push_back(b);
-        blocks.push_back(&n->pcie());
+        blocks.push_back(&n->pcie().block());
         blocks.push_back(&n->cm());
     }
     for (const auto& [k, v] : link_counters())

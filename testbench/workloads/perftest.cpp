@@ -309,7 +309,9 @@ sim::Tick stall_limit(const sim::Config& cfg, std::uint64_t bytes_in_flight) {
     const double pcie_bytes_per_s = kGtPerLane[std::clamp<std::int64_t>(gen, 1, 4) - 1] * 1e9 *
                                     (gen <= 2 ? 8.0 / 10.0 : 128.0 / 130.0) / 8.0 *
                                     static_cast<double>(cfg.get_int("pcie.lanes"));
-    const double rate = std::min(pcie_bytes_per_s, hca::link_rate(cfg).data_bytes_per_s());
+    const double pci_bytes_per_s = cfg.get_real("pci.clock_mhz") * 1e6 * static_cast<double>(cfg.get_int("pci.width_bits")) / 8.0;
+    const double bus_bytes_per_s = cfg.get_choice("host.bus") == "pci" ? pci_bytes_per_s : pcie_bytes_per_s;
+    const double rate = std::min(bus_bytes_per_s, hca::link_rate(cfg).data_bytes_per_s());
     const double drain_s = 2.0 * static_cast<double>(bytes_in_flight) / rate;
     // A lossy fabric may leave a request waiting out every retry.
     return 100000 * sim::kPsPerUs + kRcRetryBudget + static_cast<sim::Tick>(drain_s * 1e12);

@@ -1,0 +1,52 @@
+// The vi-pci66 preset: a VI NIC on a 64-bit/66 MHz conventional PCI bus
+// with a 1.25 Gb/s link, run through the hcasim command.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+#include <string>
+
+#include "testbench/integration/harness.hpp"
+
+using hcasim::test::CommandResult;
+using hcasim::test::run_hcasim;
+
+namespace {
+
+// The report without its wall-clock figures, which differ run to run.
+std::string without_wall_clock(const std::string& out) {
+    std::istringstream in(out);
+    std::string line, kept;
+    while (std::getline(in, line))
+        if (line.find("wall") == std::string::npos) kept += line + "\n";
+    return kept;
+}
+
+}  // namespace
+
+TEST_CASE("hcasim lat --preset vi-pci66 --api kvipl runs on the PCI bus and verifies the bytes it moves", "[pci]") {
+    const CommandResult r = run_hcasim("lat --preset vi-pci66 --api kvipl --op send --sizes 4,288,4096 -n 50", true);
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("vi-pci66") != std::string::npos);
+    CHECK(r.out.find("64-bit 66 MHz") != std::string::npos);
+    CHECK(r.out.find("clan 1x") != std::string::npos);
+    CHECK(r.out.find("pcie ") == std::string::npos);
+    for (const char* size : {"\n 4 ", "\n 288 ", "\n 4096 "}) CHECK(r.out.find(size) != std::string::npos);
+}
+
+TEST_CASE("hcasim lat --preset vi-pci66 --api kvipl gives the same output twice", "[pci]") {
+    const std::string cmd = "lat --preset vi-pci66 --api kvipl --sizes 64,4096 -n 100";
+    const CommandResult a = run_hcasim(cmd);
+    const CommandResult b = run_hcasim(cmd);
+    REQUIRE(a.exit_code == 0);
+    REQUIRE(b.exit_code == 0);
+    CHECK(without_wall_clock(a.out) == without_wall_clock(b.out));
+}
+
+TEST_CASE("hcasim params lists the PCI bus parameters with units and sources", "[pci]") {
+    const CommandResult r = run_hcasim("params");
+    REQUIRE(r.exit_code == 0);
+    for (const char* key : {"host.bus", "pci.clock_mhz", "pci.width_bits", "pci.arbitration_cycles",
+                            "pci.target_wait_cycles", "pci.max_burst_bytes", "pci.bridge_latency_ns"})
+        CHECK(r.out.find(key) != std::string::npos);
+}
