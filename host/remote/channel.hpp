@@ -17,7 +17,7 @@
 namespace hcasim::remote {
 
 constexpr std::uint32_t kChannelMagic = 0x68636173;  // "hcas"
-constexpr std::uint32_t kChannelVersion = 5;
+constexpr std::uint32_t kChannelVersion = 6;
 constexpr std::uint32_t kSlots = 16;                 // threads of one program that make calls
 constexpr std::size_t kSlotBytes = 256 * 1024;       // arguments or results of one call
 
@@ -94,6 +94,10 @@ struct alignas(64) ChannelHeader {
     std::uint32_t sample_reserved;
     std::uint64_t sample_ip;
     std::uint64_t sample_digest;
+    // The thread's own CPU time (ns) when it answered: two answers the same
+    // prove a loop only if the thread ran between them (a thread put off a
+    // CPU right after one answer takes the next before any of its code).
+    std::uint64_t sample_cpu_ns;
     std::uint64_t tsc_khz;         // the simulated TSC's rate
     std::uint64_t epoch_ns;        // CLOCK_REALTIME at simulated time 0
     std::uint32_t ip_network;      // the IPoIB subnet (host byte order) and its prefix length

@@ -438,7 +438,7 @@ bool RemoteProgram::spinning() const {
     return true;
 }
 
-int RemoteProgram::sample(int tid, std::uint64_t& ip, std::uint64_t& digest) const {
+int RemoteProgram::sample(int tid, std::uint64_t& ip, std::uint64_t& digest, std::uint64_t& cpu_ns) const {
     const std::uint32_t request = ++m_sample_request;
     m_channel->sample_request.store(request, std::memory_order_release);
     const std::string task_dir = "/proc/" + std::to_string(m_pid) + "/task/" + std::to_string(tid);
@@ -463,6 +463,7 @@ int RemoteProgram::sample(int tid, std::uint64_t& ip, std::uint64_t& digest) con
     if (m_channel->sample_tid != tid) return -2;
     ip = m_channel->sample_ip;
     digest = m_channel->sample_digest;
+    cpu_ns = m_channel->sample_cpu_ns;
     return 1;
 }
 
@@ -481,6 +482,12 @@ bool ran_on(const std::string& task_dir) {
         if (std::chrono::steady_clock::now() > give_up) return false;
     }
 }
+}  // namespace
+
+namespace {
+// CPU time a thread must have run between two samples for them to say
+// anything about its loop.
+constexpr std::uint64_t kRanBetweenNs = 10000;
 }  // namespace
 
 bool RemoteProgram::loops_without_progress() const {
@@ -510,7 +517,10 @@ bool RemoteProgram::loops_without_progress() const {
     std::uint64_t runs_before = 0;
     if (!look(running, runs_before) || running.empty()) return false;
     for (const int tid : running) {
-        std::vector<std::pair<std::uint64_t, std::uint64_t>> seen;
+        struct Seen {
+            std::uint64_t ip, digest, cpu_ns;
+        };
+        std::vector<Seen> seen;
         bool decided = false;
         const std::string task_dir = task + "/" + std::to_string(tid);
         for (int k = 0; k < kMaxSamples && !decided; ++k) {
@@ -518,10 +528,10 @@ bool RemoteProgram::loops_without_progress() const {
             // waiting is taken before the thread runs again, and would show
             // the same state, whatever the thread does).
             if (k > 0 && !ran_on(task_dir)) return false;
-            std::uint64_t ip = 0, digest = 0;
+            std::uint64_t ip = 0, digest = 0, cpu = 0;
             // Gone: it is changing. No answer (it blocks the signal): the
             // CPU time rule alone decides, as it must for the run to go on.
-            const int answered = sample(tid, ip, digest);
+            const int answered = sample(tid, ip, digest, cpu);
             if (answered < 0) return false;  // gone, or not run: look again later
             if (answered == 0) return true;
             // Back in a loop it was found spinning in before: one look will do.
@@ -530,15 +540,23 @@ bool RemoteProgram::loops_without_progress() const {
                 decided = true;
                 break;
             }
+            bool again = false;  // the same answer, the thread not run between: look once more
             for (const auto& s : seen)
-                if (s.first == ip) {
-                    if (s.second != digest) return false;
+                if (s.ip == ip) {
+                    if (s.digest != digest) return false;
+                    // The same state twice proves a loop only if the thread
+                    // ran its own code in between (its CPU clock, read in the
+                    // handler, moved by more than two answers take).
+                    if (cpu < s.cpu_ns + kRanBetweenNs) {
+                        again = true;
+                        break;
+                    }
                     m_spin_loops.insert({tid, ip});
                     m_last_spin_ip = ip;
                     decided = true;
                     break;
                 }
-            seen.emplace_back(ip, digest);
+            if (!decided && !again) seen.push_back({ip, digest, cpu});
         }
         if (!decided) return false;  // a long loop: look again later
     }

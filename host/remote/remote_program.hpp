@@ -169,7 +169,7 @@ private:
     bool loops_without_progress() const;
     // Where thread tid is: 1; 0 if it ran and did not answer (it blocks the
     // signal); -1 if it is gone; -2 if it was not on a CPU to answer.
-    int sample(int tid, std::uint64_t& ip, std::uint64_t& digest) const;
+    int sample(int tid, std::uint64_t& ip, std::uint64_t& digest, std::uint64_t& cpu_ns) const;
     mutable std::uint32_t m_sample_request = 0;
     // Time-outs of the program's kernel waits, by id: the simulator's copy
     // of the eventfd to make readable, or -1 once disarmed.

@@ -131,6 +131,9 @@ void on_sample(int, siginfo_t*, void* uc_void) {
         g_channel->sample_tid = static_cast<std::int32_t>(syscall(SYS_gettid));
         g_channel->sample_ip = static_cast<std::uint64_t>(r[REG_RIP]);
         g_channel->sample_digest = h;
+        timespec cpu{};
+        syscall(SYS_clock_gettime, CLOCK_THREAD_CPUTIME_ID, &cpu);  // not the interposed one
+        g_channel->sample_cpu_ns = static_cast<std::uint64_t>(cpu.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(cpu.tv_nsec);
         g_channel->sample_answer.store(g_channel->sample_request.load(std::memory_order_acquire),
                                        std::memory_order_release);
         futex(&g_channel->sample_answer, FUTEX_WAKE, 1);
