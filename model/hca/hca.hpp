@@ -113,8 +113,7 @@ public:
     // Called after firmware changes a QP's state, so blocks pick up work.
     void state_changed(QpContext& qp, sim::Tick t);
 
-    pcie::HostBus& host_bus() { return m_bus; }
-    // The host bus by its older name (PCIe was the only one).
+    // The host bus (PCIe, or conventional PCI with host.bus=pci).
     pcie::HostBus& pcie() { return m_bus; }
     // Port num (1..port_count()); port 1 when omitted.
     Port& port(unsigned num = 1) { return m_ports(num); }
