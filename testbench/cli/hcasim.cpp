@@ -102,7 +102,7 @@ struct Cli {
     std::string qp_type = "rc";
     bool srq = false;
     // Numbers stay text until the command knows their limits.
-    std::string sizes, iters, tx_depth, qps, mtu, inline_max, post_list;
+    std::string sizes, iters, tx_depth, qps, mtu, inline_max, post_list, threads;
     std::string format = "text";
     std::string preset = "cx3-fdr";
     std::string config_file;
@@ -138,8 +138,8 @@ const std::map<std::string, std::set<std::string>>& options_of() {
         {"run", with(workload, {"tx-depth", "qps", "node", "timeout", "serve"})},
         {"lat", with(workload, {"op", "qp-type", "srq", "post-list", "verify", "cm"})},
         {"bw", with(workload, {"op", "tx-depth", "qps", "qp-type", "srq", "post-list", "verify", "cm"})},
-        {"msgrate", with(config, {"op", "sizes", "iters", "tx-depth", "qps", "qp-type", "srq", "post-list", "mtu", "inline",
-                                  "format", "counters", "vcd"})},
+        {"msgrate", with(config, {"op", "sizes", "iters", "tx-depth", "qps", "threads", "qp-type", "srq", "post-list", "verify", "mtu",
+                                  "inline", "format", "counters", "vcd"})},
         {"mcast", with(config, {"sizes", "iters", "tx-depth", "inline", "format", "counters"})},
         {"bench", {"preset", "config", "set", "dma", "sizes", "iters"}},
         {"connect", with(config, {"clients", "connections", "format", "counters"})},
@@ -377,16 +377,20 @@ Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes
                                                         "work requests, the device's hca.max_qp_wr")
                                        : 128;
     }
+    if (c.has("threads"))
+        o.threads = cli::parse_int("--threads", c.threads, 1, 64, "posting threads per node");
     // -n is per QP, as perftest's; the workload takes the messages in all.
     const std::int64_t messages = static_cast<std::int64_t>(iters) * o.qps;
-    if (messages > kMaxIterations)
-        throw std::invalid_argument("-n/--iters " + std::to_string(iters) + " x --qps " + std::to_string(o.qps) + " is " +
-                                    std::to_string(messages) + " messages per size, more than " +
+    if (messages * o.threads > kMaxIterations)
+        throw std::invalid_argument("-n/--iters " + std::to_string(iters) + " x --qps " + std::to_string(o.qps) +
+                                    (o.threads > 1 ? " x --threads " + std::to_string(o.threads) : std::string()) + " is " +
+                                    std::to_string(messages * o.threads) + " messages per size, more than " +
                                     std::to_string(kMaxIterations));
     o.iterations = static_cast<int>(messages);
     if (w.kvipl) check_bandwidth_kvipl_options(o, w.cfg);
     else check_bandwidth_options(o, w.cfg);
-    w.info.settings.emplace_back("QPs", std::to_string(o.qps));
+    if (o.threads > 1) w.info.settings.emplace_back("threads", std::to_string(o.threads) + " per node, each with its own QPs");
+    w.info.settings.emplace_back("QPs", std::to_string(o.qps) + (o.threads > 1 ? " per thread" : ""));
     w.info.settings.emplace_back("TX depth", std::to_string(o.tx_depth));
     if (o.post_list > 1 || w.msgrate) w.info.settings.emplace_back("post list", std::to_string(o.post_list));
     if (w.msgrate) {
@@ -827,6 +831,10 @@ int sc_main(int argc, char** argv) {
          ("bw/msgrate: number of QPs, 1 to hca.max_qp (" + std::to_string(device.max_qp) +
           "); QPs x TX depth x 2 + 16 must fit a CQ, hca.max_cqe (" + std::to_string(device.max_cqe) +
           ") (default 1, msgrate 16)").c_str())
+        ("threads", po::value(&c.threads),
+         "msgrate: posting threads per node, 1 to 64, each a client (node 0) and server (node 1) pair with --qps QPs, "
+         "CQs and buffers of its own and -n messages per QP, as that many perftest processes on as many cores; the "
+         "rate is over all of them (default 1)")
         ("mtu,m", po::value(&c.mtu), "path MTU in bytes: 256, 512, 1024, 2048 or 4096, at most port.max_mtu (default port.max_mtu)")
         ("inline,I", po::value(&c.inline_max),
          ("largest message sent inline, 0 to hca.max_inline (" + std::to_string(device.max_inline) +
@@ -842,7 +850,7 @@ int sc_main(int argc, char** argv) {
          "lat/bw: how the QPs are connected: exchange (QP data out of band, the default) or rdma_cm (IPoIB address, "
          "SA path and IB CM messages, as perftest's -R)")
         ("verify", po::bool_switch(&c.verify),
-         "lat/bw: check every received byte against the sender's pattern; the run fails naming the first bad offset")
+         "lat/bw/msgrate: check every received byte against the sender's pattern; the run fails naming the first bad offset")
         ("vcd", po::value(&c.vcd), "with --set hca.dma.impl=rtl: write VCD waveforms of the RTL DMA engine "
                                     "(FILE's stem + .<engine>.ch<k>.vcd per engine instance)")
         ("node", po::value(&c.nodes),

@@ -87,7 +87,10 @@ TEST_CASE("hcasim refuses --verify where there is nothing to check", "[cli][veri
     const auto atomic = run_hcasim("bw --op atomic_fadd --verify", true);
     CHECK(atomic.exit_code != 0);
     CHECK(atomic.out.find("--verify does not apply to --op atomic_fadd") != std::string::npos);
-    const auto msgrate = run_hcasim("msgrate --verify", true);
-    CHECK(msgrate.exit_code != 0);
-    CHECK(msgrate.out.find("--verify") != std::string::npos);
+    const auto mcast = run_hcasim("mcast --verify", true);
+    CHECK(mcast.exit_code != 0);
+    CHECK(mcast.out.find("--verify") != std::string::npos);
+    const auto atomic_rate = run_hcasim("msgrate --op atomic_cas --sizes 8 --verify", true);
+    CHECK(atomic_rate.exit_code != 0);
+    CHECK(atomic_rate.out.find("--verify does not apply to --op atomic_cas") != std::string::npos);
 }

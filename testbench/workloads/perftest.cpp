@@ -500,9 +500,19 @@ void check_bandwidth_options(const BandwidthOptions& opt, const sim::Config& cfg
     if (opt.post_list > opt.tx_depth)
         throw std::invalid_argument("--post-list " + std::to_string(opt.post_list) + " is more than --tx-depth " +
                                     std::to_string(opt.tx_depth) + ": a list must fit the send queue");
+    if (opt.threads < 1) throw std::invalid_argument("invalid --threads " + std::to_string(opt.threads) + ": expected at least 1");
+    if (opt.threads > 1 && opt.rdma_cm)
+        throw std::invalid_argument("--threads " + std::to_string(opt.threads) +
+                                    " connects through the out-of-band exchange only, not rdma_cm");
     const EndpointOptions eo = bandwidth_endpoint(opt, cfg);
     check_endpoint(eo, opt.mtu, cfg);
     const hca::HcaParams p = hca::HcaParams::from(cfg);
+    const std::uint64_t all_qps = static_cast<std::uint64_t>(opt.qps) * static_cast<std::uint64_t>(opt.threads);
+    if (opt.threads > 1 && all_qps > p.max_qp)
+        throw std::invalid_argument(more_than_allowed("--threads " + std::to_string(opt.threads) + " x --qps " +
+                                                          std::to_string(opt.qps) + " = " + std::to_string(all_qps) +
+                                                          " QPs per node",
+                                                      "hca.max_qp", p.max_qp));
     const std::uint64_t cqes = bandwidth_cq_entries(opt.qps, opt.tx_depth);
     if (cqes > p.max_cqe && cqes == bandwidth_cq_entries(1, 1))
         throw std::invalid_argument(more_than_allowed("completion queues of " + std::to_string(cqes) + " entries",
@@ -660,23 +670,38 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
     // stops when the sender is done and nothing more arrives.
     const bool unreliable = opt.qp_type != QpType::Rc;
     std::string refusal;
-    // Set by the client when it has sent every message of a size (the
+    // Posting threads per node: thread t's client runs on node 0 and its
+    // server on node 1, each pair with QPs, CQs and buffers of its own, as
+    // that many perftest processes on as many cores.
+    const int threads = std::max(1, opt.threads);
+    // Set by a client when it has sent every message of a size (the
     // out-of-band channel, as perftest's closing socket exchange).
-    bool sender_done = false;
+    std::vector<int> sender_done(static_cast<std::size_t>(threads), 0);
+    // What each client measured at each size, combined after the run.
+    struct ClientRun {
+        std::uint32_t size;
+        sim::Tick t0, t1;
+        std::vector<sim::Tick> message_done;
+        double wall_seconds;
+    };
+    std::vector<std::vector<ClientRun>> runs(static_cast<std::size_t>(threads));
+    std::vector<std::vector<QpRateRow>> qp_rows(static_cast<std::size_t>(threads));
 
     // A signaled completion at least every tx_depth posts, or the sender
     // would wait for one that never comes (perftest's rule too). With post
     // lists, the last request of each list is signaled, as perftest does.
     const int cq_mod = opt.post_list > 1 ? opt.post_list : std::max(1, std::min(opt.cq_mod, opt.tx_depth));
-    auto program = [&](Host& h) {
+    auto program = [&](Host& h, int thread) {
         const bool client = h.index() == 0;
-        const std::unique_ptr<RcEndpoint> opened = open_endpoint(h, eo, opt.op, "bw", refusal);
+        const std::string tag = thread == 0 ? "bw" : "bw.thread" + std::to_string(thread);
+        int& done_sending = sender_done[static_cast<std::size_t>(thread)];
+        const std::unique_ptr<RcEndpoint> opened = open_endpoint(h, eo, opt.op, tag, refusal);
         if (!opened) return;
         RcEndpoint& ep = *opened;
         fill_pattern(h, ep.buf, eo.buffer_bytes);
         const std::vector<std::uint8_t> peer =
             opt.verify ? pattern_of(h, 1 - h.index(), eo.buffer_bytes) : std::vector<std::uint8_t>{};
-        ep.connect("bw", 1 - h.index());
+        ep.connect(tag, 1 - h.index());
         const int nq = static_cast<int>(ep.qps.size());
         // Receives a size left posted (UC and UD: for messages that were
         // dropped); they serve the next size, sized for the largest.
@@ -698,7 +723,7 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
                                       static_cast<std::uint64_t>(q));
                 }
             }
-            sender_done = false;
+            done_sending = 0;
             h.barrier("bw" + std::to_string(size));
             if (client) {
                 // When each message completed: a signaled completion covers the
@@ -784,21 +809,22 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
                     }
                 }
                 const sim::Tick t1 = h.now();
-                sender_done = true;
+                done_sending = 1;
                 if (per_qp) {
-                    per_qp->clear();
+                    auto& qp_rate = qp_rows[static_cast<std::size_t>(thread)];
+                    qp_rate.clear();
                     for (int q = 0; q < nq; ++q) {
                         QpRateRow r;
-                        r.qp = q;
+                        r.qp = thread * nq + q;
                         r.messages = static_cast<std::uint64_t>(done[static_cast<std::size_t>(q)]);
                         const sim::Tick last = qp_last[static_cast<std::size_t>(q)];
                         r.msg_rate_Mpps = last > t0 ? static_cast<double>(r.messages) / (static_cast<double>(last - t0) / 1e12) / 1e6 : 0;
-                        per_qp->push_back(r);
+                        qp_rate.push_back(r);
                     }
                 }
-                rows.push_back(bandwidth_row(
-                    size, iters, t0, t1, std::move(message_done), opt.tx_depth,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count()));
+                runs[static_cast<std::size_t>(thread)].push_back(
+                    {size, t0, t1, std::move(message_done),
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count()});
             } else if (opt.op == Op::Send) {
                 // Repost what each poll returned as one chained list: one
                 // doorbell per batch, as perftest's receiver does.
@@ -825,7 +851,7 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
                 while (received < iters) {
                     const int n = ibv_poll_cq(ep.recv_cq, 32, wc);
                     if (unreliable) {
-                        if (n > 0 || !sender_done) idle_since = h.now();
+                        if (n > 0 || !done_sending) idle_since = h.now();
                         else if (h.now() - idle_since > drain) break;
                     }
                     std::vector<int> per_qp_received(static_cast<std::size_t>(nq), 0);
@@ -871,8 +897,37 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
             }
         }
     };
-    sys.run({program, program}, {"bandwidth client", "bandwidth server"});
+    std::vector<System::Program> programs;
+    std::vector<std::string> names;
+    for (int t = 0; t < threads; ++t) {
+        const std::string suffix = threads > 1 ? " " + std::to_string(t) : "";
+        for (const char* role : {"bandwidth client", "bandwidth server"}) {
+            programs.push_back([&program, t](Host& h) { program(h, t); });
+            names.push_back(role + suffix);
+        }
+    }
+    sys.run(programs, names);
     if (!refusal.empty()) throw Unsupported(refusal);
+    // A size's figures span every thread: from the first start to the last
+    // end, over all their messages.
+    for (std::size_t i = 0; i < runs.front().size(); ++i) {
+        const ClientRun& first = runs.front()[i];
+        sim::Tick t0 = first.t0, t1 = first.t1;
+        double wall = 0;
+        std::vector<sim::Tick> message_done;
+        for (auto& r : runs) {
+            if (i >= r.size()) throw std::runtime_error("a bandwidth client ended before size " + std::to_string(first.size));
+            t0 = std::min(t0, r[i].t0);
+            t1 = std::max(t1, r[i].t1);
+            wall = std::max(wall, r[i].wall_seconds);
+            message_done.insert(message_done.end(), r[i].message_done.begin(), r[i].message_done.end());
+        }
+        rows.push_back(bandwidth_row(first.size, opt.iterations * threads, t0, t1, std::move(message_done), opt.tx_depth, wall));
+    }
+    if (per_qp) {
+        per_qp->clear();
+        for (const auto& q : qp_rows) per_qp->insert(per_qp->end(), q.begin(), q.end());
+    }
     return rows;
 }
 

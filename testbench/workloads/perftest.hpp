@@ -73,6 +73,7 @@ struct BandwidthOptions {
     int post_list = 1;       // work requests per ibv_post_send call, linked (perftest's --post_list)
     bool verify = false;     // check every received byte against the sender's pattern
     bool rdma_cm = false;    // connect with rdma_cm instead of the out-of-band exchange (perftest's -R)
+    int threads = 1;         // posting threads per node, each with qps QPs of its own and iterations messages
 };
 
 // What the device said no to in a run: the host programs found out at set-up

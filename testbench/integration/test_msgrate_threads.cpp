@@ -1,0 +1,82 @@
+// msgrate --threads N: N posting threads per node, each a client and server
+// pair with QPs of its own, as N perftest processes on N cores. One thread
+// is bound by its own posting cost; enough of them reach what the adapter's
+// per-packet hardware carries, which then moves with that hardware's
+// parameters, not with the threads.
+#include <catch2/catch.hpp>
+
+#include <regex>
+#include <string>
+
+#include "testbench/integration/harness.hpp"
+
+namespace {
+
+using hcasim::test::CommandResult;
+using hcasim::test::run_hcasim;
+
+double total_mpps(const std::string& args) {
+    const CommandResult r = run_hcasim("msgrate --op write --sizes 64 " + args);
+    INFO("hcasim msgrate --op write --sizes 64 " << args << "\n" << r.out);
+    REQUIRE(r.exit_code == 0);
+    std::smatch m;
+    REQUIRE(std::regex_search(r.out, m, std::regex(" total +[0-9]+ +([0-9.]+)")));
+    return std::stod(m[1].str());
+}
+
+}  // namespace
+
+TEST_CASE("msgrate --threads gives each thread its QPs and messages, checks every byte, and is the same twice",
+          "[workload][msgrate]") {
+    const std::string args = "msgrate --op send --sizes 200 --threads 3 --qps 2 -n 150 --post-list 4 --verify --format csv";
+    const CommandResult a = run_hcasim(args);
+    REQUIRE(a.exit_code == 0);
+    // One row per QP of every thread, each with its -n messages.
+    const std::regex row("^([0-9]+),([0-9]+),([0-9.]+)$");
+    int rows = 0;
+    std::istringstream lines(a.out);
+    for (std::string line; std::getline(lines, line);) {
+        std::smatch m;
+        if (!std::regex_match(line, m, row)) continue;
+        CHECK(std::stoi(m[1].str()) == rows);
+        CHECK(m[2].str() == "150");
+        CHECK(std::stod(m[3].str()) > 0);
+        ++rows;
+    }
+    CHECK(rows == 6);
+    CHECK(a.out.find("total,900,") != std::string::npos);
+    const CommandResult b = run_hcasim(args);
+    REQUIRE(b.exit_code == 0);
+    CHECK(a.out == b.out);
+}
+
+TEST_CASE("more posting threads lift the message rate to what the adapter carries, which its hardware sets",
+          "[workload][msgrate][timing]") {
+    const std::string base = "--qps 4 -n 2000 ";
+    const double one = total_mpps(base + "--threads 1");
+    const double four = total_mpps(base + "--threads 4");
+    const double eight = total_mpps(base + "--threads 8");
+    INFO("1 thread " << one << ", 4 threads " << four << ", 8 threads " << eight << " Mpps");
+    // One thread posts a work request per host.cpu.post_send_ns at best.
+    CHECK(one < 1e3 / 60.0);
+    CHECK(four > 1.3 * one);
+    // Past that, the adapter's transmit pipeline is the limit: more threads
+    // add nothing ...
+    CHECK(eight == Approx(four).epsilon(0.02));
+    // ... and a faster core clock lifts it.
+    const double fast_core = total_mpps(base + "--threads 8 --set hca.core_clock_mhz=1000");
+    INFO("8 threads, 1000 MHz core: " << fast_core << " Mpps");
+    CHECK(fast_core > 1.5 * eight);
+}
+
+TEST_CASE("msgrate refuses a thread count it cannot run, naming the option", "[workload][msgrate][cli]") {
+    const CommandResult zero = run_hcasim("msgrate --threads 0", true);
+    CHECK(zero.exit_code != 0);
+    CHECK(zero.out.find("--threads") != std::string::npos);
+    const CommandResult many = run_hcasim("msgrate --threads 4 --qps 100 --set hca.max_qp=256", true);
+    CHECK(many.exit_code != 0);
+    CHECK(many.out.find("hca.max_qp") != std::string::npos);
+    const CommandResult bw = run_hcasim("bw --threads 2", true);
+    CHECK(bw.exit_code != 0);
+    CHECK(bw.out.find("--threads") != std::string::npos);
+}
