@@ -60,6 +60,15 @@ void declare_hca_params(sim::ParamRegistry& r) {
         "estimate");
     cyc("hca.rx_packet_cycles", "16", "RX transport per-packet parse and checks, plus payload at datapath width",
         "estimate");
+    r.add({"hca.tx_engines", K::Int, "engines", "1", 1, 64, {},
+           "transmit packet engines working side by side, each a full pass (hca.tx_packet_cycles plus payload "
+           "at hca.datapath_bytes); a QP's packets and ACKs all go through engine QPN mod this, in order",
+           "estimate: one pipeline; no engine count is published (docs/timing-parameters.md)"});
+    r.add({"hca.rx_engines", K::Int, "engines", "1", 1, 64, {},
+           "receive packet engines working side by side, each a full pass (hca.rx_packet_cycles plus payload "
+           "at hca.datapath_bytes); a packet goes to engine destination QPN mod this, so a QP's packets stay "
+           "in order",
+           "estimate: as hca.tx_engines"});
     r.add({"hca.tx_buffer_bytes", K::Int, "bytes", "65536", 4096, 1 << 26, {},
            "transmit packet buffer: packets gathered but not yet serialised", "estimate"});
     r.add({"hca.rx_buffer_bytes", K::Int, "bytes", "16384", 0, 1 << 26, {},
@@ -143,6 +152,8 @@ HcaParams HcaParams::from(const sim::Config& c) {
     p.dma_vcd = c.get_text("hca.dma.vcd");
     p.tx_packet_cycles = u("hca.tx_packet_cycles");
     p.rx_packet_cycles = u("hca.rx_packet_cycles");
+    p.tx_engines = u("hca.tx_engines");
+    p.rx_engines = u("hca.rx_engines");
     p.tx_buffer_bytes = u("hca.tx_buffer_bytes");
     p.rx_buffer_bytes = u("hca.rx_buffer_bytes");
     p.ack_coalesce = u("hca.ack_coalesce");

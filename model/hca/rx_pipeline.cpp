@@ -16,6 +16,7 @@ RxPipeline::RxPipeline(const sc_core::sc_module_name& name, const HcaParams& p, 
     const double up_bytes_per_ps = w.bus.upstream_bytes_per_s() / 1e12;
     m_backlog_slack = static_cast<sim::Tick>(static_cast<double>(p.rx_buffer_bytes) / up_bytes_per_ps);
     m_n_packets = &counter("packets");
+    m_engine_free.assign(std::max<std::uint32_t>(1, p.rx_engines), 0);
 }
 
 void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num) {
@@ -27,7 +28,13 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num) 
     // Cut-through: the packet streams through the datapath as it comes off
     // the wire, so its pass may start before its last byte is in and ends
     // one beat after it (the datapath is at least as fast as the link in
-    // every preset). Packets pass one after another, in arrival order.
+    // every preset). An engine passes its packets one after another, in
+    // arrival order; the header says which engine (a malformed one: the first).
+    packet::Parsed p;
+    const packet::ParseError err = packet::parse(
+        pkt->bytes.data(), size, p, pkt->sealed_intact ? packet::CrcCheck::SealedIntact : packet::CrcCheck::Verify);
+    sim::Tick& engine_free =
+        m_engine_free[err == packet::ParseError::None ? p.h.bth.dest_qp % m_engine_free.size() : 0];
     const std::uint64_t cycles = m_p.rx_packet_cycles + (size + m_p.datapath_bytes - 1) / m_p.datapath_bytes;
     const sim::Tick pass = m_clock.cycles(cycles), beat = m_clock.cycles(1);
     // Not before its first byte is in.
@@ -36,15 +43,12 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num) 
     const sim::Tick first_byte = t > wire ? t - wire : 0;
     const sim::Tick streamed = std::max(first_byte, t + beat > pass ? t + beat - pass : 0);
     const sim::Tick start =
-        m_clock.edge_at_or_after(std::max({streamed, m_pipe_free, gate > m_backlog_slack ? gate - m_backlog_slack : 0}));
+        m_clock.edge_at_or_after(std::max({streamed, engine_free, gate > m_backlog_slack ? gate - m_backlog_slack : 0}));
     const sim::Tick done = start + pass;
-    m_pipe_free = done;
+    engine_free = done;
     // The responder's work for the packet serves the sender's work request.
     const sim::Tracer::Scope in_flow(sim::tracer(), pkt->trace_flow);
     if (sim::tracer().on()) sim::tracer().slice(path(), "receive", t, done, {{"bytes", size}}, pkt->trace_flow);
-    packet::Parsed p;
-    const packet::ParseError err = packet::parse(
-        pkt->bytes.data(), size, p, pkt->sealed_intact ? packet::CrcCheck::SealedIntact : packet::CrcCheck::Verify);
     if (err != packet::ParseError::None) {
         // IBA: a malformed packet is silently dropped and counted.
         counter(packet::counter_name(err))++;

@@ -43,7 +43,9 @@ private:
 
     Wiring m_w;
     HcaParams m_p;
-    sim::Tick m_pipe_free = 0;  // when the datapath has passed the last packet
+    // When each packet engine has passed its last packet; a packet goes to
+    // engine destination QPN mod their number.
+    std::vector<sim::Tick> m_engine_free;
     sim::Tick m_backlog_slack = 0;
     MulticastReceiver* m_multicast = nullptr;
     // Packets waiting for their QP's context to come on chip, by QP number.

@@ -7,7 +7,8 @@
 namespace hcasim::hca {
 
 TxPipeline::TxPipeline(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
-    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_w(w), m_p(p), m_pipe(&m_clock) {
+    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_w(w), m_p(p) {
+    for (std::uint32_t i = 0; i < std::max<std::uint32_t>(1, p.tx_engines); ++i) m_engines.emplace_back(&m_clock);
     m_max_packet = w.ports(1).max_mtu() + kPacketOverheadBytes;
     m_n_packets = &counter("packets");
     m_n_bytes = &counter("bytes");
@@ -109,7 +110,7 @@ void TxPipeline::launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_rea
     const sim::Tick pass = m_clock.cycles(cycles), beat = m_clock.cycles(1);
     const sim::Tick streamed = data_ready + beat > pass ? data_ready + beat - pass : 0;
     const sim::Tick ready =
-        m_pipe.reserve(std::max({streamed, qp.tx.last_tx_ready, sim::now_ps()}), cycles).end;
+        engine_of(qp).reserve(std::max({streamed, qp.tx.last_tx_ready, sim::now_ps()}), cycles).end;
     qp.tx.last_tx_ready = ready;
     m_buffer_used += bytes;
     (*m_n_packets)++;
@@ -131,7 +132,7 @@ void TxPipeline::send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std
     pkt->trace_flow = sim::tracer().current_flow();  // the request it acknowledges
     packet::seal(pkt->bytes.data(), pkt->bytes.size());
     pkt->sealed_intact = true;
-    const sim::Tick ready = m_pipe.reserve(t, m_p.tx_packet_cycles).end;
+    const sim::Tick ready = engine_of(qp).reserve(t, m_p.tx_packet_cycles).end;
     counter((syndrome & packet::kAethKindMask) == packet::kAethAck ? "acks" : "naks")++;
     qp.tx.last_wire_end = m_w.ports(qp.qpc.port).transmit(std::move(pkt), ready, qp.tx.last_wire_end).end;
 }

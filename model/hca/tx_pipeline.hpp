@@ -3,7 +3,7 @@
 // on them) and then the requester for one packet. It builds the routing
 // headers from the QP's path, owns the transmit packet buffer (a packet's
 // space returns when it has left the port) and books every packet through
-// its pipeline onto the port, ACKs and NAKs included.
+// one of its packet engines onto the port, ACKs and NAKs included.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +48,9 @@ private:
     HcaParams m_p;
     PacketProducer* m_responses = nullptr;
     PacketProducer* m_requests = nullptr;
-    sim::Timeline m_pipe;
+    // The packet engines; a QP's packets all pass through the same one.
+    std::vector<sim::Timeline> m_engines;
+    sim::Timeline& engine_of(const QpContext& qp) { return m_engines[qp.qpn % m_engines.size()]; }
     std::uint32_t m_buffer_used = 0;
     std::uint32_t m_max_packet = 0;
     // Packet-buffer space returns when a packet has left the port.

@@ -69,6 +69,31 @@ TEST_CASE("more posting threads lift the message rate to what the adapter carrie
     CHECK(fast_core > 1.5 * eight);
 }
 
+TEST_CASE("packet engines side by side lift the adapter's limit until the next one binds, and move every byte",
+          "[workload][msgrate][timing][engines]") {
+    const std::string base = "--qps 4 -n 2000 --threads 8 ";
+    const double one = total_mpps(base);
+    const double two = total_mpps(base + "--set hca.tx_engines=2 --set hca.rx_engines=2");
+    const double four = total_mpps(base + "--set hca.tx_engines=4 --set hca.rx_engines=4");
+    INFO("1, 2 and 4 engines: " << one << ", " << two << ", " << four << " Mpps");
+    CHECK(two > 1.5 * one);
+    // Two engines already pass more than the sender's PCIe link brings in
+    // (each message's 64 B WQE and 64 B payload, with their completions'
+    // headers): more engines add nothing, more lanes do.
+    CHECK(four == Approx(two).epsilon(0.02));
+    const double lanes = total_mpps(base + "--set hca.tx_engines=4 --set hca.rx_engines=4 --set pcie.lanes=16");
+    INFO("4 engines, PCIe x16: " << lanes << " Mpps");
+    CHECK(lanes > 1.05 * four);
+    const CommandResult sends =
+        run_hcasim("msgrate --op send --sizes 1000 --qps 3 --threads 4 -n 200 --verify --set hca.tx_engines=3 "
+                   "--set hca.rx_engines=2 --format csv");
+    REQUIRE(sends.exit_code == 0);
+    CHECK(sends.out.find("total,2400,") != std::string::npos);
+    const CommandResult zero = run_hcasim("msgrate --set hca.tx_engines=0", true);
+    CHECK(zero.exit_code != 0);
+    CHECK(zero.out.find("hca.tx_engines") != std::string::npos);
+}
+
 TEST_CASE("msgrate refuses a thread count it cannot run, naming the option", "[workload][msgrate][cli]") {
     const CommandResult zero = run_hcasim("msgrate --threads 0", true);
     CHECK(zero.exit_code != 0);

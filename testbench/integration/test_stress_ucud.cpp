@@ -50,6 +50,16 @@ TEST_CASE("random ud datagrams with a grh deliver every byte, the grh and comple
     run_seeds(unreliable(IBV_QPT_UD, true), 8001, 10);
 }
 
+TEST_CASE("random uc and ud traffic through four transmit and two receive packet engines delivers every byte and "
+          "every completion",
+          "[stress][uc][ud][engines]") {
+    for (ibv_qp_type type : {IBV_QPT_UC, IBV_QPT_UD}) {
+        Shape shape = unreliable(type, false);
+        shape.extra = {{"hca.tx_engines", "4"}, {"hca.rx_engines", "2"}};
+        run_seeds(shape, type == IBV_QPT_UC ? 9101 : 9201, 4);
+    }
+}
+
 TEST_CASE("random uc and ud traffic through the rtl dma engine delivers every byte and every completion",
           "[stress][uc][ud][rtl]") {
     for (ibv_qp_type type : {IBV_QPT_UC, IBV_QPT_UD})
