@@ -10,16 +10,19 @@ ContextCache::Lookup ContextCache::access(std::uint64_t tag, bool dirty) {
     Lookup r;
     auto it = m_where.find(tag);
     if (it != m_where.end()) {
-        m_lru.splice(m_lru.begin(), m_lru, it->second);
-        m_lru.front().dirty |= dirty;
+        Entry& e = *it->second;
+        if (e.holds == 0) m_lru.splice(m_lru.begin(), m_lru, it->second);
+        e.dirty |= dirty;
         ++m_hits;
         r.hit = true;
-        r.ready = &m_lru.front().ready;
+        r.ready = &e.ready;
         return r;
     }
     ++m_misses;
     if (m_capacity == 0) return r;
-    if (m_lru.size() >= m_capacity) {
+    if (m_lru.size() + m_held.size() >= m_capacity) {
+        // Every entry is held: the context is used without a place on chip.
+        if (m_lru.empty()) return r;
         const Entry& last = m_lru.back();
         r.evicted = true;
         r.victim = last.tag;
@@ -33,10 +36,24 @@ ContextCache::Lookup ContextCache::access(std::uint64_t tag, bool dirty) {
     return r;
 }
 
+bool ContextCache::hold(std::uint64_t tag) {
+    auto it = m_where.find(tag);
+    if (it == m_where.end()) return false;
+    if (it->second->holds++ == 0) m_held.splice(m_held.begin(), m_lru, it->second);
+    return true;
+}
+
+void ContextCache::release(std::uint64_t tag) {
+    auto it = m_where.find(tag);
+    if (it == m_where.end() || it->second->holds == 0) return;
+    // The work that held it was its latest use.
+    if (--it->second->holds == 0) m_lru.splice(m_lru.begin(), m_held, it->second);
+}
+
 void ContextCache::invalidate(std::uint64_t tag) {
     auto it = m_where.find(tag);
     if (it == m_where.end()) return;
-    m_lru.erase(it->second);
+    (it->second->holds ? m_held : m_lru).erase(it->second);
     m_where.erase(it);
 }
 

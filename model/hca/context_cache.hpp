@@ -32,9 +32,14 @@ public:
         sim::Tick* ready = nullptr; // when the entry's fill is on chip
     };
     // Looks tag up and makes it the most recent; a miss takes a slot for it
-    // (evicting the LRU entry when full). dirty marks it changed.
+    // (evicting the least recent entry not held when full; when every entry
+    // is held the tag is read but not kept). dirty marks it changed.
     Lookup access(std::uint64_t tag, bool dirty = false);
     void invalidate(std::uint64_t tag);
+    // A held entry stays on chip until released (a block working on it);
+    // holding a tag not on chip does nothing and returns false.
+    bool hold(std::uint64_t tag);
+    void release(std::uint64_t tag);
     std::uint64_t hits() const { return m_hits; }
     std::uint64_t misses() const { return m_misses; }
 
@@ -43,9 +48,11 @@ private:
         std::uint64_t tag;
         bool dirty;
         sim::Tick ready;
+        std::uint32_t holds = 0;
     };
     std::uint32_t m_capacity;
-    std::list<Entry> m_lru;
+    std::list<Entry> m_lru;   // entries not held, most recent first: the victim is the last
+    std::list<Entry> m_held;  // held entries, out of the victims' way
     std::unordered_map<std::uint64_t, std::list<Entry>::iterator> m_where;
     std::uint64_t m_hits = 0;
     std::uint64_t m_misses = 0;
@@ -73,6 +80,9 @@ public:
     void load(sim::Tick t, std::uint64_t index);
     // Firmware destroyed it: dropped without a write-back.
     void invalidate(std::uint64_t index) { m_cache.invalidate(index); }
+    // A block keeps entry index on chip while it works on it (see ContextCache).
+    bool hold(std::uint64_t index) { return m_cache.hold(index); }
+    void release(std::uint64_t index) { m_cache.release(index); }
 
 private:
     Table m_table;

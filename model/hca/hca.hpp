@@ -68,6 +68,8 @@ public:
         QpContext* q = qp(qpn);
         return {q, q ? m_qpc_cache.read(t, qpn) : t + m_qpc_read};
     }
+    bool hold_context(std::uint32_t qpn) override { return m_qpc_cache.hold(qpn); }
+    void release_context(std::uint32_t qpn) override { m_qpc_cache.release(qpn); }
     CqContext* cq(std::uint32_t cqn) override {
         return cqn < m_cqs.size() && m_cqs[cqn].valid ? &m_cqs[cqn] : nullptr;
     }

@@ -149,6 +149,7 @@ struct TransmitState {
     sim::Tick last_tx_ready = 0;    // keeps one QP's packets in order through the pipeline
     sim::Tick last_wire_end = 0;    // ... and on the wire
     bool scheduled = false;         // in the scheduler's ring
+    bool context_held = false;      // the send side keeps the QP context on chip
 };
 
 // The responder's state of the inbound request stream.

@@ -87,15 +87,19 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num) 
     // those behind it, for other QPs, go on; its work is done when the
     // context is on chip, so its writes queue behind no later packet's.
     // Later packets of the QP wait too, behind it, and keep their order.
-    if (waiting == m_waiting.end()) waiting = m_waiting.emplace(qpn, 0).first;
-    ++waiting->second;
+    // The context being filled for them stays on chip until they are
+    // delivered, or other misses could push it out before its first use.
+    if (waiting == m_waiting.end()) waiting = m_waiting.emplace(qpn, Waiting{0, m_w.qps.hold_context(qpn)}).first;
+    ++waiting->second.packets;
     counter("packets_waiting_for_context")++;
     auto parsed = std::make_shared<const packet::Parsed>(p);
     at(std::max(found.ready, done), [this, qpn, parsed, pkt]() {
         auto w = m_waiting.find(qpn);
-        if (--w->second == 0) m_waiting.erase(w);
+        const bool last = --w->second.packets == 0, held = w->second.held;
+        if (last) m_waiting.erase(w);
         const sim::Tracer::Scope in_flow(sim::tracer(), pkt->trace_flow);
         const QpAccess again = m_w.qps.context(qpn, sim::now_ps());
+        if (last && held) m_w.qps.release_context(qpn);
         if (!again.qp) {
             counter("dropped_unknown_qp")++;
             return;

@@ -48,8 +48,13 @@ private:
     std::vector<sim::Tick> m_engine_free;
     sim::Tick m_backlog_slack = 0;
     MulticastReceiver* m_multicast = nullptr;
-    // Packets waiting for their QP's context to come on chip, by QP number.
-    std::unordered_map<std::uint32_t, std::uint32_t> m_waiting;
+    // Packets waiting for their QP's context to come on chip, by QP number,
+    // and whether the context cache holds the context for them meanwhile.
+    struct Waiting {
+        std::uint32_t packets = 0;
+        bool held = false;
+    };
+    std::unordered_map<std::uint32_t, Waiting> m_waiting;
     // Hot counters, looked up once.
     std::uint64_t* m_n_packets = nullptr;
 };

@@ -62,7 +62,23 @@ public:
     virtual ~QpTable() = default;
     // The QP qpn as a block asking at t gets it.
     virtual QpAccess context(std::uint32_t qpn, sim::Tick t) = 0;
+    // A block working on QP qpn keeps its context on chip until it releases
+    // it: a context the cache holds is never the one a miss evicts. Returns
+    // false (and holds nothing) when the context is not on chip or being
+    // filled.
+    virtual bool hold_context(std::uint32_t qpn) = 0;
+    virtual void release_context(std::uint32_t qpn) = 0;
 };
+
+// The send side holds a QP's context from fetching its WQEs to sending their
+// last packet, as a send engine keeps the QP it works on: one hold per QP.
+inline void hold_for_send(QpTable& table, QpContext& qp) {
+    if (!qp.tx.context_held) qp.tx.context_held = table.hold_context(qp.qpn);
+}
+inline void release_after_send(QpTable& table, QpContext& qp) {
+    if (qp.tx.context_held) table.release_context(qp.qpn);
+    qp.tx.context_held = false;
+}
 
 // The shared receive queues by number (the SRQ engine), null when none.
 class SrqTable {

@@ -20,7 +20,10 @@ void TxPipeline::set_producers(PacketProducer& responses, PacketProducer& reques
 }
 
 void TxPipeline::kick(QpContext& qp, sim::Tick t) {
-    if (qp.qpc.state != QpState::Rts && qp.qpc.state != QpState::Rtr && qp.qpc.state != QpState::Sqd) return;
+    if (qp.qpc.state != QpState::Rts && qp.qpc.state != QpState::Rtr && qp.qpc.state != QpState::Sqd) {
+        release_after_send(m_w.qps, qp);
+        return;
+    }
     m_w.scheduler.make_ready(qp);
     schedule_pump(m_w.scheduler.decide(t));
 }
@@ -66,7 +69,9 @@ void TxPipeline::pump() {
             });
             continue;
         }
-        if (produce(*qp, now) && has_work(*qp)) m_w.scheduler.make_ready(*qp);
+        const bool sent = produce(*qp, now);
+        if (!has_work(*qp)) release_after_send(m_w.qps, *qp);  // its last packet is out
+        else if (sent) m_w.scheduler.make_ready(*qp);
     }
 }
 

@@ -126,6 +126,8 @@ void WqeFetchEngine::fetch_send(QpContext& qp, sim::Tick t) {
         sim::tracer().slice(path(), "WQE fetch", t, parsed, {{"qp", qp.qpn}, {"wqes", works.size()}}, flows);
     }
     qp.fetch.sq_fetch_busy = true;
+    // The send side works on this QP until its last packet is out.
+    hold_for_send(m_w.qps, qp);
     counter("send_fetches")++;
     counter("send_wqes") += works.size();
     const std::uint32_t qpn = qp.qpn;
@@ -140,10 +142,12 @@ void WqeFetchEngine::fetch_send(QpContext& qp, sim::Tick t) {
             ++q->fetch.sq_fetched;
         }
         if (q->qpc.state == QpState::Sqe) {
+            release_after_send(m_w.qps, *q);
             m_w.errors.flush_send(*q, t);
             return;
         }
         if (q->qpc.state == QpState::Err) {
+            release_after_send(m_w.qps, *q);
             m_w.errors.flush(*q, t);
             return;
         }

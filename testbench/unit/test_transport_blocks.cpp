@@ -184,6 +184,8 @@ struct StubRewinder : RequestRewinder {
 struct StubQps : QpTable {
     QpContext* only = nullptr;
     QpAccess context(std::uint32_t, sim::Tick t) override { return {only, t}; }
+    bool hold_context(std::uint32_t) override { return false; }
+    void release_context(std::uint32_t) override {}
 };
 
 QpContext rts_qp(QpType type) {
