@@ -517,7 +517,8 @@ int Driver::write_send_wqe(DriverQp& qp, const SendRequest& r) {
 
 std::string Driver::host_track() const {
     const std::string hca = m_hca.name();
-    return hca.substr(0, hca.find('.')) + ".host";
+    const int k = current_thread_index();
+    return hca.substr(0, hca.find('.')) + ".host" + (k > 0 ? std::to_string(k) : std::string());
 }
 
 int Driver::write_recv_wqe(DriverQp& qp, std::uint64_t wr_id, const Sge* sges, std::uint32_t n) {

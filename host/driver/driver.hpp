@@ -256,7 +256,8 @@ public:
     void query_qp_state(DriverQp& qp);
     // Writes one WQE into the send ring (no doorbell yet); EINVAL/ENOMEM.
     int write_send_wqe(DriverQp& qp, const SendRequest& r);
-    // The host thread's track in a trace ("node0.host").
+    // The calling host thread's track in a trace ("node0.host"; a node's
+    // further program threads "node0.host1", ...).
     std::string host_track() const;
     int write_recv_wqe(DriverQp& qp, std::uint64_t wr_id, const Sge* sges, std::uint32_t n);
     // Tells the adapter about the WQEs written since the last doorbell.

@@ -207,7 +207,8 @@ void System::run(const std::vector<Program>& programs, const std::vector<std::st
         opts.set_stack_size(8 << 20);
         sc_core::sc_spawn(
             [this, i, node_index, &programs, &errors, &failed_at, &finished, &first_failure]() {
-                host::bind_current_thread(&m_nodes[static_cast<std::size_t>(node_index)]->driver());
+                host::bind_current_thread(&m_nodes[static_cast<std::size_t>(node_index)]->driver(),
+                                          static_cast<int>(i / m_nodes.size()));
                 Host host(*this, node_index);
                 bool failed = true;
                 try {
