@@ -176,6 +176,29 @@ TEST_CASE("the default scenario writes a trace per simulation", "[trace]") {
     }
 }
 
+TEST_CASE("each host program thread of a node has a track of its own", "[trace][msgrate]") {
+    const std::string path = temp_path("threads.json");
+    const CommandResult r = run_hcasim("msgrate --threads 3 --qps 1 -n 16 --trace " + path);
+    REQUIRE(r.exit_code == 0);
+    const nlohmann::json j = nlohmann::json::parse(read_file(path));
+    std::remove(path.c_str());
+    // Which track each thread's posts landed on.
+    std::map<int, std::string> names;
+    std::map<int, int> posts;
+    for (const auto& e : j["traceEvents"]) {
+        if (e.value("pid", -1) != 0) continue;
+        if (e.value("ph", "") == "M" && e.value("name", "") == "thread_name")
+            names[e["tid"].get<int>()] = e["args"]["name"].get<std::string>();
+        if (e.value("ph", "") == "X" && e.value("name", "") == "post_send WQE") ++posts[e["tid"].get<int>()];
+    }
+    std::set<std::string> posting;
+    for (const auto& [tid, n] : posts) {
+        CHECK(n == 16);
+        posting.insert(names[tid]);
+    }
+    CHECK(posting == std::set<std::string>{"node0.host", "node0.host1", "node0.host2"});
+}
+
 TEST_CASE("bad trace options are refused by name", "[trace]") {
     auto err = [](const std::string& args) { return run_hcasim(args, true); };
     CommandResult r = err("lat --sizes 64 -n 2 --trace /tmp/x.txt");
