@@ -109,6 +109,7 @@ struct Cli {
     std::vector<std::string> sets;
     bool counters = false;
     bool verify = false;
+    bool dual_port = false;
     std::string vcd;
     std::string dma = "tlm";
     std::string cm = "exchange";
@@ -137,8 +138,8 @@ const std::map<std::string, std::set<std::string>>& options_of() {
     static const std::map<std::string, std::set<std::string>> m{
         {"run", with(workload, {"tx-depth", "qps", "node", "timeout", "serve"})},
         {"lat", with(workload, {"op", "qp-type", "srq", "post-list", "verify", "cm"})},
-        {"bw", with(workload, {"op", "tx-depth", "qps", "qp-type", "srq", "post-list", "verify", "cm"})},
-        {"msgrate", with(config, {"op", "sizes", "iters", "tx-depth", "qps", "threads", "qp-type", "srq", "post-list", "verify", "mtu",
+        {"bw", with(workload, {"op", "tx-depth", "qps", "qp-type", "srq", "post-list", "verify", "cm", "dual-port"})},
+        {"msgrate", with(config, {"op", "sizes", "iters", "tx-depth", "qps", "threads", "dual-port", "qp-type", "srq", "post-list", "verify", "mtu",
                                   "inline", "format", "counters", "vcd"})},
         {"mcast", with(config, {"sizes", "iters", "tx-depth", "inline", "format", "counters"})},
         {"bench", {"preset", "config", "set", "dma", "sizes", "iters"}},
@@ -361,6 +362,7 @@ Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes
     o.post_list = post_list;
     o.verify = c.verify;
     o.rdma_cm = rdma_cm;
+    o.dual_port = c.dual_port;
     if (w.kvipl) {
         if (c.has("qps") && c.qps != "1") throw std::invalid_argument("--api kvipl runs one VI: --qps must be 1");
         o.qps = 1;
@@ -392,6 +394,7 @@ Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes
     if (o.threads > 1) w.info.settings.emplace_back("threads", std::to_string(o.threads) + " per node, each with its own QPs");
     w.info.settings.emplace_back("QPs", std::to_string(o.qps) + (o.threads > 1 ? " per thread" : ""));
     w.info.settings.emplace_back("TX depth", std::to_string(o.tx_depth));
+    if (o.dual_port) w.info.settings.emplace_back("dual-port", "ON (QPs take ports 1 and 2 in turn)");
     if (o.post_list > 1 || w.msgrate) w.info.settings.emplace_back("post list", std::to_string(o.post_list));
     if (w.msgrate) {
         w.info.settings.emplace_back("message size", std::to_string(o.sizes.front()) + " bytes");
@@ -849,6 +852,9 @@ int sc_main(int argc, char** argv) {
         ("cm", po::value(&c.cm),
          "lat/bw: how the QPs are connected: exchange (QP data out of band, the default) or rdma_cm (IPoIB address, "
          "SA path and IB CM messages, as perftest's -R)")
+        ("dual-port,O", po::bool_switch(&c.dual_port),
+         "bw/msgrate, RC and UC: the QPs take the adapters' two ports in turn, each cabled to the peer's port of the "
+         "same number, as perftest's -O; needs --set port.count=2")
         ("verify", po::bool_switch(&c.verify),
          "lat/bw/msgrate: check every received byte against the sender's pattern; the run fails naming the first bad offset")
         ("vcd", po::value(&c.vcd), "with --set hca.dma.impl=rtl: write VCD waveforms of the RTL DMA engine "

@@ -449,6 +449,7 @@ EndpointOptions bandwidth_endpoint(const BandwidthOptions& opt, const sim::Confi
     eo.qps = opt.qps;
     eo.rdma_cm = opt.rdma_cm;
     if (eo.rdma_cm && eo.qp_type == IBV_QPT_UD) eo.qkey = RDMA_UDP_QKEY;  // what SIDR gives
+    eo.dual_port = opt.dual_port;
     eo.max_inline = opt.inline_max;
     eo.mtu = mtu_enum(opt.mtu);
     eo.max_send_wr = static_cast<std::uint32_t>(opt.tx_depth);
@@ -504,6 +505,14 @@ void check_bandwidth_options(const BandwidthOptions& opt, const sim::Config& cfg
     if (opt.threads > 1 && opt.rdma_cm)
         throw std::invalid_argument("--threads " + std::to_string(opt.threads) +
                                     " connects through the out-of-band exchange only, not rdma_cm");
+    if (opt.dual_port) {
+        if (cfg.get_int("port.count") < 2)
+            throw std::invalid_argument("--dual-port needs adapters with two ports: port.count = " +
+                                        std::to_string(cfg.get_int("port.count")) + " (set port.count=2)");
+        if (opt.qp_type != QpType::Rc && opt.qp_type != QpType::Uc)
+            throw std::invalid_argument("--dual-port is for --qp-type rc and uc");
+        if (opt.rdma_cm) throw std::invalid_argument("--dual-port connects through the out-of-band exchange only, not rdma_cm");
+    }
     const EndpointOptions eo = bandwidth_endpoint(opt, cfg);
     check_endpoint(eo, opt.mtu, cfg);
     const hca::HcaParams p = hca::HcaParams::from(cfg);
@@ -695,7 +704,10 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
         const bool client = h.index() == 0;
         const std::string tag = thread == 0 ? "bw" : "bw.thread" + std::to_string(thread);
         int& done_sending = sender_done[static_cast<std::size_t>(thread)];
-        const std::unique_ptr<RcEndpoint> opened = open_endpoint(h, eo, opt.op, tag, refusal);
+        // --dual-port: the ports alternate over the QPs of all threads.
+        EndpointOptions thread_eo = eo;
+        thread_eo.first_port = 1 + (thread * opt.qps) % 2;
+        const std::unique_ptr<RcEndpoint> opened = open_endpoint(h, thread_eo, opt.op, tag, refusal);
         if (!opened) return;
         RcEndpoint& ep = *opened;
         fill_pattern(h, ep.buf, eo.buffer_bytes);

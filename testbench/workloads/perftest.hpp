@@ -74,6 +74,7 @@ struct BandwidthOptions {
     bool verify = false;     // check every received byte against the sender's pattern
     bool rdma_cm = false;    // connect with rdma_cm instead of the out-of-band exchange (perftest's -R)
     int threads = 1;         // posting threads per node, each with qps QPs of its own and iterations messages
+    bool dual_port = false;  // RC and UC: QPs take both ports in turn, numbered over every thread (perftest's -O)
 };
 
 // What the device said no to in a run: the host programs found out at set-up

@@ -181,6 +181,12 @@ void RcEndpoint::connect(const std::string& tag, int peer_index) {
     std::vector<std::uint8_t> mine(sizeof(PeerInfo) + sizeof(std::uint32_t) * 2 * qps.size());
     auto* info = reinterpret_cast<PeerInfo*>(mine.data());
     info->lid = port.lid;
+    info->lid2 = 0;
+    if (m_opt.dual_port) {
+        ibv_port_attr port2{};
+        check(ibv_query_port(ctx, 2, &port2), "ibv_query_port(2)");
+        info->lid2 = port2.lid;
+    }
     info->psn = 0x1000u * static_cast<std::uint32_t>(m_host.index() + 1);
     info->addr = reinterpret_cast<std::uintptr_t>(buf);
     info->rkey = mr->rkey;
@@ -221,7 +227,9 @@ void RcEndpoint::connect(const std::string& tag, int peer_index) {
     }
     for (std::size_t i = 0; i < qps.size(); ++i) {
         if (m_opt.qp_type == IBV_QPT_UD) connect_ud(qps[i], info->psn);
-        else connect_connected(qps[i], theirs->lid, theirs->qpn[i], theirs->psn, info->psn);
+        else
+            connect_connected(qps[i], m_opt.port_of(i) == 2 ? theirs->lid2 : theirs->lid, theirs->qpn[i], theirs->psn,
+                              info->psn, m_opt.port_of(i));
     }
 }
 
@@ -406,14 +414,14 @@ void RcEndpoint::connect_ud(ibv_qp* qp, std::uint32_t sq_psn) {
 // RC and UC: connected to one peer QP; UC has no RDMA READ or atomics, no
 // acknowledgements and so no timers, retries or read/atomic depths.
 void RcEndpoint::connect_connected(ibv_qp* qp, std::uint16_t dlid, std::uint32_t dest_qpn, std::uint32_t rq_psn,
-                                   std::uint32_t sq_psn) {
+                                   std::uint32_t sq_psn, std::uint8_t port) {
     // XRC initiators have RC's send attributes, targets its receive ones.
     const bool xrc_ini = qp->qp_type == IBV_QPT_XRC_SEND, xrc_tgt = qp->qp_type == IBV_QPT_XRC_RECV;
     const bool rc = m_opt.qp_type == IBV_QPT_RC || xrc_ini || xrc_tgt;
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
-    a.port_num = 1;
+    a.port_num = port;
     a.qp_access_flags = m_opt.access & (rc ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                                  IBV_ACCESS_REMOTE_ATOMIC
                                            : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
@@ -425,7 +433,7 @@ void RcEndpoint::connect_connected(ibv_qp* qp, std::uint16_t dlid, std::uint32_t
     a.dest_qp_num = dest_qpn;
     a.rq_psn = rq_psn;
     a.ah_attr.dlid = dlid;
-    a.ah_attr.port_num = 1;
+    a.ah_attr.port_num = port;
     int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
     if (rc && !xrc_ini) {
         a.max_dest_rd_atomic = m_opt.max_rd_atomic;

@@ -49,6 +49,13 @@ struct EndpointOptions {
     // data in private data, as perftest's -R does. Otherwise the data goes
     // out of band.
     bool rdma_cm = false;
+    // RC and UC: QPs take the adapter's two ports in turn (perftest's -O),
+    // QP i port 1 + (first_port - 1 + i) mod 2; both sides agree on it.
+    bool dual_port = false;
+    int first_port = 1;
+    std::uint8_t port_of(std::size_t qp) const {
+        return static_cast<std::uint8_t>(dual_port ? 1 + (first_port - 1 + static_cast<int>(qp % 2)) % 2 : 1);
+    }
 };
 
 // perftest's default port.
@@ -64,6 +71,7 @@ struct EndpointUnsupported : std::runtime_error {
 
 struct PeerInfo {
     std::uint16_t lid;
+    std::uint16_t lid2;    // port 2's, with EndpointOptions::dual_port
     std::uint32_t psn;
     std::uint64_t addr;
     std::uint32_t rkey;
@@ -116,7 +124,7 @@ private:
     void release();  // everything open() made, in reverse order
     void connect_ud(ibv_qp* qp, std::uint32_t sq_psn);
     void connect_connected(ibv_qp* qp, std::uint16_t dlid, std::uint32_t dest_qpn, std::uint32_t rq_psn,
-                           std::uint32_t sq_psn);
+                           std::uint32_t sq_psn, std::uint8_t port = 1);
     void open_xrc();
     void connect_rdma_cm(int peer_index, PeerInfo& mine);
     // Connected with rdma_cm: the ids of the QPs and their event channel.
