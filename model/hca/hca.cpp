@@ -170,6 +170,7 @@ void Hca::enter_error(QpContext& qp, sim::Tick t) {
     if (qp.qpc.state == QpState::Err) return;
     HCASIM_LOG(sim::LogLevel::Info, name(), "QP " << qp.qpn << " enters the error state");
     qp.qpc.state = QpState::Err;
+    release_after_send(*this, qp);  // the send side stops working on it
     flush(qp, t);
 }
 
@@ -246,6 +247,7 @@ void Hca::enter_send_queue_error(QpContext& qp, sim::Tick t) {
     if (qp.qpc.state == QpState::Err || qp.qpc.state == QpState::Sqe) return;
     HCASIM_LOG(sim::LogLevel::Info, name(), "QP " << qp.qpn << " enters the send queue error state");
     qp.qpc.state = QpState::Sqe;
+    release_after_send(*this, qp);
     flush_send(qp, t);
 }
 
