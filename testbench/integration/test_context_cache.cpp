@@ -84,3 +84,22 @@ TEST_CASE("a context the send or receive side is working on is held on chip unti
     CHECK(sum_counter(r.out, "qpc_cache.misses") <= 3 * messages);
     CHECK(sum_counter(r.out, "qpc_cache.misses") >= 2 * messages);
 }
+
+TEST_CASE("with several posting threads the rate falls from the adapter's own limit once the QPs outgrow the cache",
+          "[context_cache][timing][msgrate]") {
+    auto run = [](int qps_per_thread) {
+        const CommandResult r = run_hcasim("msgrate --op write --sizes 64 --threads 8 --qps " +
+                                           std::to_string(qps_per_thread) +
+                                           " --post-list 1 --tx-depth 1 -n 50 --counters");
+        REQUIRE(r.exit_code == 0);
+        std::smatch m;
+        REQUIRE(std::regex_search(r.out, m, std::regex(" total +[0-9]+ +([0-9.]+)")));
+        return std::make_pair(std::stod(m[1].str()), sum_counter(r.out, "qpc_cache.misses"));
+    };
+    const auto fits = run(32);    // 256 QPs: the default cache holds them all
+    const auto spills = run(64);  // 512 QPs
+    INFO("256 QPs: " << fits.first << " Mpps, 512 QPs: " << spills.first << " Mpps");
+    CHECK(fits.second == 0);
+    CHECK(spills.second > 0);
+    CHECK(spills.first < 0.5 * fits.first);
+}
