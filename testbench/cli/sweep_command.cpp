@@ -33,7 +33,9 @@ const char* kSweepUsage = R"(usage: hcasim sweep --param KEY=V1,V2,... [--param 
 
 Runs WORKLOAD (lat, bw, msgrate or mcast, with its own options) once per
 combination of the parameters' values, each run an hcasim process of its own
-with --set KEY=VALUE per parameter and --format json. The results are one
+with --set KEY=VALUE per parameter and --format json. A KEY without a dot
+is one of the workload's numeric options (inline, iters, mtu, post-list, qps,
+threads, tx-depth), given to each run as --KEY VALUE. The results are one
 table: a row per (combination, result row), a column per parameter, then the
 workload's columns; rows in combination order (the first --param varies
 slowest), then in the workload's order. Under mpirun the combinations are
@@ -42,6 +44,8 @@ table. Example:
 
   hcasim sweep --param pcie.lanes=4,8,16 --param hca.wqe_fetch_batch=1,4,8 \
                --out lanes.csv -- bw --sizes 64:65536
+  hcasim sweep --param qps=64,256,512,1024 --out qps.csv \
+               -- msgrate --post-list 1 --tx-depth 1 -n 100
 
 Options)";
 
@@ -79,7 +83,8 @@ po::options_description sweep_options(SweepArgs& a) {
     po::options_description opts(kSweepUsage);
     opts.add_options()("help,h", "this text")
         ("param", po::value(&a.params),
-         "KEY=V1,V2,...: a configuration parameter (hcasim params) and its values, comma-separated (repeatable, one "
+         "KEY=V1,V2,...: a configuration parameter (hcasim params), or a workload option without its dashes "
+         "(inline, iters, mtu, post-list, qps, threads, tx-depth), and its values, comma-separated (repeatable, one "
          "--param per key)")
         ("jobs,j", po::value(&a.jobs),
          "points run at once on this machine (each MPI rank), 1 to 4096 (default: the number of online CPUs)")

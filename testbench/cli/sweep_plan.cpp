@@ -17,17 +17,51 @@ std::string trim(const std::string& s) {
 
 std::string quoted(const std::string& s) { return "'" + sim::printable(s) + "'"; }
 
+// Workload options a sweep can vary besides the parameters (whose keys all
+// contain a dot): whole numbers, each with its short form.
+struct SweptOption {
+    const char* name;
+    char short_name;
+    long long min;
+};
+const std::vector<SweptOption>& swept_options() {
+    static const std::vector<SweptOption> o{{"inline", 'I', 0},    {"iters", 'n', 1}, {"mtu", 'm', 1},
+                                            {"post-list", 'l', 1}, {"qps", 'q', 1},   {"threads", 0, 1},
+                                            {"tx-depth", 't', 1}};
+    return o;
+}
+
+const SweptOption* swept_option(const std::string& name) {
+    for (const auto& o : swept_options())
+        if (name == o.name) return &o;
+    return nullptr;
+}
+
+std::string swept_option_names() {
+    std::string s;
+    for (const auto& o : swept_options()) s += (s.empty() ? "" : ", ") + std::string("--") + o.name;
+    return s;
+}
+
 SweepParameter parse_parameter(const std::string& text) {
     const std::string shown = "--param " + quoted(text);
     const auto eq = text.find('=');
-    const std::string key = eq == std::string::npos ? "" : trim(text.substr(0, eq));
+    std::string key = eq == std::string::npos ? "" : trim(text.substr(0, eq));
+    if (key.rfind("--", 0) == 0) key = key.substr(2);
     if (key.empty())
         throw std::invalid_argument("invalid " + shown + ": expected KEY=V1,V2,... (such as pcie.lanes=4,8,16)");
-    if (!sim::parameters().find(key))
+    // A key without a dot names one of the workload's options.
+    const bool option = key.find('.') == std::string::npos;
+    const SweptOption* swept = option ? swept_option(key) : nullptr;
+    if (option && !swept)
+        throw std::invalid_argument("unknown parameter " + quoted(key) + " in " + shown +
+                                    " (hcasim params lists the parameters; the workload options a sweep can vary are " +
+                                    swept_option_names() + ")");
+    if (!option && !sim::parameters().find(key))
         throw std::invalid_argument("unknown parameter " + quoted(key) + " in " + shown +
                                     " (hcasim params lists the parameters)");
     SweepParameter p;
-    p.key = key;
+    p.key = option ? "--" + key : key;
     const std::string list = text.substr(eq + 1);
     if (trim(list).empty()) throw std::invalid_argument(shown + " names no values: expected KEY=V1,V2,...");
     for (std::size_t at = 0; at <= list.size();) {
@@ -38,11 +72,18 @@ SweepParameter parse_parameter(const std::string& text) {
         if (std::find(p.values.begin(), p.values.end(), value) != p.values.end())
             throw std::invalid_argument(shown + " names the value " + quoted(value) + " twice");
         // Each value on its own: what only a combination makes wrong shows
-        // when that point runs.
-        try {
-            sim::Config().set(key, value);
-        } catch (const sim::ConfigError& e) {
-            throw std::invalid_argument(shown + ": " + e.what());
+        // when that point runs (an option's limits: when the workload reads it).
+        if (swept) {
+            const bool whole = value.find_first_not_of("0123456789") == std::string::npos && value.size() <= 9;
+            if (!whole || std::stoll(value) < swept->min)
+                throw std::invalid_argument(shown + ": invalid value " + quoted(value) + " for --" + key +
+                                            ": expected a whole number from " + std::to_string(swept->min));
+        } else {
+            try {
+                sim::Config().set(key, value);
+            } catch (const sim::ConfigError& e) {
+                throw std::invalid_argument(shown + ": " + e.what());
+            }
         }
         p.values.push_back(value);
     }
@@ -92,10 +133,17 @@ void check_workload(const std::vector<std::string>& w, const std::vector<SweepPa
             throw std::invalid_argument("sweep does not take --trace in the workload's options: every point would "
                                         "write the same trace file");
         const std::string key = set_key_at(w, i);
-        for (const auto& p : params)
+        for (const auto& p : params) {
             if (!key.empty() && key == p.key)
                 throw std::invalid_argument("the workload's --set " + quoted(key) + " sets a parameter the sweep varies (--param " +
                                             p.key + ")");
+            if (p.key.rfind("--", 0) == 0) {
+                const SweptOption* o = swept_option(p.key.substr(2));
+                if (is_option(w[i], o->name, o->short_name))
+                    throw std::invalid_argument("the workload's " + quoted(w[i]) + " is an option the sweep varies (--param " +
+                                                p.key.substr(2) + ")");
+            }
+        }
     }
 }
 
@@ -147,6 +195,11 @@ std::vector<std::string> SweepPlan::child_arguments(std::size_t point) const {
     std::vector<std::string> a = m_workload;
     const auto v = values_of(point);
     for (std::size_t k = 0; k < m_params.size(); ++k) {
+        if (m_params[k].key.rfind("--", 0) == 0) {
+            a.push_back(m_params[k].key);
+            a.push_back(v[k]);
+            continue;
+        }
         a.push_back("--set");
         a.push_back(m_params[k].key + "=" + v[k]);
     }

@@ -11,7 +11,7 @@
 namespace hcasim::cli {
 
 struct SweepParameter {
-    std::string key;                  // "pcie.lanes"
+    std::string key;                  // "pcie.lanes", or a workload option: "--qps"
     std::vector<std::string> values;  // in the order given
 };
 

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -152,6 +153,39 @@ TEST_CASE("a msgrate sweep has a row per QP and the total, and no wall-clock fig
     CHECK(j["rows"][5]["hca.wqe_fetch_batch"] == "8");
 }
 
+TEST_CASE("a sweep varies a workload option: the QP count of msgrate, drawn as rate against QPs", "[sweep][plot]") {
+    TempDir dir;
+    const CommandResult r = run_hcasim("sweep --param qps=16,32 --param hca.qpc_cache_entries=16,256 --out " +
+                                           dir / "q.csv" + " -- msgrate --post-list 1 --tx-depth 1 -n 20",
+                                       true);
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    const auto lines = lines_of(read_file(dir / "q.csv"));
+    REQUIRE(!lines.empty());
+    CHECK(lines[0] == "--qps,hca.qpc_cache_entries,qp,messages,msg_rate_Mpps");
+    // Each point ran with its own QP count: a row per QP and the total.
+    std::map<std::string, int> qp_rows;
+    std::map<std::string, double> total;
+    for (std::size_t i = 1; i < lines.size(); ++i) {
+        const auto f = fields_of(lines[i]);
+        REQUIRE(f.size() == 5);
+        const std::string point = f[0] + "/" + f[1];
+        if (f[2] == "total") total[point] = std::stod(f[4]);
+        else ++qp_rows[point];
+    }
+    CHECK(qp_rows == std::map<std::string, int>{{"16/16", 16}, {"16/256", 16}, {"32/16", 32}, {"32/256", 32}});
+    // 32 QPs over 16 cached contexts miss; 16 fit.
+    CHECK(total["32/16"] < total["32/256"]);
+    CHECK(total["16/16"] == Approx(total["16/256"]));
+    if (run_shell("/usr/bin/python3 -c 'import matplotlib'").exit_code == 0) {
+        const CommandResult plot = run_hcasim("plot --out " + dir / "q.svg" + " " + dir / "q.csv", true);
+        INFO(plot.out);
+        REQUIRE(plot.exit_code == 0);
+        const std::string svg = read_file(dir / "q.svg");
+        CHECK(svg.find("hca.qpc_cache_entries=16") != std::string::npos);  // a line per cache size
+    }
+}
+
 TEST_CASE("sweep refuses a bad parameter, value or command line by name before any point runs", "[sweep]") {
     struct Case {
         std::string args, says;
@@ -177,6 +211,11 @@ TEST_CASE("sweep refuses a bad parameter, value or command line by name before a
         {"--param pcie.lanes=4 -- lat --trace t.json", "every point would write the same trace file"},
         {"--param pcie.lanes=4 -- lat --vcd w.vcd", "every point would write the same waveform files"},
         {"--param pcie.lanes=4 --bogus -- bw", "unrecognised option '--bogus'"},
+        {"--param qpz=4 -- msgrate", "unknown parameter 'qpz'"},
+        {"--param qps=4,x -- msgrate", "invalid value 'x' for --qps"},
+        {"--param inline=0,-1 -- msgrate", "invalid value '-1' for --inline"},
+        {"--param qps=4,8 -- msgrate -q 2", "is an option the sweep varies (--param qps)"},
+        {"--param iters=4,8 -- msgrate -n 2", "is an option the sweep varies (--param iters)"},
     };
     for (const auto& c : cases) {
         const CommandResult r = run_hcasim("sweep " + c.args, true);

@@ -4,7 +4,9 @@
 Inputs (docs/sweeps-and-plots.md):
   - hcasim lat / bw / mcast output, --format json or csv: one line per file
     (and per multicast receiver) against message size;
-  - hcasim sweep tables, .csv or .json: one line per parameter combination;
+  - hcasim sweep tables, .csv or .json: one line per parameter combination,
+    against message size, or, for results without sizes (msgrate), the
+    total against the first swept parameter;
   - calibration tables, CSV with the columns name,published,measured and
     optionally unit (hcasim calibrate --format csv prints one; its
     --format json is read too): the model's deviation from each published
@@ -19,8 +21,10 @@ import json
 import os
 import sys
 
-# Configuration keys are "section.name"; a workload's own columns have no dot.
+# Configuration keys are "section.name" and swept workload options "--name";
+# a workload's own columns have neither.
 PARAMETER_MARK = "."
+OPTION_MARK = "--"
 CALIBRATION_COLUMNS = ("name", "published", "measured")
 DEFAULT_Y = ("t_typical_us", "bw_avg_MBps")
 UNITS = (("_us", "µs"), ("_MBps", "MB/s, MB = 2^20 bytes"), ("_Mpps", "Mpps"))
@@ -113,7 +117,7 @@ def csv_table(path, label, text):
         if len(r) != len(header):
             raise BadInput(f"{path}:{n}: {len(r)} fields, the header has {len(header)}")
         data.append(dict(zip(header, r)))
-    parameters = [h for h in header if PARAMETER_MARK in h]
+    parameters = [h for h in header if PARAMETER_MARK in h or h.startswith(OPTION_MARK)]
     return Table(path, label, header, data, parameters)
 
 
@@ -191,6 +195,54 @@ def draw_against_size(plt, tables, y, title):
     ax.set_title(title or (titles.pop() if len(titles) == 1 and None not in titles else f"hcasim: {y}"))
     ax.grid(True, which="major", linewidth=0.5, alpha=0.5)
     ax.legend(fontsize="small" if lines <= 12 else "x-small", ncol=1 if lines <= 12 else 2)
+    return fig
+
+
+def draw_against_parameter(plt, tables, y, title):
+    """Results without sizes (msgrate sweeps): the total against the first
+    swept parameter, a line per combination of the others."""
+    x = None
+    for t in tables:
+        if not t.parameters:
+            raise BadInput(f"{t.source}: no column bytes and no swept parameter: nothing to draw against; its "
+                           f"columns: {', '.join(t.columns)}")
+        x = x or t.parameters[0]
+        if x not in t.parameters:
+            raise BadInput(f"{t.source}: does not sweep {x}, which {tables[0].source} is drawn against")
+    y = y or next((c for c in ("msg_rate_Mpps",) + DEFAULT_Y if c in tables[0].columns), None)
+    if y is None:
+        raise BadInput(f"{tables[0].source}: name the column to draw with --y")
+    fig, ax = plt.subplots(figsize=(8, 5))
+    values = []
+    for t in tables:
+        if y not in t.columns:
+            raise BadInput(f"{t.source}: no column {y} to draw; its columns: {', '.join(t.columns)}")
+        group_by = [p for p in t.parameters if p != x]
+        series = {}
+        for row in t.rows:
+            if "qp" in t.columns and str(row.get("qp")) != "total":
+                continue  # msgrate: each QP's row; the total is drawn
+            key = tuple(str(row.get(c)) for c in group_by)
+            series.setdefault(key, []).append((number(t, row, x), number(t, row, y)))
+        for key, points in series.items():
+            points.sort()
+            values += [p[0] for p in points]
+            parts = [f"{c}={v}" for c, v in zip(group_by, key)]
+            if len(tables) > 1 or not parts:
+                parts.insert(0, t.label)
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, label=", ".join(parts))
+    if values and min(values) > 0 and max(values) >= 8 * min(values):
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(size_label))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel(x)
+    ax.set_ylabel(axis_label(y))
+    titles = {t.title for t in tables}
+    ax.set_title(title or (titles.pop() if len(titles) == 1 and None not in titles else f"hcasim: {y} against {x}"))
+    ax.grid(True, which="major", linewidth=0.5, alpha=0.5)
+    ax.legend(fontsize="small")
     return fig
 
 
@@ -273,6 +325,8 @@ def main():
 
     if calibration:
         fig = draw_calibration(plt, tables, args.title)
+    elif all("bytes" not in t.columns for t in tables):
+        fig = draw_against_parameter(plt, tables, args.y, args.title)
     else:
         fig = draw_against_size(plt, tables, args.y, args.title)
     fig.tight_layout()
