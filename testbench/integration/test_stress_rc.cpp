@@ -60,6 +60,16 @@ TEST_CASE("random rc traffic through three transmit and three receive packet eng
     run_seeds(shape, 7001, 6);
 }
 
+TEST_CASE("random rc traffic through a QP context cache of three entries and a CQ context cache of one delivers "
+          "every byte and every completion",
+          "[stress][context_cache]") {
+    // More QPs than cached contexts: most uses miss, contexts being worked
+    // on are held, and a miss with every entry held goes round the cache.
+    Shape shape;
+    shape.extra = {{"hca.qpc_cache_entries", "3"}, {"hca.cqc_cache_entries", "1"}};
+    run_seeds(shape, 8001, 6);
+}
+
 // Long mode (hidden: run it by its tag): the same four configurations on 16
 // to 32 QPs with longer streams, HCASIM_STRESS_SEEDS seeds each (25 if unset).
 TEST_CASE("random rc traffic on 16 to 32 qps delivers every byte and every completion on both dma engines (long mode)",
