@@ -5,13 +5,20 @@
 namespace hcasim::host {
 
 namespace {
-std::map<const sc_core::sc_object*, Driver*>& bindings() {
-    static std::map<const sc_core::sc_object*, Driver*> m;
+// A program thread's node and its number there.
+struct Binding {
+    Driver* driver = nullptr;
+    int index = 0;
+};
+std::map<const sc_core::sc_object*, Binding>& bindings() {
+    static std::map<const sc_core::sc_object*, Binding> m;
     return m;
 }
-std::map<const sc_core::sc_object*, int>& indices() {
-    static std::map<const sc_core::sc_object*, int> m;
-    return m;
+const Binding* current_binding() {
+    auto h = sc_core::sc_get_current_process_handle();
+    if (!h.valid()) return nullptr;
+    auto it = bindings().find(h.get_process_object());
+    return it == bindings().end() ? nullptr : &it->second;
 }
 std::map<const sc_core::sc_object*, pid_t>& spaces() {
     static std::map<const sc_core::sc_object*, pid_t> m;
@@ -31,23 +38,17 @@ pid_t current_address_space() {
 }
 
 void bind_current_thread(Driver* driver, int index) {
-    const sc_core::sc_object* self = sc_core::sc_get_current_process_handle().get_process_object();
-    bindings()[self] = driver;
-    indices()[self] = index;
+    bindings()[sc_core::sc_get_current_process_handle().get_process_object()] = {driver, index};
 }
 
 int current_thread_index() {
-    auto h = sc_core::sc_get_current_process_handle();
-    if (!h.valid()) return 0;
-    auto it = indices().find(h.get_process_object());
-    return it == indices().end() ? 0 : it->second;
+    const Binding* b = current_binding();
+    return b ? b->index : 0;
 }
 
 Driver* current_driver() {
-    auto h = sc_core::sc_get_current_process_handle();
-    if (!h.valid()) return nullptr;
-    auto it = bindings().find(h.get_process_object());
-    return it == bindings().end() ? nullptr : it->second;
+    const Binding* b = current_binding();
+    return b ? b->driver : nullptr;
 }
 
 }  // namespace hcasim::host

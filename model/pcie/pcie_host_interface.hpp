@@ -46,19 +46,12 @@ class PcieHostInterface : public sim::Block, public HostBus {
 public:
     PcieHostInterface(const sc_core::sc_module_name& name, const PcieParams& p, HostMemory& memory);
 
+    // HostBus (host_bus.hpp says what each call returns).
     sim::Block& block() override { return *this; }
     HostMemory& memory() override { return m_memory; }
-
-    // DMA read of len bytes at addr issued at t: returns when the last
-    // completion byte is in the adapter.
     sim::Tick dma_read(sim::Tick t, std::uint64_t addr, std::uint64_t len) override;
-    // Posted DMA write issued at t: returns when the data is in host memory.
     sim::Tick dma_write(sim::Tick t, std::uint64_t addr, std::uint64_t len) override;
-    // Host CPU MMIO write of len bytes issued at t: returns arrival at the
-    // adapter's registers.
     sim::Tick mmio_write(sim::Tick t, std::uint32_t len) override;
-    // MSI-X message issued by the adapter at t: returns when the host's
-    // interrupt controller has it.
     sim::Tick msix(sim::Tick t) override;
 
     const PcieParams& params() const { return m_p; }

@@ -279,6 +279,27 @@ inline CommandResult run_hcasim(const std::string& args, bool with_stderr = fals
     }
 }
 
+// The value of counter name in --counters text output; -1 when absent.
+inline long long counter_in(const std::string& out, const std::string& name) {
+    const std::string key = name + " = ";
+    const auto at = out.find(key);
+    if (at == std::string::npos || (at > 0 && out[at - 1] != '\n')) return -1;
+    return std::stoll(out.substr(at + key.size()));
+}
+
+// The total message rate (Mpps) of hcasim msgrate's text output.
+inline double msgrate_total_mpps(const std::string& out) {
+    const std::string key = "\n total ";
+    const auto at = out.find(key);
+    REQUIRE(at != std::string::npos);
+    std::istringstream row(out.substr(at + key.size()));
+    std::uint64_t messages = 0;
+    double mpps = -1;
+    row >> messages >> mpps;
+    REQUIRE(mpps >= 0);
+    return mpps;
+}
+
 // A file's bytes (empty if it cannot be read).
 inline std::string read_file(const std::string& path) {
     std::ifstream f(path, std::ios::binary);

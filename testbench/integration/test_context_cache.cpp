@@ -38,9 +38,7 @@ RateRun msgrate(int qps, int cache_entries, const std::string& more = "") {
     RateRun run;
     run.out = r.out;
     REQUIRE(r.exit_code == 0);
-    std::smatch m;
-    REQUIRE(std::regex_search(r.out, m, std::regex(" total +[0-9]+ +([0-9.]+)")));
-    run.mpps = std::stod(m[1].str());
+    run.mpps = hcasim::test::msgrate_total_mpps(r.out);
     run.misses = sum_counter(r.out, "qpc_cache.misses");
     run.write_backs = sum_counter(r.out, "qpc_cache.write_backs");
     return run;
@@ -92,9 +90,7 @@ TEST_CASE("with several posting threads the rate falls from the adapter's own li
                                            std::to_string(qps_per_thread) +
                                            " --post-list 1 --tx-depth 1 -n 50 --counters");
         REQUIRE(r.exit_code == 0);
-        std::smatch m;
-        REQUIRE(std::regex_search(r.out, m, std::regex(" total +[0-9]+ +([0-9.]+)")));
-        return std::make_pair(std::stod(m[1].str()), sum_counter(r.out, "qpc_cache.misses"));
+        return std::make_pair(hcasim::test::msgrate_total_mpps(r.out), sum_counter(r.out, "qpc_cache.misses"));
     };
     const auto fits = run(32);    // 256 QPs: the default cache holds them all
     const auto spills = run(64);  // 512 QPs

@@ -19,9 +19,7 @@ double total_mpps(const std::string& args) {
     const CommandResult r = run_hcasim("msgrate --op write --sizes 64 " + args);
     INFO("hcasim msgrate --op write --sizes 64 " << args << "\n" << r.out);
     REQUIRE(r.exit_code == 0);
-    std::smatch m;
-    REQUIRE(std::regex_search(r.out, m, std::regex(" total +[0-9]+ +([0-9.]+)")));
-    return std::stod(m[1].str());
+    return hcasim::test::msgrate_total_mpps(r.out);
 }
 
 }  // namespace

@@ -12,18 +12,6 @@
 using namespace hcasim;
 using namespace hcasim::test;
 
-namespace {
-
-// The value of counter name in --counters text output; -1 when absent.
-long long counter_in(const std::string& out, const std::string& name) {
-    const std::string key = name + " = ";
-    const auto at = out.find(key);
-    if (at == std::string::npos || (at > 0 && out[at - 1] != '\n')) return -1;
-    return std::stoll(out.substr(at + key.size()));
-}
-
-}  // namespace
-
 TEST_CASE("verify_bytes names the first bad offset and both bytes", "[cli][verify]") {
     std::vector<std::uint8_t> want(4096), got(4096);
     for (std::size_t i = 0; i < want.size(); ++i) want[i] = got[i] = static_cast<std::uint8_t>(i * 13 + 5);

@@ -682,13 +682,12 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
     // Posting threads per node: thread t's client runs on node 0 and its
     // server on node 1, each pair with QPs, CQs and buffers of its own, as
     // that many perftest processes on as many cores.
-    const int threads = std::max(1, opt.threads);
+    const int threads = opt.threads;  // at least 1 (check_bandwidth_options)
     // Set by a client when it has sent every message of a size (the
     // out-of-band channel, as perftest's closing socket exchange).
     std::vector<int> sender_done(static_cast<std::size_t>(threads), 0);
     // What each client measured at each size, combined after the run.
     struct ClientRun {
-        std::uint32_t size;
         sim::Tick t0, t1;
         std::vector<sim::Tick> message_done;
         double wall_seconds;
@@ -835,7 +834,7 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
                     }
                 }
                 runs[static_cast<std::size_t>(thread)].push_back(
-                    {size, t0, t1, std::move(message_done),
+                    {t0, t1, std::move(message_done),
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count()});
             } else if (opt.op == Op::Send) {
                 // Repost what each poll returned as one chained list: one
@@ -923,18 +922,18 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
     // A size's figures span every thread: from the first start to the last
     // end, over all their messages.
     for (std::size_t i = 0; i < runs.front().size(); ++i) {
-        const ClientRun& first = runs.front()[i];
-        sim::Tick t0 = first.t0, t1 = first.t1;
+        const std::uint32_t size = opt.sizes[i];
+        sim::Tick t0 = runs.front()[i].t0, t1 = runs.front()[i].t1;
         double wall = 0;
         std::vector<sim::Tick> message_done;
         for (auto& r : runs) {
-            if (i >= r.size()) throw std::runtime_error("a bandwidth client ended before size " + std::to_string(first.size));
+            if (i >= r.size()) throw std::runtime_error("a bandwidth client ended before size " + std::to_string(size));
             t0 = std::min(t0, r[i].t0);
             t1 = std::max(t1, r[i].t1);
             wall = std::max(wall, r[i].wall_seconds);
             message_done.insert(message_done.end(), r[i].message_done.begin(), r[i].message_done.end());
         }
-        rows.push_back(bandwidth_row(first.size, opt.iterations * threads, t0, t1, std::move(message_done), opt.tx_depth, wall));
+        rows.push_back(bandwidth_row(size, opt.iterations * threads, t0, t1, std::move(message_done), opt.tx_depth, wall));
     }
     if (per_qp) {
         per_qp->clear();
