@@ -55,13 +55,20 @@ void IbSwitch::forward(int in, packet::PacketPtr pkt, sim::Tick first_bit, sim::
         return;
     }
     auto it = m_lft.find(dlid);
+    const std::size_t bytes = pkt->bytes.size();
     if (it == m_lft.end()) {
         counter("dropped_unknown_dlid")++;
         HCASIM_LOG(sim::LogLevel::Warn, path(), "no route for DLID " << dlid << ", packet dropped");
+        release_input(in, bytes, last_bit);
         return;
     }
     counter("packets_forwarded")++;
-    send_out(in, it->second, std::move(pkt), first_bit, last_bit);
+    release_input(in, bytes, send_out(in, it->second, std::move(pkt), first_bit, last_bit));
+}
+
+void IbSwitch::release_input(int in, std::size_t bytes, sim::Tick t) {
+    SwitchPort& port = *m_ports[static_cast<std::size_t>(in)];
+    if (port.link) port.link->return_credits(&port, static_cast<std::uint32_t>(bytes), t);
 }
 
 void IbSwitch::forward_multicast(int in, std::uint16_t mlid, const packet::PacketPtr& pkt, sim::Tick first_bit,
@@ -70,18 +77,22 @@ void IbSwitch::forward_multicast(int in, std::uint16_t mlid, const packet::Packe
     if (it == m_mft.end()) {
         // No member has joined: IBA switches discard such packets.
         counter("dropped_unknown_mlid")++;
+        release_input(in, pkt->bytes.size(), last_bit);
         return;
     }
     counter("multicast_packets")++;
     // Every copy shares the packet's bytes: nothing downstream writes them.
+    // The input's buffer holds the packet until its last copy has left.
+    sim::Tick left = last_bit;
     for (const int out : it->second) {
         if (out == in) continue;
         counter("multicast_copies")++;
-        send_out(in, out, pkt, first_bit, last_bit);
+        left = std::max(left, send_out(in, out, pkt, first_bit, last_bit));
     }
+    release_input(in, pkt->bytes.size(), left);
 }
 
-void IbSwitch::send_out(int in, int out_port, packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit) {
+sim::Tick IbSwitch::send_out(int in, int out_port, packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit) {
     SwitchPort& out = *m_ports[static_cast<std::size_t>(out_port)];
     const std::uint64_t cycles = (pkt->bytes.size() + static_cast<std::size_t>(m_width) - 1) / static_cast<std::size_t>(m_width);
     // Cut-through: the header is routed while the rest still arrives; the
@@ -92,6 +103,7 @@ void IbSwitch::send_out(int in, int out_port, packet::PacketPtr pkt, sim::Tick f
     sim::Tick end = slot.end;
     if (end < last_bit) end = last_bit;
     out.link->send(&out, std::move(pkt), slot.start, end);
+    return end;
 }
 
 }  // namespace hcasim::fabric

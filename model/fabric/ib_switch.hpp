@@ -3,7 +3,10 @@
 // several inputs to one output queue behind each other. A packet to a
 // multicast LID is replicated to every port of its multicast forwarding
 // table entry but the one it came in on, each copy serialised on its own
-// output port. The subnet manager programs both tables.
+// output port. The subnet manager programs both tables. Towards its inputs'
+// senders it keeps link-level flow control: a packet's buffer space goes
+// back once the packet has left for its output; its output ports do not yet
+// wait for the credits of what is cabled to them.
 #pragma once
 
 #include <cstdint>
@@ -48,8 +51,12 @@ private:
     void forward(int in, packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit);
     void forward_multicast(int in, std::uint16_t mlid, const packet::PacketPtr& pkt, sim::Tick first_bit,
                            sim::Tick last_bit);
-    // Books pkt on output port out behind the packets of the same flow.
-    void send_out(int in, int out, packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit);
+    // Books pkt on output port out behind the packets of the same flow;
+    // returns when its last bit has left.
+    sim::Tick send_out(int in, int out, packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit);
+    // The packet has left input port in's buffer at t: its credits go back
+    // to the sender.
+    void release_input(int in, std::size_t bytes, sim::Tick t);
 
     sim::Clock m_symbol_clock;  // one cycle moves one byte on each lane
     int m_width;

@@ -106,15 +106,22 @@ bool Link::up_at(sim::Tick t) const {
     return true;
 }
 
-void Link::faulty_send(Direction& d, Endpoint* to, packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit) {
+void Link::faulty_send(Direction& d, Endpoint* from, Endpoint* to, packet::PacketPtr pkt, sim::Tick first_bit,
+                       sim::Tick last_bit) {
+    // A lost packet's credits come back to its sender when it would have
+    // arrived: the receiver's next flow-control packet is computed from the
+    // sender's count of blocks sent, so nothing stays lost (IBA 7.9.4).
+    const auto bytes = static_cast<std::uint32_t>(pkt->bytes.size());
     if (!up_at(first_bit - m_delay) || !up_at(last_bit)) {
         ++d.counts.lost_link_down;
+        from->credits_returned(bytes, last_bit);
         return;
     }
     if (d.random) {
         sim::Random& r = *d.random;
         if (r.chance(d.rates.drop)) {
             ++d.counts.dropped;
+            from->credits_returned(bytes, last_bit);
             return;
         }
         if (r.chance(d.rates.corrupt) && !pkt->bytes.empty()) {

@@ -68,10 +68,17 @@ public:
         Endpoint* to = d == 0 ? m_b : m_a;
         ++m_packets;
         if (m_faulty) {
-            faulty_send(m_dir[d], to, std::move(pkt), first_bit + m_delay, last_bit + m_delay);
+            faulty_send(m_dir[d], d == 0 ? m_a : m_b, to, std::move(pkt), first_bit + m_delay, last_bit + m_delay);
             return;
         }
         to->arrive(std::move(pkt), first_bit + m_delay, last_bit + m_delay);
+    }
+    // Flow control (IBA 7.9): `from` gives back bytes of its receive buffer
+    // with a flow-control packet whose last bit leaves at t; the sender has
+    // it one propagation delay later. Flow-control packets are not subject
+    // to the link's faults.
+    void return_credits(const Endpoint* from, std::uint32_t bytes, sim::Tick t) {
+        (from == m_a ? m_b : m_a)->credits_returned(bytes, t + m_delay);
     }
     sim::Tick propagation() const { return m_delay; }
     std::uint64_t packets() const { return m_packets; }
@@ -92,7 +99,8 @@ private:
         std::unique_ptr<sim::Random> random;
         FaultCounts counts;
     };
-    void faulty_send(Direction& d, Endpoint* to, packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit);
+    void faulty_send(Direction& d, Endpoint* from, Endpoint* to, packet::PacketPtr pkt, sim::Tick first_bit,
+                     sim::Tick last_bit);
 
     sim::Tick m_delay;
     Endpoint* m_a = nullptr;

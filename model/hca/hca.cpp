@@ -62,7 +62,11 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Host
     m_requester.set_max_datagram(m_port.max_mtu());
     for (unsigned num = 1; num <= static_cast<unsigned>(m_ports.count()); ++num) {
         Port& port = m_ports(num);
-        port.on_receive([this, num](packet::PacketPtr pkt, sim::Tick t) { m_rx.receive(std::move(pkt), t, num); });
+        port.on_receive([this, num](packet::PacketPtr pkt, sim::Tick t, bool buffered) {
+            m_rx.receive(std::move(pkt), t, num, buffered);
+        });
+        port.on_sent([this](std::uint32_t held, sim::Tick end) { m_tx.sent_after_wait(held, end); });
+        port.on_credit([this]() { m_tx.credit_returned(); });
         // Port state changes are unaffiliated asynchronous events; a port
         // going down makes the armed QPs whose primary path leaves from it
         // migrate.

@@ -24,6 +24,11 @@ void declare_port_params(sim::ParamRegistry& r) {
            "estimate; typical SerDes transmit+receive latency of tens of ns"});
     r.add({"port.max_mtu", K::Int, "bytes", "4096", 256, 4096, {"256", "512", "1024", "2048", "4096"},
            "largest path MTU the port supports", "IBA path MTUs (calibration-facts); ConnectX-3 supports 4096"});
+    r.add({"port.vl_buffer_bytes", K::Int, "bytes", "65536", 0, 1 << 26, {},
+           "receive buffer of each port's data VL, which link-level flow control gives the link partner as credits "
+           "in 64-byte blocks; 0 turns flow control off (the partner sends whatever it has)",
+           "estimate: IBA 7.9 requires room for one packet of the largest MTU; 64 KiB covers the flow-control round "
+           "trip of a 4 KiB-MTU packet at EDR several times over"});
     r.add({"port.count", K::Int, "ports", "1", 1, kMaxPorts, {},
            "ports on each adapter; port 2 is cabled to the switch (fabric.topology=switch) or to the peer's port 2, "
            "and gives automatic path migration an alternate path",
@@ -31,6 +36,19 @@ void declare_port_params(sim::ParamRegistry& r) {
 }
 
 const sim::ParamDeclarations kParams{sim::param_rank::kModel + 30, "hca.port", declare_port_params};
+
+namespace {
+// Flow control counts buffer space in whole blocks (IBA 7.9.2).
+constexpr std::uint64_t kCreditBlockBytes = 64;
+std::uint64_t credit_bytes(std::uint64_t bytes) {
+    return (bytes + kCreditBlockBytes - 1) / kCreditBlockBytes * kCreditBlockBytes;
+}
+// A flow-control packet: 4 bytes and a 2-byte link CRC (IBA 7.9.4).
+constexpr std::uint64_t kFlowControlPacketBytes = 6;
+// The largest header allowance of a data packet: LRH, GRH, BTH, the
+// largest extension headers, ICRC and VCRC.
+constexpr std::uint64_t kLargestHeadersBytes = 128;
+}  // namespace
 
 LinkRate link_rate(const sim::Config& cfg) {
     const std::string& s = cfg.get_choice("link.speed");
@@ -53,16 +71,107 @@ Port::Port(const sc_core::sc_module_name& name, const sim::Config& cfg)
       m_phy_latency(sim::ns_to_ps(cfg.get_real("port.phy_latency_ns"))),
       m_max_mtu(static_cast<std::uint32_t>(cfg.get_int("port.max_mtu"))) {
     m_clock = m_symbol_clock;
+    m_credit_limit = static_cast<std::uint64_t>(cfg.get_int("port.vl_buffer_bytes"));
+    if (m_credit_limit && m_credit_limit < credit_bytes(m_max_mtu + kLargestHeadersBytes))
+        throw sim::ConfigError("port.vl_buffer_bytes = " + std::to_string(m_credit_limit) +
+                               " cannot hold one packet of port.max_mtu = " + std::to_string(m_max_mtu) +
+                               " with its headers: it must be 0 (no flow control) or at least " +
+                               std::to_string(credit_bytes(m_max_mtu + kLargestHeadersBytes)));
+    m_fcp_wire = m_symbol_clock.cycles((kFlowControlPacketBytes + static_cast<std::uint64_t>(m_rate.width) - 1) /
+                                       static_cast<std::uint64_t>(m_rate.width));
     m_n_tx_packets = &counter("tx_packets");
     m_n_tx_bytes = &counter("tx_bytes");
     m_n_rx_packets = &counter("rx_packets");
     m_n_rx_bytes = &counter("rx_bytes");
 }
 
-sim::Timeline::Slot Port::transmit(packet::PacketPtr pkt, sim::Tick t, sim::Tick floor) {
+std::optional<sim::Timeline::Slot> Port::transmit(packet::PacketPtr pkt, sim::Tick t, sim::Tick floor,
+                                                  std::uint32_t tag) {
+    t = std::max({t, floor, m_waited_floor});
+    if (!needs_credit(*pkt)) return book(std::move(pkt), t);
+    const std::optional<sim::Tick> at = m_waiting.empty() ? credit_time(pkt->bytes.size(), t) : std::nullopt;
+    if (!at) {
+        counter("packets_waiting_for_credit")++;
+        m_waiting.push_back({std::move(pkt), t, tag});
+        return std::nullopt;
+    }
+    m_credits_used += credit_bytes(pkt->bytes.size());
+    return book(std::move(pkt), *at);
+}
+
+bool Port::needs_credit(const packet::Packet& pkt) const {
+    return m_credit_limit && m_link && m_link_up &&
+           !(m_lid && packet::wire_dlid(pkt.bytes.data(), pkt.bytes.size()) == m_lid);
+}
+
+std::optional<sim::Tick> Port::credit_time(std::uint64_t bytes, sim::Tick t) {
+    const sim::Tick now = sim::now_ps();
+    while (!m_credit_returns.empty() && m_credit_returns.begin()->first <= now) {
+        // A duplicated packet is given back twice: never below nothing held.
+        m_credits_used -= std::min(m_credits_used, m_credit_returns.begin()->second);
+        m_credit_returns.erase(m_credit_returns.begin());
+    }
+    const std::uint64_t need = credit_bytes(bytes);
+    std::uint64_t used = m_credits_used;
+    if (used + need <= m_credit_limit) return t;
+    for (const auto& [when, back] : m_credit_returns) {
+        used -= std::min(used, back);
+        if (used + need <= m_credit_limit) return std::max(t, when);
+    }
+    return std::nullopt;
+}
+
+bool Port::ready_to_send(std::uint32_t bytes) {
+    if (!m_credit_limit) return true;
+    if (m_waiting.empty() && credit_time(bytes, sim::now_ps())) return true;
+    counter("credit_stalls")++;
+    m_sender_waits = true;
+    return false;
+}
+
+void Port::credits_returned(std::uint32_t bytes, sim::Tick t) {
+    if (!m_credit_limit) return;
+    // The flow-control packet passes the PHY before the port has it.
+    m_credit_returns[t + m_phy_latency] += credit_bytes(bytes);
+    if (!m_waiting.empty()) send_waiting();
+    if (m_sender_waits && m_waiting.empty() && m_on_credit) {
+        m_sender_waits = false;
+        m_on_credit();
+    }
+}
+
+void Port::send_waiting() {
+    if (m_sending_waiting) return;
+    m_sending_waiting = true;
+    while (!m_waiting.empty()) {
+        Waiting& w = m_waiting.front();
+        const sim::Tick t = std::max({w.t, m_waited_floor, sim::now_ps()});
+        std::optional<sim::Tick> at = t;
+        if (needs_credit(*w.pkt)) {
+            at = credit_time(w.pkt->bytes.size(), t);
+            if (!at) break;
+            m_credits_used += credit_bytes(w.pkt->bytes.size());
+        }
+        const std::uint32_t tag = w.tag;
+        packet::PacketPtr pkt = std::move(w.pkt);
+        m_waiting.pop_front();
+        const sim::Timeline::Slot slot = book(std::move(pkt), *at);
+        m_waited_floor = slot.start;
+        if (m_on_sent) m_on_sent(tag, slot.end);
+    }
+    m_sending_waiting = false;
+}
+
+void Port::release_rx_buffer(std::uint32_t bytes, sim::Tick t) {
+    if (!m_link || !m_credit_limit) return;
+    // The flow-control packet leaves through the PHY after its serialisation.
+    m_link->return_credits(this, bytes, t + m_fcp_wire + m_phy_latency);
+}
+
+sim::Timeline::Slot Port::book(packet::PacketPtr pkt, sim::Tick t) {
     const std::uint64_t cycles = (pkt->bytes.size() + static_cast<std::size_t>(m_rate.width) - 1) /
                                  static_cast<std::size_t>(m_rate.width);
-    const auto slot = m_tx.reserve(std::max(t, floor), cycles);
+    const auto slot = m_tx.reserve(t, cycles);
     if (sim::tracer().on()) trace_packet(*pkt, slot);
     (*m_n_tx_packets)++;
     (*m_n_tx_bytes) += pkt->bytes.size();
@@ -71,7 +180,7 @@ sim::Timeline::Slot Port::transmit(packet::PacketPtr pkt, sim::Tick t, sim::Tick
         // To the port's own LID: the adapter loops it back to its receive
         // side, as for multicast, and it never reaches the wire.
         counter("unicast_loopback_packets")++;
-        at(slot.end, [this, copy = std::move(pkt), t = slot.end]() mutable { m_rx(std::move(copy), t); });
+        at(slot.end, [this, copy = std::move(pkt), t = slot.end]() mutable { m_rx(std::move(copy), t, false); });
         return slot;
     }
     if (m_local_members && packet::is_multicast_lid(dlid)) {
@@ -80,7 +189,7 @@ sim::Timeline::Slot Port::transmit(packet::PacketPtr pkt, sim::Tick t, sim::Tick
         const std::uint8_t* mgid = packet::wire_dgid(pkt->bytes.data(), pkt->bytes.size());
         if (mgid && m_local_members(mgid)) {
             counter("multicast_loopback_packets")++;
-            at(slot.end, [this, copy = pkt, t = slot.end]() mutable { m_rx(std::move(copy), t); });
+            at(slot.end, [this, copy = pkt, t = slot.end]() mutable { m_rx(std::move(copy), t, false); });
         }
     }
     if (!m_link_up) {
@@ -110,14 +219,15 @@ void Port::trace_packet(const packet::Packet& pkt, const sim::Timeline::Slot& sl
 }
 
 void Port::arrive(packet::PacketPtr pkt, sim::Tick, sim::Tick last_bit) {
+    const sim::Tick t = last_bit + m_phy_latency;
     if (!m_link_up) {
         counter("rx_dropped_link_down")++;
+        release_rx_buffer(static_cast<std::uint32_t>(pkt->bytes.size()), t);
         return;
     }
     (*m_n_rx_packets)++;
     (*m_n_rx_bytes) += pkt->bytes.size();
-    const sim::Tick t = last_bit + m_phy_latency;
-    at(t, [this, pkt = std::move(pkt), t]() mutable { m_rx(std::move(pkt), t); });
+    at(t, [this, pkt = std::move(pkt), t]() mutable { m_rx(std::move(pkt), t, true); });
 }
 
 void Port::schedule_outage(sim::Tick start, sim::Tick duration) {

@@ -1,12 +1,17 @@
 // The adapter's IB port: the transmit serialiser (rate x width after line
 // encoding), PHY latency, and the receive side that hands complete packets
 // to the RX transport. Store-and-forward at the adapter: a packet is handed
-// on when its last bit has arrived.
+// on when its last bit has arrived. Link-level flow control (IBA 7.9) on the
+// one data VL: the port sends only what its link partner has buffer space
+// for, and gives its own receive buffer's space back as packets leave it.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
+#include <optional>
 #include <vector>
 
 #include "model/fabric/endpoint.hpp"
@@ -33,7 +38,10 @@ public:
     Port(const sc_core::sc_module_name& name, const sim::Config& cfg);
 
     void attach(fabric::Link* link) { m_link = link; }
-    void on_receive(std::function<void(packet::PacketPtr, sim::Tick)> fn) { m_rx = std::move(fn); }
+    // A packet for the receive side at t; `buffered` when it came over the
+    // link into the receive buffer (not looped back inside the adapter), so
+    // its space must be released with release_rx_buffer.
+    void on_receive(std::function<void(packet::PacketPtr, sim::Tick, bool buffered)> fn) { m_rx = std::move(fn); }
     // Multicast loopback, as ConnectX-class adapters do it: a multicast packet
     // this port sends is also received here when local_members says a QP of
     // this adapter is attached to its group (the switch sends no copy back
@@ -45,8 +53,29 @@ public:
     // Serialises pkt starting no earlier than t (nor before floor, which keeps
     // one QP's packets in order); returns its slot on the wire. May be
     // called ahead of t: the serialiser fills the earliest idle gap.
-    sim::Timeline::Slot transmit(packet::PacketPtr pkt, sim::Tick t, sim::Tick floor = 0);
+    // Flow control: a packet for the link starts only once the link partner
+    // has room for it. When that depends on credits not yet on their way,
+    // the packet waits in the port, behind any others waiting, and transmit
+    // returns nothing; the on_sent function gets `tag` and the slot's end
+    // when it is booked. A sender that asked ready_to_send first is never
+    // made to wait.
+    std::optional<sim::Timeline::Slot> transmit(packet::PacketPtr pkt, sim::Tick t, sim::Tick floor = 0,
+                                                std::uint32_t tag = 0);
+    void on_sent(std::function<void(std::uint32_t tag, sim::Tick end)> fn) { m_on_sent = std::move(fn); }
+    // Whether a packet of up to `bytes` given to transmit now would be
+    // booked at once (its credits are known to come back in time). When not,
+    // the on_credit function is called once it would.
+    bool ready_to_send(std::uint32_t bytes);
+    void on_credit(std::function<void()> fn) { m_on_credit = std::move(fn); }
     void arrive(packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit) override;
+
+    // Flow control, sending side: the link partner's flow-control packet
+    // gives back bytes of its buffer at t (before this port's PHY).
+    void credits_returned(std::uint32_t bytes, sim::Tick t) override;
+    // Flow control, receiving side: a packet of `bytes` that came over the
+    // link has left the receive buffer at t; a flow-control packet gives the
+    // space back to the link partner.
+    void release_rx_buffer(std::uint32_t bytes, sim::Tick t);
 
     const LinkRate& rate() const { return m_rate; }
     std::uint16_t lid() const { return m_lid; }
@@ -87,7 +116,37 @@ private:
     std::vector<Gid> m_gids;
     fabric::Link* m_link = nullptr;
     bool m_link_up = true;
-    std::function<void(packet::PacketPtr, sim::Tick)> m_rx;
+    std::function<void(packet::PacketPtr, sim::Tick, bool)> m_rx;
+    // Books pkt on the serialiser from t and hands it on (loopback, link).
+    sim::Timeline::Slot book(packet::PacketPtr pkt, sim::Tick t);
+    bool needs_credit(const packet::Packet& pkt) const;
+    // The earliest time from t at which the link partner has room for
+    // bytes, given the credits known to come back; none if that takes
+    // credits not yet on their way.
+    std::optional<sim::Tick> credit_time(std::uint64_t bytes, sim::Tick t);
+    // Books the waiting packets the returned credits make room for.
+    void send_waiting();
+
+    // Flow control: the partner's receive buffer (0: no flow control), the
+    // bytes of it this port's packets hold, credits on their way back by
+    // the time they arrive, and the packets waiting for credits.
+    std::uint64_t m_credit_limit = 0;
+    std::uint64_t m_credits_used = 0;
+    std::map<sim::Tick, std::uint64_t> m_credit_returns;
+    struct Waiting {
+        packet::PacketPtr pkt;
+        sim::Tick t;
+        std::uint32_t tag;
+    };
+    std::deque<Waiting> m_waiting;
+    // Packets that waited start no earlier than the last of them, so no
+    // later packet passes them.
+    sim::Tick m_waited_floor = 0;
+    bool m_sending_waiting = false;  // a booking's own credit return must not re-enter
+    bool m_sender_waits = false;      // ready_to_send said no
+    std::function<void()> m_on_credit;
+    std::function<void(std::uint32_t, sim::Tick)> m_on_sent;
+    sim::Tick m_fcp_wire = 0;  // a flow-control packet's serialisation
     std::function<bool(const std::uint8_t* mgid)> m_local_members;
     std::function<void(bool up, sim::Tick t)> m_link_state;
     // Hot counters, looked up once.

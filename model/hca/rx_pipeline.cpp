@@ -19,7 +19,7 @@ RxPipeline::RxPipeline(const sc_core::sc_module_name& name, const HcaParams& p, 
     m_engine_free.assign(std::max<std::uint32_t>(1, p.rx_engines), 0);
 }
 
-void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num) {
+void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num, bool buffered) {
     const std::size_t size = pkt->bytes.size();
     // The receive path drains into host memory: a packet is processed only
     // once the host-bus writes of those before it have left the adapter, so a
@@ -46,26 +46,35 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num) 
         m_clock.edge_at_or_after(std::max({streamed, engine_free, gate > m_backlog_slack ? gate - m_backlog_slack : 0}));
     const sim::Tick done = start + pass;
     engine_free = done;
+    // The packet leaves the receive buffer once the datapath has passed it,
+    // unless it waits there for its QP's context (below).
+    Port& port = m_w.ports(port_num);
+    const auto leave_buffer = [&port, buffered, size](sim::Tick when) {
+        if (buffered) port.release_rx_buffer(static_cast<std::uint32_t>(size), when);
+    };
     // The responder's work for the packet serves the sender's work request.
     const sim::Tracer::Scope in_flow(sim::tracer(), pkt->trace_flow);
     if (sim::tracer().on()) sim::tracer().slice(path(), "receive", t, done, {{"bytes", size}}, pkt->trace_flow);
     if (err != packet::ParseError::None) {
         // IBA: a malformed packet is silently dropped and counted.
+        leave_buffer(done);
         counter(packet::counter_name(err))++;
         HCASIM_LOG(sim::LogLevel::Info, path(), "dropped packet: " << packet::to_string(err));
         return;
     }
     if (packet::is_multicast_lid(p.h.lrh.dlid)) {
+        leave_buffer(done);
         if (m_multicast) m_multicast->deliver(p, pkt, pkt->bytes.data() + p.payload_offset, done);
         else counter("dropped_multicast")++;
         return;
     }
-    const Port& port = m_w.ports(port_num);
     if (p.h.lrh.dlid != port.lid()) {
+        leave_buffer(done);
         counter("dropped_wrong_dlid")++;
         return;
     }
     if (p.h.grh && !port.owns_gid(p.h.grh->dgid)) {
+        leave_buffer(done);
         counter("dropped_wrong_dgid")++;
         return;
     }
@@ -75,11 +84,13 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num) 
     const std::uint32_t qpn = p.h.bth.dest_qp;
     const QpAccess found = m_w.qps.context(qpn, t);
     if (!found.qp) {
+        leave_buffer(done);
         counter("dropped_unknown_qp")++;
         return;
     }
     auto waiting = m_waiting.find(qpn);
     if (found.ready <= done && waiting == m_waiting.end()) {
+        leave_buffer(done);
         deliver(*found.qp, p, pkt, done);
         return;
     }
@@ -93,7 +104,8 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num) 
     ++waiting->second.packets;
     counter("packets_waiting_for_context")++;
     auto parsed = std::make_shared<const packet::Parsed>(p);
-    at(std::max(found.ready, done), [this, qpn, parsed, pkt]() {
+    at(std::max(found.ready, done), [this, qpn, parsed, pkt, &port, buffered]() {
+        if (buffered) port.release_rx_buffer(static_cast<std::uint32_t>(pkt->bytes.size()), sim::now_ps());
         auto w = m_waiting.find(qpn);
         const bool last = --w->second.packets == 0, held = w->second.held;
         if (last) m_waiting.erase(w);

@@ -32,8 +32,10 @@ public:
 
     RxPipeline(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w);
 
-    // Port port_num delivers a whole packet at t.
-    void receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num);
+    // Port port_num delivers a whole packet at t; `buffered` when it came
+    // over the link, so its receive-buffer space goes back to the sender as
+    // flow-control credits once it has left the buffer.
+    void receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num, bool buffered);
     // Packets to a multicast LID go to the adapter's group table.
     void set_multicast(MulticastReceiver* m) { m_multicast = m; }
 

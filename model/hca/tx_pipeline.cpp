@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "model/sim/assert.hpp"
 #include "model/sim/tracer.hpp"
 
 namespace hcasim::hca {
@@ -60,6 +61,11 @@ void TxPipeline::pump() {
             if (!m_releases.empty()) schedule_pump(m_releases.top().first);
             return;
         }
+        // Link-level flow control: a packet is made only when the link
+        // partner is known to have room for the largest one in time, so a
+        // data packet never waits in the port and its wire time is known
+        // here (UC/UD completions, the ACK timer). The port calls back.
+        if (!m_w.ports(m_w.scheduler.front().qpc.port).ready_to_send(m_max_packet)) return;
         QpContext* qp = m_w.scheduler.next();
         if (qp->req.tx_hold_until > now) {
             const std::uint32_t qpn = qp->qpn;
@@ -121,10 +127,20 @@ void TxPipeline::launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_rea
     (*m_n_packets)++;
     (*m_n_bytes) += bytes;
     // The port's serialiser takes bookings ahead of time, so the packet is
-    // booked now for when the pipeline has it ready.
-    const auto slot = m_w.ports(qp.qpc.port).transmit(std::move(pkt), ready, qp.tx.last_wire_end);
-    qp.tx.last_wire_end = slot.end;
-    m_releases.emplace(slot.end, bytes);
+    // booked now for when the pipeline has it ready (pump made sure the
+    // port has the credits; were it to wait, it would keep its room in the
+    // transmit buffer until sent_after_wait).
+    const auto slot = m_w.ports(qp.qpc.port).transmit(std::move(pkt), ready, qp.tx.last_wire_end, bytes);
+    HCASIM_ASSERT(slot.has_value());
+    if (!slot) return;
+    qp.tx.last_wire_end = slot->end;
+    m_releases.emplace(slot->end, bytes);
+}
+
+void TxPipeline::sent_after_wait(std::uint32_t held, sim::Tick end) {
+    if (!held) return;
+    m_releases.emplace(end, held);
+    schedule_pump(std::max(end, sim::now_ps()));
 }
 
 void TxPipeline::send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::uint32_t psn) {
@@ -139,7 +155,8 @@ void TxPipeline::send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std
     pkt->sealed_intact = true;
     const sim::Tick ready = engine_of(qp).reserve(t, m_p.tx_packet_cycles).end;
     counter((syndrome & packet::kAethKindMask) == packet::kAethAck ? "acks" : "naks")++;
-    qp.tx.last_wire_end = m_w.ports(qp.qpc.port).transmit(std::move(pkt), ready, qp.tx.last_wire_end).end;
+    const auto slot = m_w.ports(qp.qpc.port).transmit(std::move(pkt), ready, qp.tx.last_wire_end);
+    if (slot) qp.tx.last_wire_end = slot->end;
 }
 
 }  // namespace hcasim::hca

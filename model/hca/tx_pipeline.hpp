@@ -37,6 +37,11 @@ public:
                                   std::uint8_t** payload) override;
     void launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_ready) override;
     void send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::uint32_t psn) override;
+    // A packet that waited in its port for flow-control credits is on the
+    // wire until end; held is what it held of the transmit buffer.
+    void sent_after_wait(std::uint32_t held, sim::Tick end);
+    // A port that had no flow-control credits for the next packet has.
+    void credit_returned() { schedule_pump(sim::now_ps()); }
 
 private:
     void schedule_pump(sim::Tick t);
