@@ -65,8 +65,7 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Host
         port.on_receive([this, num](packet::PacketPtr pkt, sim::Tick t, bool buffered) {
             m_rx.receive(std::move(pkt), t, num, buffered);
         });
-        port.on_sent([this](std::uint32_t held, sim::Tick end) { m_tx.sent_after_wait(held, end); });
-        port.on_credit([this]() { m_tx.credit_returned(); });
+        port.on_sent([this](std::uint64_t tag, sim::Tick end) { m_tx.sent_after_wait(tag, end); });
         // Port state changes are unaffiliated asynchronous events; a port
         // going down makes the armed QPs whose primary path leaves from it
         // migrate.

@@ -70,6 +70,7 @@ public:
     }
     bool hold_context(std::uint32_t qpn) override { return m_qpc_cache.hold(qpn); }
     void release_context(std::uint32_t qpn) override { m_qpc_cache.release(qpn); }
+    QpContext* working_state(std::uint32_t qpn) override { return qp(qpn); }
     CqContext* cq(std::uint32_t cqn) override {
         return cqn < m_cqs.size() && m_cqs[cqn].valid ? &m_cqs[cqn] : nullptr;
     }

@@ -79,6 +79,7 @@ Port::Port(const sc_core::sc_module_name& name, const sim::Config& cfg)
                                std::to_string(credit_bytes(m_max_mtu + kLargestHeadersBytes)));
     m_fcp_wire = m_symbol_clock.cycles((kFlowControlPacketBytes + static_cast<std::uint64_t>(m_rate.width) - 1) /
                                        static_cast<std::uint64_t>(m_rate.width));
+    m_n_rx_peak = &counter("rx_buffer_peak_bytes");
     m_n_tx_packets = &counter("tx_packets");
     m_n_tx_bytes = &counter("tx_bytes");
     m_n_rx_packets = &counter("rx_packets");
@@ -86,7 +87,7 @@ Port::Port(const sc_core::sc_module_name& name, const sim::Config& cfg)
 }
 
 std::optional<sim::Timeline::Slot> Port::transmit(packet::PacketPtr pkt, sim::Tick t, sim::Tick floor,
-                                                  std::uint32_t tag) {
+                                                  std::uint64_t tag) {
     t = std::max({t, floor, m_waited_floor});
     if (!needs_credit(*pkt)) return book(std::move(pkt), t);
     const std::optional<sim::Tick> at = m_waiting.empty() ? credit_time(pkt->bytes.size(), t) : std::nullopt;
@@ -121,23 +122,11 @@ std::optional<sim::Tick> Port::credit_time(std::uint64_t bytes, sim::Tick t) {
     return std::nullopt;
 }
 
-bool Port::ready_to_send(std::uint32_t bytes) {
-    if (!m_credit_limit) return true;
-    if (m_waiting.empty() && credit_time(bytes, sim::now_ps())) return true;
-    counter("credit_stalls")++;
-    m_sender_waits = true;
-    return false;
-}
-
 void Port::credits_returned(std::uint32_t bytes, sim::Tick t) {
     if (!m_credit_limit) return;
     // The flow-control packet passes the PHY before the port has it.
     m_credit_returns[t + m_phy_latency] += credit_bytes(bytes);
     if (!m_waiting.empty()) send_waiting();
-    if (m_sender_waits && m_waiting.empty() && m_on_credit) {
-        m_sender_waits = false;
-        m_on_credit();
-    }
 }
 
 void Port::send_waiting() {
@@ -152,7 +141,7 @@ void Port::send_waiting() {
             if (!at) break;
             m_credits_used += credit_bytes(w.pkt->bytes.size());
         }
-        const std::uint32_t tag = w.tag;
+        const std::uint64_t tag = w.tag;
         packet::PacketPtr pkt = std::move(w.pkt);
         m_waiting.pop_front();
         const sim::Timeline::Slot slot = book(std::move(pkt), *at);
@@ -163,6 +152,11 @@ void Port::send_waiting() {
 }
 
 void Port::release_rx_buffer(std::uint32_t bytes, sim::Tick t) {
+    m_rx_leaving[t] += credit_bytes(bytes);
+    return_credits(bytes, t);
+}
+
+void Port::return_credits(std::uint32_t bytes, sim::Tick t) {
     if (!m_link || !m_credit_limit) return;
     // The flow-control packet leaves through the PHY after its serialisation.
     m_link->return_credits(this, bytes, t + m_fcp_wire + m_phy_latency);
@@ -222,12 +216,20 @@ void Port::arrive(packet::PacketPtr pkt, sim::Tick, sim::Tick last_bit) {
     const sim::Tick t = last_bit + m_phy_latency;
     if (!m_link_up) {
         counter("rx_dropped_link_down")++;
-        release_rx_buffer(static_cast<std::uint32_t>(pkt->bytes.size()), t);
+        return_credits(static_cast<std::uint32_t>(pkt->bytes.size()), t);  // never buffered
         return;
     }
     (*m_n_rx_packets)++;
     (*m_n_rx_bytes) += pkt->bytes.size();
-    at(t, [this, pkt = std::move(pkt), t]() mutable { m_rx(std::move(pkt), t, true); });
+    at(t, [this, pkt = std::move(pkt), t]() mutable {
+        while (!m_rx_leaving.empty() && m_rx_leaving.begin()->first <= t) {
+            m_rx_held -= std::min(m_rx_held, m_rx_leaving.begin()->second);
+            m_rx_leaving.erase(m_rx_leaving.begin());
+        }
+        m_rx_held += credit_bytes(pkt->bytes.size());
+        *m_n_rx_peak = std::max(*m_n_rx_peak, m_rx_held);
+        m_rx(std::move(pkt), t, true);
+    });
 }
 
 void Port::schedule_outage(sim::Tick start, sim::Tick duration) {

@@ -57,16 +57,10 @@ public:
     // has room for it. When that depends on credits not yet on their way,
     // the packet waits in the port, behind any others waiting, and transmit
     // returns nothing; the on_sent function gets `tag` and the slot's end
-    // when it is booked. A sender that asked ready_to_send first is never
-    // made to wait.
+    // when it is booked.
     std::optional<sim::Timeline::Slot> transmit(packet::PacketPtr pkt, sim::Tick t, sim::Tick floor = 0,
-                                                std::uint32_t tag = 0);
-    void on_sent(std::function<void(std::uint32_t tag, sim::Tick end)> fn) { m_on_sent = std::move(fn); }
-    // Whether a packet of up to `bytes` given to transmit now would be
-    // booked at once (its credits are known to come back in time). When not,
-    // the on_credit function is called once it would.
-    bool ready_to_send(std::uint32_t bytes);
-    void on_credit(std::function<void()> fn) { m_on_credit = std::move(fn); }
+                                                std::uint64_t tag = 0);
+    void on_sent(std::function<void(std::uint64_t tag, sim::Tick end)> fn) { m_on_sent = std::move(fn); }
     void arrive(packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit) override;
 
     // Flow control, sending side: the link partner's flow-control packet
@@ -126,6 +120,8 @@ private:
     std::optional<sim::Tick> credit_time(std::uint64_t bytes, sim::Tick t);
     // Books the waiting packets the returned credits make room for.
     void send_waiting();
+    // Sends the link partner a flow-control packet giving back bytes at t.
+    void return_credits(std::uint32_t bytes, sim::Tick t);
 
     // Flow control: the partner's receive buffer (0: no flow control), the
     // bytes of it this port's packets hold, credits on their way back by
@@ -136,16 +132,19 @@ private:
     struct Waiting {
         packet::PacketPtr pkt;
         sim::Tick t;
-        std::uint32_t tag;
+        std::uint64_t tag;
     };
     std::deque<Waiting> m_waiting;
     // Packets that waited start no earlier than the last of them, so no
     // later packet passes them.
     sim::Tick m_waited_floor = 0;
     bool m_sending_waiting = false;  // a booking's own credit return must not re-enter
-    bool m_sender_waits = false;      // ready_to_send said no
-    std::function<void()> m_on_credit;
-    std::function<void(std::uint32_t, sim::Tick)> m_on_sent;
+    std::function<void(std::uint64_t, sim::Tick)> m_on_sent;
+    // The receive buffer's own account: what it holds, what leaves it when,
+    // and the most it held (counter rx_buffer_peak_bytes).
+    std::uint64_t m_rx_held = 0;
+    std::map<sim::Tick, std::uint64_t> m_rx_leaving;
+    std::uint64_t* m_n_rx_peak = nullptr;
     sim::Tick m_fcp_wire = 0;  // a flow-control packet's serialisation
     std::function<bool(const std::uint8_t* mgid)> m_local_members;
     std::function<void(bool up, sim::Tick t)> m_link_state;

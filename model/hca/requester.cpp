@@ -191,19 +191,30 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
         qp.req.tx_offset = 0;
     }
     (*(is_read ? m_n_read_requests : m_n_request_packets))++;
-    m_w.tx.launch(qp, std::move(pkt), data);
-    if (!svc.acknowledged) {
-        // Unacknowledged services (UC, UD, unreliable VIs): the WQE is done
-        // when its last packet has left the port.
-        if (last) {
-            w.acked = true;
-            w.done_at = qp.tx.last_wire_end;
-            m_w.completer.retire(qp, now);
-        }
-        return true;
-    }
-    m_w.completer.arm_ack_timer(qp, qp.tx.last_wire_end);
+    using OnWire = TransmitPath::OnWire;
+    const OnWire then = !svc.acknowledged ? (last ? OnWire::LastUnacknowledged : OnWire::Nothing) : OnWire::Request;
+    if (m_w.tx.launch(qp, std::move(pkt), data, then)) on_wire(qp, then, qp.tx.last_wire_end);
     return true;
+}
+
+void Requester::on_wire(QpContext& qp, TransmitPath::OnWire what, sim::Tick end) {
+    if (what == TransmitPath::OnWire::Request) {
+        // The ACK timer runs from the packet's departure.
+        m_w.completer.arm_ack_timer(qp, end);
+        return;
+    }
+    if (what != TransmitPath::OnWire::LastUnacknowledged) return;
+    // Unacknowledged services (UC, UD, unreliable VIs): the WQE is done when
+    // its last packet has left the port. Packets leave in order, so it is
+    // the oldest WQE sent whole and not yet done.
+    for (SendWork& w : qp.req.send_q) {
+        if (w.acked) continue;
+        if (!w.fully_sent) return;
+        w.acked = true;
+        w.done_at = end;
+        m_w.completer.retire(qp, sim::now_ps());
+        return;
+    }
 }
 
 // Binds and local invalidates go to the translation unit in send-queue

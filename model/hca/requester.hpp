@@ -35,6 +35,7 @@ public:
     // In SQD: the next WQE has not started, so nothing more may be sent.
     bool draining_blocks(const QpContext& qp) const;
     bool produce(QpContext& qp, sim::Tick now) override;
+    void on_wire(QpContext& qp, TransmitPath::OnWire what, sim::Tick end) override;
     void rewind(QpContext& qp, std::uint32_t psn, sim::Tick resume_at) override;
 
 private:

@@ -68,6 +68,9 @@ public:
     // filled.
     virtual bool hold_context(std::uint32_t qpn) = 0;
     virtual void release_context(std::uint32_t qpn) = 0;
+    // A block's own working state of QP qpn, without reading its context
+    // (null when the QP is gone): for state the block keeps on chip anyway.
+    virtual QpContext* working_state(std::uint32_t qpn) = 0;
 };
 
 // The send side holds a QP's context from fetching its WQEs to sending their
@@ -242,9 +245,19 @@ public:
     // payload bytes at *payload.
     virtual packet::PacketPtr make_packet(const Route& route, packet::Headers& h, std::uint32_t payload_len,
                                           std::uint8_t** payload) = 0;
+    // What the producer must hear of a packet that waited in the port for
+    // flow-control credits, once it is on the wire.
+    enum class OnWire : std::uint8_t {
+        Nothing,          // a response: nothing waits for its wire time
+        Request,          // an RC request: its ACK timer runs from then
+        LastUnacknowledged  // a UC/UD WQE's last packet: the WQE is done then
+    };
     // Seals pkt and books it through the pipeline and onto the port once its
-    // payload is in the packet buffer (data_ready).
-    virtual void launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_ready) = 0;
+    // payload is in the packet buffer (data_ready). True when it is booked on
+    // the wire now (qp.tx.last_wire_end is its end); false when it waits for
+    // flow-control credits, and the producer hears of it (PacketProducer::
+    // on_wire) when it goes.
+    virtual bool launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_ready, OnWire then = OnWire::Nothing) = 0;
     // An ACK, RNR NAK or NAK with this AETH syndrome for psn, sent at t.
     virtual void send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::uint32_t psn) = 0;
 };
@@ -257,6 +270,13 @@ public:
     // Produces (launches) at most one packet of qp, or executes one memory
     // management operation of it; true if it did.
     virtual bool produce(QpContext& qp, sim::Tick now) = 0;
+    // A packet of qp that waited for flow-control credits is on the wire
+    // until end (launch said it would tell).
+    virtual void on_wire(QpContext& qp, TransmitPath::OnWire what, sim::Tick end) {
+        (void)qp;
+        (void)what;
+        (void)end;
+    }
 };
 
 // The requester, as the completer sees it: go back and resend.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "model/sim/assert.hpp"
 #include "model/sim/tracer.hpp"
 
 namespace hcasim::hca {
@@ -61,11 +60,6 @@ void TxPipeline::pump() {
             if (!m_releases.empty()) schedule_pump(m_releases.top().first);
             return;
         }
-        // Link-level flow control: a packet is made only when the link
-        // partner is known to have room for the largest one in time, so a
-        // data packet never waits in the port and its wire time is known
-        // here (UC/UD completions, the ACK timer). The port calls back.
-        if (!m_w.ports(m_w.scheduler.front().qpc.port).ready_to_send(m_max_packet)) return;
         QpContext* qp = m_w.scheduler.next();
         if (qp->req.tx_hold_until > now) {
             const std::uint32_t qpn = qp->qpn;
@@ -109,7 +103,7 @@ packet::PacketPtr TxPipeline::make_packet(const Route& route, packet::Headers& h
     return pkt;
 }
 
-void TxPipeline::launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_ready) {
+bool TxPipeline::launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_ready, OnWire then) {
     packet::seal(pkt->bytes.data(), pkt->bytes.size());
     pkt->sealed_intact = true;
     const std::uint32_t bytes = static_cast<std::uint32_t>(pkt->bytes.size());
@@ -127,20 +121,29 @@ void TxPipeline::launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_rea
     (*m_n_packets)++;
     (*m_n_bytes) += bytes;
     // The port's serialiser takes bookings ahead of time, so the packet is
-    // booked now for when the pipeline has it ready (pump made sure the
-    // port has the credits; were it to wait, it would keep its room in the
-    // transmit buffer until sent_after_wait).
-    const auto slot = m_w.ports(qp.qpc.port).transmit(std::move(pkt), ready, qp.tx.last_wire_end, bytes);
-    HCASIM_ASSERT(slot.has_value());
-    if (!slot) return;
+    // booked now for when the pipeline has it ready. One that waits in the
+    // port for flow-control credits keeps its room in the transmit buffer
+    // until it goes (sent_after_wait), so the buffer fills and the pipeline
+    // stops meanwhile, as the payload reads ahead of the credits do.
+    const auto slot = m_w.ports(qp.qpc.port).transmit(std::move(pkt), ready, qp.tx.last_wire_end,
+                                                      wait_tag(qp.qpn, bytes, then));
+    if (!slot) return false;
     qp.tx.last_wire_end = slot->end;
     m_releases.emplace(slot->end, bytes);
+    return true;
 }
 
-void TxPipeline::sent_after_wait(std::uint32_t held, sim::Tick end) {
-    if (!held) return;
-    m_releases.emplace(end, held);
-    schedule_pump(std::max(end, sim::now_ps()));
+void TxPipeline::sent_after_wait(std::uint64_t tag, sim::Tick end) {
+    const WaitTag w = wait_tag(tag);
+    if (w.held) {
+        m_releases.emplace(end, w.held);
+        schedule_pump(std::max(end, sim::now_ps()));
+    }
+    // The QP's transmit state is the pipeline's own; no context read.
+    QpContext* qp = m_w.qps.working_state(w.qpn);
+    if (!qp) return;
+    qp->tx.last_wire_end = std::max(qp->tx.last_wire_end, end);
+    if (w.then != OnWire::Nothing) m_requests->on_wire(*qp, w.then, end);
 }
 
 void TxPipeline::send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::uint32_t psn) {
@@ -155,7 +158,8 @@ void TxPipeline::send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std
     pkt->sealed_intact = true;
     const sim::Tick ready = engine_of(qp).reserve(t, m_p.tx_packet_cycles).end;
     counter((syndrome & packet::kAethKindMask) == packet::kAethAck ? "acks" : "naks")++;
-    const auto slot = m_w.ports(qp.qpc.port).transmit(std::move(pkt), ready, qp.tx.last_wire_end);
+    const auto slot = m_w.ports(qp.qpc.port).transmit(std::move(pkt), ready, qp.tx.last_wire_end,
+                                                      wait_tag(qp.qpn, 0, OnWire::Nothing));
     if (slot) qp.tx.last_wire_end = slot->end;
 }
 

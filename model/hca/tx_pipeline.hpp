@@ -35,15 +35,27 @@ public:
     void kick(QpContext& qp, sim::Tick t) override;
     packet::PacketPtr make_packet(const Route& route, packet::Headers& h, std::uint32_t payload_len,
                                   std::uint8_t** payload) override;
-    void launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_ready) override;
+    bool launch(QpContext& qp, packet::PacketPtr pkt, sim::Tick data_ready, OnWire then = OnWire::Nothing) override;
     void send_ack(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::uint32_t psn) override;
     // A packet that waited in its port for flow-control credits is on the
-    // wire until end; held is what it held of the transmit buffer.
-    void sent_after_wait(std::uint32_t held, sim::Tick end);
-    // A port that had no flow-control credits for the next packet has.
-    void credit_returned() { schedule_pump(sim::now_ps()); }
+    // wire until end; tag is what launch gave the port.
+    void sent_after_wait(std::uint64_t tag, sim::Tick end);
 
 private:
+    // What a packet waiting in the port carries back: its QP, the transmit
+    // buffer it holds and what its producer must hear.
+    struct WaitTag {
+        std::uint32_t qpn;
+        std::uint32_t held;
+        OnWire then;
+    };
+    static std::uint64_t wait_tag(std::uint32_t qpn, std::uint32_t held, OnWire then) {
+        return (std::uint64_t{held} << 32) | (std::uint64_t{static_cast<std::uint8_t>(then)} << 24) | (qpn & 0xffffff);
+    }
+    static WaitTag wait_tag(std::uint64_t tag) {
+        return {static_cast<std::uint32_t>(tag & 0xffffff), static_cast<std::uint32_t>(tag >> 32),
+                static_cast<OnWire>((tag >> 24) & 0xff)};
+    }
     void schedule_pump(sim::Tick t);
     void pump();
     bool has_work(const QpContext& qp) const;

@@ -100,7 +100,7 @@ struct StubTx : TransmitPath {
         *payload = pkt->bytes.data() + packet::write_headers(h, n, pkt->bytes.data());
         return pkt;
     }
-    void launch(QpContext&, packet::PacketPtr pkt, sim::Tick) override {
+    bool launch(QpContext&, packet::PacketPtr pkt, sim::Tick, OnWire) override {
         packet::seal(pkt->bytes.data(), pkt->bytes.size());
         Sent s;
         if (packet::parse(pkt->bytes.data(), pkt->bytes.size(), s.p) != packet::ParseError::None)
@@ -108,6 +108,7 @@ struct StubTx : TransmitPath {
         s.payload.assign(pkt->bytes.data() + s.p.payload_offset,
                          pkt->bytes.data() + s.p.payload_offset + s.p.payload_len);
         packets.push_back(std::move(s));
+        return true;
     }
     void send_ack(QpContext&, sim::Tick, std::uint8_t syndrome, std::uint32_t psn) override {
         acks.emplace_back(syndrome, psn);
@@ -186,6 +187,7 @@ struct StubQps : QpTable {
     QpAccess context(std::uint32_t, sim::Tick t) override { return {only, t}; }
     bool hold_context(std::uint32_t) override { return false; }
     void release_context(std::uint32_t) override {}
+    QpContext* working_state(std::uint32_t) override { return only; }
 };
 
 QpContext rts_qp(QpType type) {
