@@ -27,6 +27,9 @@ const sim::ParamDeclarations kParams{sim::param_rank::kModel + 50, "fabric.switc
 IbSwitch::IbSwitch(const sc_core::sc_module_name& name, const sim::Config& cfg, double link_bytes_per_s, int ports)
     : sim::Block(name, sim::Clock::from_mhz("switch.core", cfg.get_real("switch.clock_mhz"))),
       m_symbol_clock("switch.symbol", 1e12 * cfg.get_real("link.width") / link_bytes_per_s),
+      m_fcp_wire(m_symbol_clock.cycles((kFlowControlPacketBytes + static_cast<std::uint64_t>(cfg.get_int("link.width")) -
+                                        1) /
+                                       static_cast<std::uint64_t>(cfg.get_int("link.width")))),
       m_width(static_cast<int>(cfg.get_int("link.width"))),
       m_latency(m_clock.cycles(static_cast<std::uint64_t>(cfg.get_int("switch.cut_through_cycles")))) {
     for (int i = 0; i < ports; ++i) {
@@ -34,6 +37,8 @@ IbSwitch::IbSwitch(const sc_core::sc_module_name& name, const sim::Config& cfg, 
         p->sw = this;
         p->index = i;
         p->out.set_clock(&m_symbol_clock);
+        // Every port's buffer is port.vl_buffer_bytes, the switch's as the adapters'.
+        p->credits = LinkCredits(static_cast<std::uint64_t>(cfg.get_int("port.vl_buffer_bytes")));
         m_ports.push_back(std::move(p));
     }
 }
@@ -55,20 +60,15 @@ void IbSwitch::forward(int in, packet::PacketPtr pkt, sim::Tick first_bit, sim::
         return;
     }
     auto it = m_lft.find(dlid);
-    const std::size_t bytes = pkt->bytes.size();
     if (it == m_lft.end()) {
         counter("dropped_unknown_dlid")++;
         HCASIM_LOG(sim::LogLevel::Warn, path(), "no route for DLID " << dlid << ", packet dropped");
-        release_input(in, bytes, last_bit);
+        release_input(in, pkt->bytes.size(), last_bit);
         return;
     }
     counter("packets_forwarded")++;
-    release_input(in, bytes, send_out(in, it->second, std::move(pkt), first_bit, last_bit));
-}
-
-void IbSwitch::release_input(int in, std::size_t bytes, sim::Tick t) {
-    SwitchPort& port = *m_ports[static_cast<std::size_t>(in)];
-    if (port.link) port.link->return_credits(&port, static_cast<std::uint32_t>(bytes), t);
+    auto b = std::make_shared<Buffered>(Buffered{in, pkt->bytes.size(), 1, last_bit});
+    send_out(it->second, Waiting{in, std::move(pkt), first_bit, last_bit, std::move(b)});
 }
 
 void IbSwitch::forward_multicast(int in, std::uint16_t mlid, const packet::PacketPtr& pkt, sim::Tick first_bit,
@@ -81,29 +81,83 @@ void IbSwitch::forward_multicast(int in, std::uint16_t mlid, const packet::Packe
         return;
     }
     counter("multicast_packets")++;
+    int copies = 0;
+    for (const int out : it->second) copies += out != in;
+    if (copies == 0) {
+        release_input(in, pkt->bytes.size(), last_bit);
+        return;
+    }
     // Every copy shares the packet's bytes: nothing downstream writes them.
     // The input's buffer holds the packet until its last copy has left.
-    sim::Tick left = last_bit;
+    auto b = std::make_shared<Buffered>(Buffered{in, pkt->bytes.size(), copies, last_bit});
     for (const int out : it->second) {
         if (out == in) continue;
         counter("multicast_copies")++;
-        left = std::max(left, send_out(in, out, pkt, first_bit, last_bit));
+        send_out(out, Waiting{in, pkt, first_bit, last_bit, b});
     }
-    release_input(in, pkt->bytes.size(), left);
 }
 
-sim::Tick IbSwitch::send_out(int in, int out_port, packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit) {
+void IbSwitch::send_out(int out_port, Waiting w) {
     SwitchPort& out = *m_ports[static_cast<std::size_t>(out_port)];
-    const std::uint64_t cycles = (pkt->bytes.size() + static_cast<std::size_t>(m_width) - 1) / static_cast<std::size_t>(m_width);
+    if (!out.credits.enabled()) {
+        book_out(out_port, w, 0);
+        return;
+    }
+    // Cut-through: it could start when its header has been routed.
+    const std::optional<sim::Tick> at =
+        out.waiting.empty() ? out.credits.time_for(w.pkt->bytes.size(), w.first_bit + m_latency) : std::nullopt;
+    if (!at) {
+        counter("packets_waiting_for_credit")++;
+        out.waiting.push_back(std::move(w));
+        return;
+    }
+    out.credits.take(w.pkt->bytes.size());
+    book_out(out_port, w, *at);
+}
+
+void IbSwitch::book_out(int out_port, Waiting& w, sim::Tick at) {
+    SwitchPort& out = *m_ports[static_cast<std::size_t>(out_port)];
+    const std::uint64_t cycles =
+        (w.pkt->bytes.size() + static_cast<std::size_t>(m_width) - 1) / static_cast<std::size_t>(m_width);
     // Cut-through: the header is routed while the rest still arrives; the
     // output cannot finish before the input has.
-    sim::Tick& flow_end = m_flow_end[{in, out_port}];
-    auto slot = out.out.reserve(std::max(first_bit + m_latency, flow_end), cycles);
+    sim::Tick& flow_end = m_flow_end[{w.in, out_port}];
+    auto slot = out.out.reserve(std::max({w.first_bit + m_latency, flow_end, at, out.waited_floor}), cycles);
     flow_end = slot.end;
     sim::Tick end = slot.end;
-    if (end < last_bit) end = last_bit;
-    out.link->send(&out, std::move(pkt), slot.start, end);
-    return end;
+    if (end < w.last_bit) end = w.last_bit;
+    Buffered& b = *w.buffered;
+    out.link->send(&out, std::move(w.pkt), slot.start, end);
+    copy_left(b, end);
+}
+
+void IbSwitch::copy_left(Buffered& b, sim::Tick t) {
+    b.left = std::max(b.left, t);
+    if (--b.copies_left == 0) release_input(b.in, b.bytes, b.left);
+}
+
+void IbSwitch::release_input(int in, std::size_t bytes, sim::Tick t) {
+    SwitchPort& port = *m_ports[static_cast<std::size_t>(in)];
+    // The space goes back in a flow-control packet after its serialisation.
+    if (port.link && port.credits.enabled())
+        port.link->return_credits(&port, static_cast<std::uint32_t>(bytes), t + m_fcp_wire);
+}
+
+void IbSwitch::credits_back(int out_port, std::uint32_t bytes, sim::Tick t) {
+    SwitchPort& out = *m_ports[static_cast<std::size_t>(out_port)];
+    if (!out.credits.enabled()) return;
+    out.credits.give_back(bytes, t);
+    while (!out.waiting.empty()) {
+        Waiting& w = out.waiting.front();
+        const sim::Tick from = std::max({w.first_bit + m_latency, out.waited_floor, sim::now_ps()});
+        const std::optional<sim::Tick> at = out.credits.time_for(w.pkt->bytes.size(), from);
+        if (!at) return;
+        out.credits.take(w.pkt->bytes.size());
+        Waiting go = std::move(w);
+        out.waiting.pop_front();
+        book_out(out_port, go, *at);
+        out.waited_floor = std::max(out.waited_floor, *at);
+    }
 }
 
 }  // namespace hcasim::fabric

@@ -3,19 +3,22 @@
 // several inputs to one output queue behind each other. A packet to a
 // multicast LID is replicated to every port of its multicast forwarding
 // table entry but the one it came in on, each copy serialised on its own
-// output port. The subnet manager programs both tables. Towards its inputs'
-// senders it keeps link-level flow control: a packet's buffer space goes
-// back once the packet has left for its output; its output ports do not yet
-// wait for the credits of what is cabled to them.
+// output port. The subnet manager programs both tables. Link-level flow
+// control (IBA 7.9) on both sides: an output port sends only what the port
+// cabled to it has credits for, a packet waiting for them stays in its input
+// buffer, and the input gives its space back once the packet (every copy of
+// it) has left.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
 #include <vector>
 
 #include "model/fabric/endpoint.hpp"
+#include "model/fabric/link_credits.hpp"
 #include "model/fabric/link.hpp"
 #include "model/sim/block.hpp"
 #include "model/sim/config.hpp"
@@ -39,26 +42,51 @@ public:
     int ports() const { return static_cast<int>(m_ports.size()); }
 
 private:
+    // A packet in an input buffer until its last copy has left.
+    struct Buffered {
+        int in;
+        std::size_t bytes;
+        int copies_left;
+        sim::Tick left;  // when the copies sent so far have left
+    };
+    // A copy waiting at an output for the credits of what is cabled there.
+    struct Waiting {
+        int in;
+        packet::PacketPtr pkt;
+        sim::Tick first_bit;
+        sim::Tick last_bit;
+        std::shared_ptr<Buffered> buffered;
+    };
     struct SwitchPort : Endpoint {
         IbSwitch* sw = nullptr;
         int index = 0;
         Link* link = nullptr;
         sim::Timeline out;
+        LinkCredits credits;
+        std::deque<Waiting> waiting;
+        sim::Tick waited_floor = 0;  // no packet passes one that waited
+        bool draining = false;       // a booking's own credit return must not re-enter
         void arrive(packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit) override {
             sw->forward(index, std::move(pkt), first_bit, last_bit);
         }
+        void credits_returned(std::uint32_t bytes, sim::Tick t) override { sw->credits_back(index, bytes, t); }
     };
     void forward(int in, packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit);
     void forward_multicast(int in, std::uint16_t mlid, const packet::PacketPtr& pkt, sim::Tick first_bit,
                            sim::Tick last_bit);
-    // Books pkt on output port out behind the packets of the same flow;
-    // returns when its last bit has left.
-    sim::Tick send_out(int in, int out, packet::PacketPtr pkt, sim::Tick first_bit, sim::Tick last_bit);
-    // The packet has left input port in's buffer at t: its credits go back
-    // to the sender.
+    // Sends a copy of a buffered packet out of output port out, behind the
+    // packets of the same flow, once the far end has credits for it.
+    void send_out(int out, Waiting w);
+    // Books the copy now (its credits are known to be back by `at`).
+    void book_out(int out, Waiting& w, sim::Tick at);
+    // A copy has left at t; the last one frees the input buffer, whose
+    // credits go back to the sender.
+    void copy_left(Buffered& b, sim::Tick t);
     void release_input(int in, std::size_t bytes, sim::Tick t);
+    void credits_back(int out, std::uint32_t bytes, sim::Tick t);
 
     sim::Clock m_symbol_clock;  // one cycle moves one byte on each lane
+    sim::Tick m_fcp_wire;       // a flow-control packet's serialisation
     int m_width;
     sim::Tick m_latency;
     std::vector<std::unique_ptr<SwitchPort>> m_ports;

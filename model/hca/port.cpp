@@ -38,13 +38,7 @@ void declare_port_params(sim::ParamRegistry& r) {
 const sim::ParamDeclarations kParams{sim::param_rank::kModel + 30, "hca.port", declare_port_params};
 
 namespace {
-// Flow control counts buffer space in whole blocks (IBA 7.9.2).
-constexpr std::uint64_t kCreditBlockBytes = 64;
-std::uint64_t credit_bytes(std::uint64_t bytes) {
-    return (bytes + kCreditBlockBytes - 1) / kCreditBlockBytes * kCreditBlockBytes;
-}
-// A flow-control packet: 4 bytes and a 2-byte link CRC (IBA 7.9.4).
-constexpr std::uint64_t kFlowControlPacketBytes = 6;
+using fabric::credit_bytes;
 // The largest header allowance of a data packet: LRH, GRH, BTH, the
 // largest extension headers, ICRC and VCRC.
 constexpr std::uint64_t kLargestHeadersBytes = 128;
@@ -71,13 +65,14 @@ Port::Port(const sc_core::sc_module_name& name, const sim::Config& cfg)
       m_phy_latency(sim::ns_to_ps(cfg.get_real("port.phy_latency_ns"))),
       m_max_mtu(static_cast<std::uint32_t>(cfg.get_int("port.max_mtu"))) {
     m_clock = m_symbol_clock;
-    m_credit_limit = static_cast<std::uint64_t>(cfg.get_int("port.vl_buffer_bytes"));
-    if (m_credit_limit && m_credit_limit < credit_bytes(m_max_mtu + kLargestHeadersBytes))
-        throw sim::ConfigError("port.vl_buffer_bytes = " + std::to_string(m_credit_limit) +
+    const auto buffer = static_cast<std::uint64_t>(cfg.get_int("port.vl_buffer_bytes"));
+    if (buffer && buffer < credit_bytes(m_max_mtu + kLargestHeadersBytes))
+        throw sim::ConfigError("port.vl_buffer_bytes = " + std::to_string(buffer) +
                                " cannot hold one packet of port.max_mtu = " + std::to_string(m_max_mtu) +
                                " with its headers: it must be 0 (no flow control) or at least " +
                                std::to_string(credit_bytes(m_max_mtu + kLargestHeadersBytes)));
-    m_fcp_wire = m_symbol_clock.cycles((kFlowControlPacketBytes + static_cast<std::uint64_t>(m_rate.width) - 1) /
+    m_credits = fabric::LinkCredits(buffer);
+    m_fcp_wire = m_symbol_clock.cycles((fabric::kFlowControlPacketBytes + static_cast<std::uint64_t>(m_rate.width) - 1) /
                                        static_cast<std::uint64_t>(m_rate.width));
     m_n_rx_peak = &counter("rx_buffer_peak_bytes");
     m_n_tx_packets = &counter("tx_packets");
@@ -90,42 +85,25 @@ std::optional<sim::Timeline::Slot> Port::transmit(packet::PacketPtr pkt, sim::Ti
                                                   std::uint64_t tag) {
     t = std::max({t, floor, m_waited_floor});
     if (!needs_credit(*pkt)) return book(std::move(pkt), t);
-    const std::optional<sim::Tick> at = m_waiting.empty() ? credit_time(pkt->bytes.size(), t) : std::nullopt;
+    const std::optional<sim::Tick> at = m_waiting.empty() ? m_credits.time_for(pkt->bytes.size(), t) : std::nullopt;
     if (!at) {
         counter("packets_waiting_for_credit")++;
         m_waiting.push_back({std::move(pkt), t, tag});
         return std::nullopt;
     }
-    m_credits_used += credit_bytes(pkt->bytes.size());
+    m_credits.take(pkt->bytes.size());
     return book(std::move(pkt), *at);
 }
 
 bool Port::needs_credit(const packet::Packet& pkt) const {
-    return m_credit_limit && m_link && m_link_up &&
+    return m_credits.enabled() && m_link && m_link_up &&
            !(m_lid && packet::wire_dlid(pkt.bytes.data(), pkt.bytes.size()) == m_lid);
 }
 
-std::optional<sim::Tick> Port::credit_time(std::uint64_t bytes, sim::Tick t) {
-    const sim::Tick now = sim::now_ps();
-    while (!m_credit_returns.empty() && m_credit_returns.begin()->first <= now) {
-        // A duplicated packet is given back twice: never below nothing held.
-        m_credits_used -= std::min(m_credits_used, m_credit_returns.begin()->second);
-        m_credit_returns.erase(m_credit_returns.begin());
-    }
-    const std::uint64_t need = credit_bytes(bytes);
-    std::uint64_t used = m_credits_used;
-    if (used + need <= m_credit_limit) return t;
-    for (const auto& [when, back] : m_credit_returns) {
-        used -= std::min(used, back);
-        if (used + need <= m_credit_limit) return std::max(t, when);
-    }
-    return std::nullopt;
-}
-
 void Port::credits_returned(std::uint32_t bytes, sim::Tick t) {
-    if (!m_credit_limit) return;
+    if (!m_credits.enabled()) return;
     // The flow-control packet passes the PHY before the port has it.
-    m_credit_returns[t + m_phy_latency] += credit_bytes(bytes);
+    m_credits.give_back(bytes, t + m_phy_latency);
     if (!m_waiting.empty()) send_waiting();
 }
 
@@ -137,9 +115,9 @@ void Port::send_waiting() {
         const sim::Tick t = std::max({w.t, m_waited_floor, sim::now_ps()});
         std::optional<sim::Tick> at = t;
         if (needs_credit(*w.pkt)) {
-            at = credit_time(w.pkt->bytes.size(), t);
+            at = m_credits.time_for(w.pkt->bytes.size(), t);
             if (!at) break;
-            m_credits_used += credit_bytes(w.pkt->bytes.size());
+            m_credits.take(w.pkt->bytes.size());
         }
         const std::uint64_t tag = w.tag;
         packet::PacketPtr pkt = std::move(w.pkt);
@@ -157,7 +135,7 @@ void Port::release_rx_buffer(std::uint32_t bytes, sim::Tick t) {
 }
 
 void Port::return_credits(std::uint32_t bytes, sim::Tick t) {
-    if (!m_link || !m_credit_limit) return;
+    if (!m_link || !m_credits.enabled()) return;
     // The flow-control packet leaves through the PHY after its serialisation.
     m_link->return_credits(this, bytes, t + m_fcp_wire + m_phy_latency);
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "model/fabric/endpoint.hpp"
+#include "model/fabric/link_credits.hpp"
 #include "model/fabric/link.hpp"
 #include "model/sim/block.hpp"
 #include "model/sim/config.hpp"
@@ -114,21 +115,14 @@ private:
     // Books pkt on the serialiser from t and hands it on (loopback, link).
     sim::Timeline::Slot book(packet::PacketPtr pkt, sim::Tick t);
     bool needs_credit(const packet::Packet& pkt) const;
-    // The earliest time from t at which the link partner has room for
-    // bytes, given the credits known to come back; none if that takes
-    // credits not yet on their way.
-    std::optional<sim::Tick> credit_time(std::uint64_t bytes, sim::Tick t);
     // Books the waiting packets the returned credits make room for.
     void send_waiting();
     // Sends the link partner a flow-control packet giving back bytes at t.
     void return_credits(std::uint32_t bytes, sim::Tick t);
 
-    // Flow control: the partner's receive buffer (0: no flow control), the
-    // bytes of it this port's packets hold, credits on their way back by
-    // the time they arrive, and the packets waiting for credits.
-    std::uint64_t m_credit_limit = 0;
-    std::uint64_t m_credits_used = 0;
-    std::map<sim::Tick, std::uint64_t> m_credit_returns;
+    // Flow control: the link partner's receive buffer, and the packets
+    // waiting for its credits.
+    fabric::LinkCredits m_credits;
     struct Waiting {
         packet::PacketPtr pkt;
         sim::Tick t;

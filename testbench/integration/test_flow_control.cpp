@@ -49,9 +49,13 @@ TEST_CASE("link flow control keeps a slow receiver's buffer within its credits a
     CHECK(peak <= 65536);
     CHECK(counter_in(on.out, "node0.hca.port.packets_waiting_for_credit") > 0);
     CHECK(counter_in(one.out, "node1.hca.port.rx_buffer_peak_bytes") <= 4224);
-    // Behind a switch, its input ports give credits back as packets leave
-    // for their output (whose queue does not yet wait for the adapter's
-    // credits). --verify has checked every byte in all four runs.
+    // Behind a switch, the switch's output waits for the receiver's credits
+    // and holds the packets in its input buffer, whose credits the sender
+    // then waits for: the back-pressure crosses the switch. --verify has
+    // checked every byte in all four runs.
+    CHECK(counter_in(switched.out, "node1.hca.port.rx_buffer_peak_bytes") <= 65536);
+    CHECK(counter_in(switched.out, "switch0.packets_waiting_for_credit") > 0);
+    CHECK(counter_in(switched.out, "node0.hca.port.packets_waiting_for_credit") > 0);
 }
 
 TEST_CASE("a link buffer of one packet paces a stream at one packet per credit round trip", "[flow_control]") {

@@ -83,6 +83,16 @@ TEST_CASE("random rc traffic with link buffers of one packet, over links that dr
     run_seeds(shape, 9301, 6);
 }
 
+TEST_CASE("random rc traffic through a switch with link buffers of one packet delivers every byte and every "
+          "completion",
+          "[stress][flow_control]") {
+    // Both directions share each link: data, ACKs and the switch's waiting
+    // packets all take turns at one packet of credits.
+    Shape shape;
+    shape.extra = {{"port.vl_buffer_bytes", "4224"}, {"fabric.topology", "switch"}};
+    run_seeds(shape, 9701, 6);
+}
+
 // Long mode (hidden: run it by its tag): the same four configurations on 16
 // to 32 QPs with longer streams, HCASIM_STRESS_SEEDS seeds each (25 if unset).
 TEST_CASE("random rc traffic on 16 to 32 qps delivers every byte and every completion on both dma engines (long mode)",

@@ -60,6 +60,18 @@ TEST_CASE("random uc and ud traffic through four transmit and two receive packet
     }
 }
 
+TEST_CASE("random uc and ud traffic through a switch with link buffers of one packet delivers every byte and every "
+          "completion, each send completing when its last packet has left",
+          "[stress][flow_control]") {
+    // Unacknowledged sends complete when their last packet leaves the
+    // port, which with credits this scarce is after it waited for them.
+    for (ibv_qp_type type : {IBV_QPT_UC, IBV_QPT_UD}) {
+        Shape shape = unreliable(type, false);
+        shape.extra = {{"port.vl_buffer_bytes", "4224"}, {"fabric.topology", "switch"}};
+        run_seeds(shape, type == IBV_QPT_UC ? 9501 : 9601, 4);
+    }
+}
+
 TEST_CASE("random uc and ud traffic through the rtl dma engine delivers every byte and every completion",
           "[stress][uc][ud][rtl]") {
     for (ibv_qp_type type : {IBV_QPT_UC, IBV_QPT_UD})
