@@ -5,9 +5,11 @@
 // partner returns them in a flow-control packet as packets leave its buffer.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
-#include <map>
+#include <deque>
 #include <optional>
+#include <utility>
 
 #include "model/sim/time.hpp"
 
@@ -21,6 +23,31 @@ inline std::uint64_t credit_bytes(std::uint64_t bytes) {
 // A flow-control packet: 4 bytes and a 2-byte link CRC (IBA 7.9.4).
 inline constexpr std::uint64_t kFlowControlPacketBytes = 6;
 
+// Amounts due at future times, in time order. They come nearly in order, so
+// a sorted deque appended at its end is cheaper than a tree.
+class DueByTime {
+public:
+    void add(sim::Tick t, std::uint64_t amount) {
+        auto it = m_due.end();
+        while (it != m_due.begin() && std::prev(it)->first > t) --it;
+        m_due.insert(it, {t, amount});
+    }
+    // The total of the amounts due by t, which it forgets.
+    std::uint64_t take_due(sim::Tick t) {
+        std::uint64_t sum = 0;
+        while (!m_due.empty() && m_due.front().first <= t) {
+            sum += m_due.front().second;
+            m_due.pop_front();
+        }
+        return sum;
+    }
+    auto begin() const { return m_due.begin(); }
+    auto end() const { return m_due.end(); }
+
+private:
+    std::deque<std::pair<sim::Tick, std::uint64_t>> m_due;
+};
+
 class LinkCredits {
 public:
     // limit: the partner's buffer in bytes; 0: no flow control.
@@ -31,12 +58,8 @@ public:
     // of bytes, given the credits known to come back; none when that takes
     // credits not yet on their way.
     std::optional<sim::Tick> time_for(std::uint64_t bytes, sim::Tick t) {
-        const sim::Tick now = sim::now_ps();
-        while (!m_returns.empty() && m_returns.begin()->first <= now) {
-            // A duplicated packet is given back twice: never below nothing held.
-            m_used -= std::min(m_used, m_returns.begin()->second);
-            m_returns.erase(m_returns.begin());
-        }
+        // A duplicated packet is given back twice: never below nothing held.
+        m_used -= std::min(m_used, m_returns.take_due(sim::now_ps()));
         const std::uint64_t need = credit_bytes(bytes);
         std::uint64_t used = m_used;
         if (used + need <= m_limit) return t;
@@ -49,12 +72,12 @@ public:
     // A packet of bytes was booked on the wire (at a time time_for allowed).
     void take(std::uint64_t bytes) { m_used += credit_bytes(bytes); }
     // The partner's flow-control packet gives bytes back at t.
-    void give_back(std::uint64_t bytes, sim::Tick t) { m_returns[t] += credit_bytes(bytes); }
+    void give_back(std::uint64_t bytes, sim::Tick t) { m_returns.add(t, credit_bytes(bytes)); }
 
 private:
     std::uint64_t m_limit;
     std::uint64_t m_used = 0;
-    std::map<sim::Tick, std::uint64_t> m_returns;  // by the time they arrive
+    DueByTime m_returns;  // by the time they arrive
 };
 
 }  // namespace hcasim::fabric

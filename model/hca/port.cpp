@@ -130,7 +130,7 @@ void Port::send_waiting() {
 }
 
 void Port::release_rx_buffer(std::uint32_t bytes, sim::Tick t) {
-    m_rx_leaving[t] += credit_bytes(bytes);
+    m_rx_leaving.add(t, credit_bytes(bytes));
     return_credits(bytes, t);
 }
 
@@ -200,10 +200,7 @@ void Port::arrive(packet::PacketPtr pkt, sim::Tick, sim::Tick last_bit) {
     (*m_n_rx_packets)++;
     (*m_n_rx_bytes) += pkt->bytes.size();
     at(t, [this, pkt = std::move(pkt), t]() mutable {
-        while (!m_rx_leaving.empty() && m_rx_leaving.begin()->first <= t) {
-            m_rx_held -= std::min(m_rx_held, m_rx_leaving.begin()->second);
-            m_rx_leaving.erase(m_rx_leaving.begin());
-        }
+        m_rx_held -= std::min(m_rx_held, m_rx_leaving.take_due(t));
         m_rx_held += credit_bytes(pkt->bytes.size());
         *m_n_rx_peak = std::max(*m_n_rx_peak, m_rx_held);
         m_rx(std::move(pkt), t, true);

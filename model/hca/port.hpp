@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <optional>
 #include <vector>
 
@@ -137,7 +136,7 @@ private:
     // The receive buffer's own account: what it holds, what leaves it when,
     // and the most it held (counter rx_buffer_peak_bytes).
     std::uint64_t m_rx_held = 0;
-    std::map<sim::Tick, std::uint64_t> m_rx_leaving;
+    fabric::DueByTime m_rx_leaving;
     std::uint64_t* m_n_rx_peak = nullptr;
     sim::Tick m_fcp_wire = 0;  // a flow-control packet's serialisation
     std::function<bool(const std::uint8_t* mgid)> m_local_members;
