@@ -27,9 +27,7 @@ const sim::ParamDeclarations kParams{sim::param_rank::kModel + 50, "fabric.switc
 IbSwitch::IbSwitch(const sc_core::sc_module_name& name, const sim::Config& cfg, double link_bytes_per_s, int ports)
     : sim::Block(name, sim::Clock::from_mhz("switch.core", cfg.get_real("switch.clock_mhz"))),
       m_symbol_clock("switch.symbol", 1e12 * cfg.get_real("link.width") / link_bytes_per_s),
-      m_fcp_wire(m_symbol_clock.cycles((kFlowControlPacketBytes + static_cast<std::uint64_t>(cfg.get_int("link.width")) -
-                                        1) /
-                                       static_cast<std::uint64_t>(cfg.get_int("link.width")))),
+      m_fcp_wire(flow_control_packet_time(m_symbol_clock, static_cast<std::uint64_t>(cfg.get_int("link.width")))),
       m_width(static_cast<int>(cfg.get_int("link.width"))),
       m_latency(m_clock.cycles(static_cast<std::uint64_t>(cfg.get_int("switch.cut_through_cycles")))) {
     for (int i = 0; i < ports; ++i) {
@@ -67,8 +65,7 @@ void IbSwitch::forward(int in, packet::PacketPtr pkt, sim::Tick first_bit, sim::
         return;
     }
     counter("packets_forwarded")++;
-    auto b = std::make_shared<Buffered>(Buffered{in, pkt->bytes.size(), 1, last_bit});
-    send_out(it->second, Waiting{in, std::move(pkt), first_bit, last_bit, std::move(b)});
+    send_out(it->second, Waiting{in, std::move(pkt), first_bit, last_bit, nullptr});
 }
 
 void IbSwitch::forward_multicast(int in, std::uint16_t mlid, const packet::PacketPtr& pkt, sim::Tick first_bit,
@@ -126,9 +123,10 @@ void IbSwitch::book_out(int out_port, Waiting& w, sim::Tick at) {
     flow_end = slot.end;
     sim::Tick end = slot.end;
     if (end < w.last_bit) end = w.last_bit;
-    Buffered& b = *w.buffered;
+    const std::size_t bytes = w.pkt->bytes.size();
     out.link->send(&out, std::move(w.pkt), slot.start, end);
-    copy_left(b, end);
+    if (w.buffered) copy_left(*w.buffered, end);
+    else release_input(w.in, bytes, end);  // a unicast packet's only copy
 }
 
 void IbSwitch::copy_left(Buffered& b, sim::Tick t) {
@@ -147,17 +145,20 @@ void IbSwitch::credits_back(int out_port, std::uint32_t bytes, sim::Tick t) {
     SwitchPort& out = *m_ports[static_cast<std::size_t>(out_port)];
     if (!out.credits.enabled()) return;
     out.credits.give_back(bytes, t);
+    if (out.draining) return;
+    out.draining = true;
     while (!out.waiting.empty()) {
         Waiting& w = out.waiting.front();
         const sim::Tick from = std::max({w.first_bit + m_latency, out.waited_floor, sim::now_ps()});
         const std::optional<sim::Tick> at = out.credits.time_for(w.pkt->bytes.size(), from);
-        if (!at) return;
+        if (!at) break;
         out.credits.take(w.pkt->bytes.size());
         Waiting go = std::move(w);
         out.waiting.pop_front();
         book_out(out_port, go, *at);
         out.waited_floor = std::max(out.waited_floor, *at);
     }
+    out.draining = false;
 }
 
 }  // namespace hcasim::fabric

@@ -55,7 +55,7 @@ private:
         packet::PacketPtr pkt;
         sim::Tick first_bit;
         sim::Tick last_bit;
-        std::shared_ptr<Buffered> buffered;
+        std::shared_ptr<Buffered> buffered;  // a multicast packet's copies; null for unicast
     };
     struct SwitchPort : Endpoint {
         IbSwitch* sw = nullptr;

@@ -22,6 +22,11 @@ inline std::uint64_t credit_bytes(std::uint64_t bytes) {
 }
 // A flow-control packet: 4 bytes and a 2-byte link CRC (IBA 7.9.4).
 inline constexpr std::uint64_t kFlowControlPacketBytes = 6;
+// Its serialisation on a link of `lanes` lanes whose symbol clock moves a
+// byte per lane per cycle.
+inline sim::Tick flow_control_packet_time(const sim::Clock& symbol_clock, std::uint64_t lanes) {
+    return symbol_clock.cycles((kFlowControlPacketBytes + lanes - 1) / lanes);
+}
 
 // Amounts due at future times, in time order. They come nearly in order, so
 // a sorted deque appended at its end is cheaper than a tree.

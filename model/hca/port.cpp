@@ -39,9 +39,6 @@ const sim::ParamDeclarations kParams{sim::param_rank::kModel + 30, "hca.port", d
 
 namespace {
 using fabric::credit_bytes;
-// The largest header allowance of a data packet: LRH, GRH, BTH, the
-// largest extension headers, ICRC and VCRC.
-constexpr std::uint64_t kLargestHeadersBytes = 128;
 }  // namespace
 
 LinkRate link_rate(const sim::Config& cfg) {
@@ -66,14 +63,13 @@ Port::Port(const sc_core::sc_module_name& name, const sim::Config& cfg)
       m_max_mtu(static_cast<std::uint32_t>(cfg.get_int("port.max_mtu"))) {
     m_clock = m_symbol_clock;
     const auto buffer = static_cast<std::uint64_t>(cfg.get_int("port.vl_buffer_bytes"));
-    if (buffer && buffer < credit_bytes(m_max_mtu + kLargestHeadersBytes))
+    if (buffer && buffer < credit_bytes(m_max_mtu + kPacketOverheadBytes))
         throw sim::ConfigError("port.vl_buffer_bytes = " + std::to_string(buffer) +
                                " cannot hold one packet of port.max_mtu = " + std::to_string(m_max_mtu) +
                                " with its headers: it must be 0 (no flow control) or at least " +
-                               std::to_string(credit_bytes(m_max_mtu + kLargestHeadersBytes)));
+                               std::to_string(credit_bytes(m_max_mtu + kPacketOverheadBytes)));
     m_credits = fabric::LinkCredits(buffer);
-    m_fcp_wire = m_symbol_clock.cycles((fabric::kFlowControlPacketBytes + static_cast<std::uint64_t>(m_rate.width) - 1) /
-                                       static_cast<std::uint64_t>(m_rate.width));
+    m_fcp_wire = fabric::flow_control_packet_time(m_symbol_clock, static_cast<std::uint64_t>(m_rate.width));
     m_n_rx_peak = &counter("rx_buffer_peak_bytes");
     m_n_tx_packets = &counter("tx_packets");
     m_n_tx_bytes = &counter("tx_bytes");

@@ -24,6 +24,9 @@ namespace hcasim::hca {
 void declare_port_params(sim::ParamRegistry& r);
 
 inline constexpr int kMaxPorts = 2;
+// The most a packet carries beyond its payload (LRH, GRH, BTH, extension
+// headers, ICRC, VCRC): the room transmit and receive buffers keep for it.
+inline constexpr std::uint32_t kPacketOverheadBytes = 128;
 
 struct LinkRate {
     double lane_gbps;       // signalling rate per lane

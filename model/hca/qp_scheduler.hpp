@@ -19,8 +19,6 @@ public:
     void make_ready(QpContext& qp);
     // Takes the next QP in round-robin order, or nullptr.
     QpContext* next();
-    // The QP next() would take (the scheduler must not be empty).
-    const QpContext& front() const { return *m_ring.front(); }
     // Forgets a QP that is being destroyed.
     void remove(QpContext& qp);
     bool empty() const { return m_ring.empty(); }

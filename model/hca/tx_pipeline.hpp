@@ -81,8 +81,5 @@ private:
     std::uint64_t* m_n_bytes = nullptr;
 };
 
-// Room the transmit buffer keeps for the headers and trailers of a packet,
-// beyond its payload (LRH, GRH, BTH, extension headers, ICRC, VCRC).
-inline constexpr std::uint32_t kPacketOverheadBytes = 128;
 
 }  // namespace hcasim::hca
