@@ -11,12 +11,14 @@ namespace hcasim::hca {
 
 void declare_port_params(sim::ParamRegistry& r) {
     using K = sim::ParamSpec::Kind;
-    r.add({"link.speed", K::Choice, "", "fdr", 0, 0, {"sdr", "ddr", "qdr", "fdr10", "fdr", "edr", "clan"},
+    r.add({"link.speed", K::Choice, "", "fdr", 0, 0, {"sdr", "ddr", "qdr", "fdr10", "fdr", "edr", "clan", "myrinet2000"},
            "lane speed: SDR 2.5, DDR 5, QDR 10 Gb/s (8b/10b); FDR10 10.3125, FDR 14.0625, EDR 25.78125 Gb/s (64b/66b); "
-           "clan 1.25 Gb/s (8b/10b), the Giganet cLAN VI link of the late 1990s",
+           "clan 1.25 Gb/s (8b/10b), the Giganet cLAN VI link of the late 1990s; myrinet2000 2.5 Gb/s (8b/10b, "
+           "2 Gb/s of data), the Myrinet-2000 link",
            "IBA rates (calibration-facts: lane signalling); ConnectX-3 FDR; cLAN: 1.25 Gb/s per direction "
            "(Giganet cLAN product literature), 8b/10b coding an estimate (the Fibre Channel/Gigabit Ethernet "
-           "physical layer of that rate)"});
+           "physical layer of that rate); Myrinet-2000: 2+2 Gb/s full duplex, 2.5 Gbaud with 8b/10b coding "
+           "(Myricom's Myrinet-2000 product overview)"});
     r.add({"link.width", K::Int, "lanes", "4", 1, 12, {"1", "4", "8", "12"}, "link width",
            "4x, the common HCA port width"});
     r.add({"port.phy_latency_ns", K::Real, "ns", "25", 0, 10000, {},
@@ -50,6 +52,7 @@ LinkRate link_rate(const sim::Config& cfg) {
     else if (s == "fdr10") r = {10.3125, 64.0 / 66.0, r.width};
     else if (s == "fdr") r = {14.0625, 64.0 / 66.0, r.width};
     else if (s == "clan") r = {1.25, 0.8, r.width};
+    else if (s == "myrinet2000") r = {2.5, 0.8, r.width};
     else r = {25.78125, 64.0 / 66.0, r.width};
     return r;
 }

@@ -117,7 +117,7 @@ TEST_CASE("every reference point has a value, unit, source, conditions, an hcasi
         CHECK(set.find_class(p.preset) != nullptr);
     }
     // The presets of the model have points.
-    for (const char* preset : {"cx3-fdr", "cx4-edr", "cx5-edr", "vi-pci66"}) {
+    for (const char* preset : {"cx3-fdr", "cx4-edr", "cx5-edr", "vi-pci66", "vi-clan"}) {
         INFO(preset);
         CHECK(!set.points_of(preset).empty());
     }
@@ -252,7 +252,11 @@ TEST_CASE("hcasim presets shows each preset with its description, its parameters
     CHECK(r.out.find("pcie.lanes=16") != std::string::npos);
     CHECK(r.out.find("cx4-edr.send_lat.rc.32B: 0.83 us") != std::string::npos);
     CHECK(r.out.find("cx5-edr: ") != std::string::npos);
-    CHECK(r.out.find("vi-pci66: Late-1990s VI Architecture NIC on 64-bit/66 MHz PCI") != std::string::npos);
+    CHECK(r.out.find("vi-pci66: VI Architecture NIC of 1999-2002 on 64-bit/66 MHz PCI with a Myrinet-2000 link") !=
+          std::string::npos);
+    CHECK(r.out.find("link.speed=myrinet2000") != std::string::npos);
+    CHECK(r.out.find("vi-clan: Late-1990s Giganet cLAN-class VI Architecture NIC") != std::string::npos);
+    CHECK(r.out.find("vi-clan.send_lat.288B: 14.2 us") != std::string::npos);
     CHECK(r.out.find("host.bus=pci") != std::string::npos);
 }
 
