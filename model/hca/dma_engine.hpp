@@ -5,7 +5,7 @@
 // posted-write ordering), so a CQE written after payload is never visible
 // before it.
 //
-// Two implementations: the SystemC model (TlmDmaEngine, hca.dma.impl=tlm)
+// Two implementations: the SystemC model (SystemcDmaEngine, hca.dma.impl=systemc)
 // and the Verilog engine in rtl/ clocked under Verilator (RtlDmaEngine,
 // hca.dma.impl=rtl). Callers ask from inside a timed action and get the
 // answer at once, so both compute the timing of a request when it is made.

@@ -1,7 +1,7 @@
 #include "model/hca/hca.hpp"
 
 #include "model/hca/rtl_dma_engine.hpp"
-#include "model/hca/tlm_dma_engine.hpp"
+#include "model/hca/systemc_dma_engine.hpp"
 
 namespace hcasim::hca {
 
@@ -15,7 +15,7 @@ constexpr IcmCache::Table kIcmQpc{0x7e0000000000ull, 256};
 constexpr IcmCache::Table kIcmCqc{0x7e8000000000ull, 64};
 
 std::unique_ptr<DmaEngine> make_dma_engine(const HcaParams& p, pcie::HostBus& bus) {
-    if (p.dma_impl == "tlm") return std::make_unique<TlmDmaEngine>("dma_engine", p, bus);
+    if (p.dma_impl == "systemc") return std::make_unique<SystemcDmaEngine>("dma_engine", p, bus);
     if (p.dma_impl == "rtl") {
         // The RTL engine splits transfers at the PCIe max read request and
         // max payload sizes.
@@ -23,7 +23,7 @@ std::unique_ptr<DmaEngine> make_dma_engine(const HcaParams& p, pcie::HostBus& bu
         if (!pcie) throw sim::ConfigError("hca.dma.impl=rtl needs host.bus=pcie");
         return std::make_unique<RtlDmaEngine>("dma_engine", p, *pcie, p.dma_rtl_channels, p.dma_vcd);
     }
-    throw sim::ConfigError("invalid value '" + p.dma_impl + "' for hca.dma.impl: expected one of tlm, rtl");
+    throw sim::ConfigError("invalid value '" + p.dma_impl + "' for hca.dma.impl: expected one of systemc, rtl");
 }
 
 }  // namespace

@@ -46,9 +46,10 @@ void declare_hca_params(sim::ParamRegistry& r) {
            "on-chip cache of page translations (a miss DMA-reads the 8 B entry)", "estimate"});
     cyc("hca.dma_setup_cycles", "4", "DMA engine per-request setup", "estimate");
     // The DMA engine implementation (docs/architecture.md, "The DMA engine in RTL").
-    r.add({"hca.dma.impl", K::Choice, "", "tlm", 0, 0, {"tlm", "rtl"},
-           "DMA engine: tlm = the SystemC model, rtl = the Verilog engine of rtl/ clocked under Verilator",
-           "tlm: the faster reference; rtl for verification runs"});
+    r.add({"hca.dma.impl", K::Choice, "", "systemc", 0, 0, {"systemc", "rtl", "tlm"},
+           "DMA engine: systemc = the SystemC model, rtl = the Verilog engine of rtl/ clocked under Verilator "
+           "(tlm, the SystemC model's former name, is still accepted)",
+           "systemc: the faster reference; rtl for verification runs"});
     r.add({"hca.dma.rtl_channels", K::Int, "engines", "8", 1, 64, {},
            "hca.dma.impl=rtl: instances of the RTL engine; a request takes the first one free at its issue time "
            "and waits for the earliest one otherwise",
@@ -147,7 +148,7 @@ HcaParams HcaParams::from(const sim::Config& c) {
     p.cqc_cache_entries = u("hca.cqc_cache_entries");
     p.context_fill_slots = u("hca.context_fill_slots");
     p.dma_setup_cycles = u("hca.dma_setup_cycles");
-    p.dma_impl = c.get_choice("hca.dma.impl");
+    p.dma_impl = c.get_choice("hca.dma.impl") == "tlm" ? "systemc" : c.get_choice("hca.dma.impl");
     p.dma_rtl_channels = u("hca.dma.rtl_channels");
     p.dma_vcd = c.get_text("hca.dma.vcd");
     p.tx_packet_cycles = u("hca.tx_packet_cycles");

@@ -26,7 +26,7 @@ struct HcaParams {
     std::uint32_t context_fill_slots = 8;
     std::uint32_t dma_setup_cycles = 4;
     // DMA engine implementation: the SystemC model or the verilated RTL.
-    std::string dma_impl = "tlm";
+    std::string dma_impl = "systemc";
     std::uint32_t dma_rtl_channels = 8;
     std::string dma_vcd;  // waveform file of the RTL engine; empty: none
     std::uint32_t tx_packet_cycles = 16;

@@ -111,7 +111,7 @@ struct Cli {
     bool verify = false;
     bool dual_port = false;
     std::string vcd;
-    std::string dma = "tlm";
+    std::string dma = "systemc";
     std::string cm = "exchange";
     std::string clients = "1", connections = "100";
     std::vector<std::string> nodes;
@@ -601,8 +601,8 @@ struct BenchPlan {
 };
 
 BenchPlan plan_bench(const Cli& c, std::uint32_t default_size, int default_messages) {
-    if (c.dma != "tlm" && c.dma != "rtl")
-        throw std::invalid_argument("unknown --dma '" + sim::printable(c.dma) + "': expected tlm or rtl");
+    if (c.dma != "systemc" && c.dma != "tlm" && c.dma != "rtl")
+        throw std::invalid_argument("unknown --dma '" + sim::printable(c.dma) + "': expected systemc or rtl");
     const sim::Config cfg = make_config(c);
     // --dma rtl runs both engines itself; a waveform would cover one run only.
     if (c.dma == "rtl" && cfg.raw("hca.dma.impl") != sim::parameters().find("hca.dma.impl")->default_value)
@@ -627,7 +627,7 @@ BenchPlan plan_bench(const Cli& c, std::uint32_t default_size, int default_messa
 int cmd_bench_rtl(const Cli& c) {
     const BenchPlan plan = plan_bench(c, 65536, 20000);
     nlohmann::json runs = nlohmann::json::array();
-    for (const char* impl : {"tlm", "rtl"}) {
+    for (const char* impl : {"systemc", "rtl"}) {
         const IsolatedResult r = run_isolated([&](std::ostream& os) {
             sim::Config cfg = make_config(c);
             cfg.set("hca.dma.impl", impl);
@@ -667,14 +667,14 @@ int cmd_bench_rtl(const Cli& c) {
         }
         runs.push_back(nlohmann::json::parse(r.output));
     }
-    const double tlm = runs[0]["wall_seconds"].get<double>();
+    const double systemc = runs[0]["wall_seconds"].get<double>();
     const double rtl = runs[1]["wall_seconds"].get<double>();
     nlohmann::json out;
     out["bench"] = "rtl_dma_cosim_rc_write_bw";
     out["rtl_cycles_per_wall_second"] = static_cast<double>(runs[1]["rtl_clocked_cycles"].get<std::uint64_t>()) / rtl;
-    out["wall_ratio_rtl_vs_tlm"] = rtl / tlm;
+    out["wall_ratio_rtl_vs_systemc"] = rtl / systemc;
     // The CPU-time ratio does not depend on what else the machine runs.
-    out["cpu_ratio_rtl_vs_tlm"] = runs[1]["cpu_seconds"].get<double>() / runs[0]["cpu_seconds"].get<double>();
+    out["cpu_ratio_rtl_vs_systemc"] = runs[1]["cpu_seconds"].get<double>() / runs[0]["cpu_seconds"].get<double>();
     out["runs"] = runs;
     std::cout << out.dump() << "\n";
     return 0;
@@ -866,7 +866,7 @@ int sc_main(int argc, char** argv) {
          "run --node: nodes (comma-separated indices) whose programs serve the others and never end by themselves "
          "(ibv_asyncwatch, a looping server): once every other program has ended they are stopped (SIGTERM), "
          "which counts as a clean end")
-        ("dma", po::value(&c.dma), "bench: tlm (default) or rtl (RTL co-simulation speed and wall ratio)")
+        ("dma", po::value(&c.dma), "bench: systemc (default) or rtl (RTL co-simulation speed and wall ratio)")
         ("trace", po::value(&c.trace),
          "every workload but bench: write what the hardware does to FILE.json (Chrome / Perfetto trace events: a "
          "track per block per node and the host threads, a slice per WQE fetch, packet, TLP burst and CQE, flow "

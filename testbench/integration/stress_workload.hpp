@@ -59,7 +59,7 @@ inline constexpr std::uint32_t KiB = 1024;
 
 // What a test case fixes; the seed picks everything else.
 struct Shape {
-    std::string dma = "tlm";                // hca.dma.impl
+    std::string dma = "systemc";            // hca.dma.impl
     int rnr_retry = 7;                      // 0: every receive is posted before the peer sends for it
     int min_qps = 4, max_qps = 8;
     int min_msgs = 16, max_msgs = 40;       // per QP and direction

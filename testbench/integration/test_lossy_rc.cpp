@@ -348,7 +348,7 @@ constexpr int kOpsPerSeed = 25000;
 
 TEST_CASE("rc over links dropping and corrupting 1% of packets delivers 100000 mixed operations exactly once",
           "[lossy][stress]") {
-    CHECK(run_lossy("tlm", 71000, 4, kOpsPerSeed, kOnePercent) >= 4 * kOpsPerSeed);
+    CHECK(run_lossy("systemc", 71000, 4, kOpsPerSeed, kOnePercent) >= 4 * kOpsPerSeed);
 }
 
 TEST_CASE("rc over lossy links through the rtl dma engine delivers 100000 mixed operations exactly once",
@@ -358,7 +358,7 @@ TEST_CASE("rc over lossy links through the rtl dma engine delivers 100000 mixed 
 
 TEST_CASE("rc over links that also duplicate packets delivers every mixed operation exactly once",
           "[lossy][stress]") {
-    run_lossy("tlm", 73000, 2, 4000,
+    run_lossy("systemc", 73000, 2, 4000,
               {{"fault.drop", "0.02"}, {"fault.corrupt", "0.01"}, {"fault.duplicate", "0.02"}});
 }
 

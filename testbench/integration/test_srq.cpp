@@ -323,7 +323,7 @@ void srq_stress(const char* dma, int default_seeds, std::uint64_t first_seed, st
 }  // namespace
 
 TEST_CASE("random SRQ traffic over many QPs and seeds loses and corrupts nothing", "[srq][stress]") {
-    srq_stress("tlm", 6, 0x5a5a0000u, 100);
+    srq_stress("systemc", 6, 0x5a5a0000u, 100);
 }
 
 TEST_CASE("random SRQ traffic through the rtl dma engine loses and corrupts nothing", "[srq][stress][rtl]") {

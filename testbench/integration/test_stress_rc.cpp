@@ -97,7 +97,7 @@ TEST_CASE("random rc traffic through a switch with link buffers of one packet de
 // to 32 QPs with longer streams, HCASIM_STRESS_SEEDS seeds each (25 if unset).
 TEST_CASE("random rc traffic on 16 to 32 qps delivers every byte and every completion on both dma engines (long mode)",
           "[.][stress-long]") {
-    for (const char* dma : {"tlm", "rtl"})
+    for (const char* dma : {"systemc", "rtl"})
         for (int rnr : {7, 0}) {
             Shape shape;
             shape.dma = dma;

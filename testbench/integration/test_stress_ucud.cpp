@@ -86,7 +86,7 @@ TEST_CASE("random uc and ud traffic through the rtl dma engine delivers every by
 // to 100 messages per stream, HCASIM_STRESS_SEEDS seeds each (25 if unset).
 TEST_CASE("random uc and ud traffic on 4 to 16 qps delivers every byte and every completion (long mode)",
           "[.][stress-long]") {
-    for (const char* dma : {"tlm", "rtl"})
+    for (const char* dma : {"systemc", "rtl"})
         for (ibv_qp_type type : {IBV_QPT_UC, IBV_QPT_UD})
             for (bool global : {false, true}) {
                 Shape shape = unreliable(type, global);

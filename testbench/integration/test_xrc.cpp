@@ -683,7 +683,7 @@ void xrc_stress(const char* dma, int default_seeds, std::uint64_t first_seed) {
 
 TEST_CASE("random XRC traffic from many initiators into many SRQs of one domain loses and corrupts nothing",
           "[xrc][stress]") {
-    xrc_stress("tlm", 6, 0x3c0000u);
+    xrc_stress("systemc", 6, 0x3c0000u);
 }
 
 TEST_CASE("random XRC traffic through the rtl dma engine loses and corrupts nothing", "[xrc][stress][rtl]") {

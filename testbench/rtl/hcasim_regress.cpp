@@ -27,7 +27,7 @@
 #include "testbench/cli/cli_input.hpp"
 #include "testbench/system/split_mix.hpp"
 #include "model/hca/rtl_dma_engine.hpp"
-#include "model/hca/tlm_dma_engine.hpp"
+#include "model/hca/systemc_dma_engine.hpp"
 #include "model/pcie/pcie_host_interface.hpp"
 #include "model/sim/config.hpp"
 
@@ -238,7 +238,7 @@ struct Side {
 struct CaseResult {
     bool ok = true;
     std::vector<std::string> problems;
-    std::uint64_t tlm_cycles = 0;
+    std::uint64_t systemc_cycles = 0;
     std::uint64_t rtl_cycles = 0;
     std::uint64_t bytes = 0;
     std::uint32_t max_inflight = 0;
@@ -254,14 +254,14 @@ public:
         for (int s = 0; s < 2; ++s) {
             Side& side = m_side[s];
             side.memory = std::make_unique<pcie::HostMemory>(mem_ns);
-            side.pcie = std::make_unique<pcie::PcieHostInterface>(s == 0 ? "tlm_pcie" : "rtl_pcie", m_pp, *side.memory);
+            side.pcie = std::make_unique<pcie::PcieHostInterface>(s == 0 ? "systemc_pcie" : "rtl_pcie", m_pp, *side.memory);
             side.window = static_cast<std::uint8_t*>(std::aligned_alloc(4096, kWindow));
             if (!side.window) throw std::runtime_error("cannot allocate the host memory window");
             side.window_bus = side.memory->map(side.window, kWindow);
         }
-        m_tlm = std::make_unique<hca::TlmDmaEngine>("tlm_dma", m_hp, *m_side[0].pcie);
+        m_systemc = std::make_unique<hca::SystemcDmaEngine>("systemc_dma", m_hp, *m_side[0].pcie);
         m_rtl = std::make_unique<hca::RtlDmaEngine>("rtl_dma", m_hp, *m_side[1].pcie, 1, "", !o.ungated);
-        m_side[0].engine = m_tlm.get();
+        m_side[0].engine = m_systemc.get();
         m_side[1].engine = m_rtl.get();
         if (!o.vcd.empty()) m_rtl->trace_channel0(o.vcd);
         SC_THREAD(main);
@@ -363,14 +363,14 @@ private:
             r.bytes += d.len;
             if (d.write) fill(golden.data() + d.off, d.len, d.data_seed);
         }
-        std::vector<DmaCompletion> st_tlm, st_rtl;
+        std::vector<DmaCompletion> st_systemc, st_rtl;
         try {
-            r.tlm_cycles = run_side(m_side[0], c, st_tlm);
-            for (auto& x : st_tlm) x.time -= m_last_t0;
-            check_side("tlm", m_side[0], c, st_tlm, golden, r);
+            r.systemc_cycles = run_side(m_side[0], c, st_systemc);
+            for (auto& x : st_systemc) x.time -= m_last_t0;
+            check_side("systemc", m_side[0], c, st_systemc, golden, r);
         } catch (const std::exception& e) {
             r.ok = false;
-            r.problems.push_back(std::string("tlm: ") + e.what());
+            r.problems.push_back(std::string("systemc: ") + e.what());
         }
         try {
             r.rtl_cycles = run_side(m_side[1], c, st_rtl);
@@ -381,14 +381,14 @@ private:
             r.ok = false;
             r.problems.push_back(std::string("rtl: ") + e.what());
         }
-        m_st[0] = st_tlm;
+        m_st[0] = st_systemc;
         m_st[1] = st_rtl;
-        const double drift = std::fabs(static_cast<double>(r.tlm_cycles) - static_cast<double>(r.rtl_cycles));
+        const double drift = std::fabs(static_cast<double>(r.systemc_cycles) - static_cast<double>(r.rtl_cycles));
         const double allowed = std::max(static_cast<double>(m_o.tolerance_cycles), m_o.tolerance_pct / 100.0 * static_cast<double>(r.rtl_cycles));
         if (drift > allowed) {
             r.ok = false;
             std::ostringstream os;
-            os << "cycle counts differ by " << static_cast<std::uint64_t>(drift) << " (tlm " << r.tlm_cycles << ", rtl "
+            os << "cycle counts differ by " << static_cast<std::uint64_t>(drift) << " (systemc " << r.systemc_cycles << ", rtl "
                << r.rtl_cycles << "), more than the tolerance of " << static_cast<std::uint64_t>(allowed);
             r.problems.push_back(os.str());
         }
@@ -402,10 +402,10 @@ private:
             for (std::uint64_t i = 0; i < m_o.iterations; ++i) seeds.push_back(r.next() >> 16);
         }
         Coverage cov;
-        std::uint64_t descs = 0, bytes = 0, tlm_total = 0, rtl_total = 0, errors = 0;
+        std::uint64_t descs = 0, bytes = 0, systemc_total = 0, rtl_total = 0, errors = 0;
         double worst = 0;
         char line[256];
-        if (!m_o.quiet) out << "case        seed              descs  bytes      tlm_cycles  rtl_cycles  drift\n";
+        if (!m_o.quiet) out << "case        seed              descs  bytes      systemc_cycles  rtl_cycles  drift\n";
         // The report comes at the end: meanwhile a terminal shows how far the run is.
         const bool progress = isatty(STDERR_FILENO) != 0;
         for (std::size_t i = 0; i < seeds.size(); ++i) {
@@ -418,15 +418,15 @@ private:
             descs += c.d.size();
             bytes += r.bytes;
             for (const Desc& d : c.d) errors += d.error != ErrorKind::None;
-            tlm_total += r.tlm_cycles;
+            systemc_total += r.systemc_cycles;
             rtl_total += r.rtl_cycles;
-            const double drift = r.rtl_cycles ? (static_cast<double>(r.tlm_cycles) - static_cast<double>(r.rtl_cycles)) /
+            const double drift = r.rtl_cycles ? (static_cast<double>(r.systemc_cycles) - static_cast<double>(r.rtl_cycles)) /
                                                     static_cast<double>(r.rtl_cycles) * 100.0
                                               : 0.0;
             worst = std::max(worst, std::fabs(drift));
             if (!m_o.quiet || !r.ok) {
-                std::snprintf(line, sizeof line, "%-11zu %-17" PRIu64 " %-6zu %-10" PRIu64 " %-11" PRIu64 " %-11" PRIu64 " %+.2f%%%s\n",
-                              i, c.seed, c.d.size(), r.bytes, r.tlm_cycles, r.rtl_cycles, drift, r.ok ? "" : "  FAIL");
+                std::snprintf(line, sizeof line, "%-11zu %-17" PRIu64 " %-6zu %-10" PRIu64 " %-15" PRIu64 " %-11" PRIu64 " %+.2f%%%s\n",
+                              i, c.seed, c.d.size(), r.bytes, r.systemc_cycles, r.rtl_cycles, drift, r.ok ? "" : "  FAIL");
                 out << line;
             }
             if (m_o.list) {
@@ -435,7 +435,7 @@ private:
                     auto cyc = [&](int side) {
                         return k < m_st[side].size() ? static_cast<double>(m_st[side][k].time) / m_clock.period_ps() : 0.0;
                     };
-                    std::snprintf(line, sizeof line, "    %2zu %-5s off 0x%-9" PRIx64 " len %-9u status at cycle tlm %-8.0f rtl %-8.0f%s\n",
+                    std::snprintf(line, sizeof line, "    %2zu %-5s off 0x%-9" PRIx64 " len %-9u status at cycle systemc %-8.0f rtl %-8.0f%s\n",
                                   k, d.write ? "write" : "read", d.error == ErrorKind::AddressWrap ? d.abs : d.off, d.len, cyc(0), cyc(1),
                                   d.error == ErrorKind::None ? "" : d.error == ErrorKind::ZeroLength ? " zero length"
                                                                    : d.error == ErrorKind::TooLong ? " too long" : " address wrap");
@@ -463,14 +463,14 @@ private:
         if (progress) std::fprintf(stderr, "\r%60s\r", "");
         out << "\n" << seeds.size() << " cases, " << descs << " descriptors (" << errors << " bad), " << bytes
             << " bytes moved per implementation; " << failures << " failed\n";
-        std::snprintf(line, sizeof line, "cycles: tlm %" PRIu64 ", rtl %" PRIu64 " (%+.2f%%); worst case drift %.2f%%, tolerance max(%.1f%%, %" PRIu64 " cycles)\n",
-                      tlm_total, rtl_total,
-                      rtl_total ? (static_cast<double>(tlm_total) - static_cast<double>(rtl_total)) / static_cast<double>(rtl_total) * 100.0 : 0.0,
+        std::snprintf(line, sizeof line, "cycles: systemc %" PRIu64 ", rtl %" PRIu64 " (%+.2f%%); worst case drift %.2f%%, tolerance max(%.1f%%, %" PRIu64 " cycles)\n",
+                      systemc_total, rtl_total,
+                      rtl_total ? (static_cast<double>(systemc_total) - static_cast<double>(rtl_total)) / static_cast<double>(rtl_total) * 100.0 : 0.0,
                       worst, m_o.tolerance_pct, m_o.tolerance_cycles);
         out << line;
         // A systematic error shows in the sum even when every case is within
         // its tolerance.
-        const double total_drift = rtl_total ? std::fabs(static_cast<double>(tlm_total) - static_cast<double>(rtl_total)) /
+        const double total_drift = rtl_total ? std::fabs(static_cast<double>(systemc_total) - static_cast<double>(rtl_total)) /
                                                    static_cast<double>(rtl_total) * 100.0
                                              : 0.0;
         if (seeds.size() >= 100 && total_drift > m_o.total_tolerance_pct) {
@@ -508,7 +508,7 @@ private:
     pcie::PcieParams m_pp;
     sim::Clock m_clock;
     Side m_side[2];
-    std::unique_ptr<hca::TlmDmaEngine> m_tlm;
+    std::unique_ptr<hca::SystemcDmaEngine> m_systemc;
     std::unique_ptr<hca::RtlDmaEngine> m_rtl;
     std::vector<std::uint8_t> m_initial;
     sim::Tick m_last_t0 = 0;

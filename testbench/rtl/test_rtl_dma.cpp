@@ -180,7 +180,18 @@ TEST_CASE("hca.dma.impl=foo stops hcasim with a message naming the value and the
     CHECK(c.out.empty());
     CHECK(c.err.find("'foo'") != std::string::npos);
     CHECK(c.err.find("hca.dma.impl") != std::string::npos);
-    CHECK(c.err.find("tlm, rtl") != std::string::npos);
+    CHECK(c.err.find("systemc, rtl") != std::string::npos);
+}
+
+TEST_CASE("hca.dma.impl=tlm, the SystemC engine's former name, still runs the SystemC engine", "[rtl][cli]") {
+    const Command systemc = hcasim_cmd("lat --sizes 64,4096 -n 50 --format csv --set hca.dma.impl=systemc");
+    const Command tlm = hcasim_cmd("lat --sizes 64,4096 -n 50 --format csv --set hca.dma.impl=tlm");
+    const Command rtl = hcasim_cmd("lat --sizes 64,4096 -n 50 --format csv --set hca.dma.impl=rtl");
+    REQUIRE(systemc.exit_code == 0);
+    REQUIRE(tlm.exit_code == 0);
+    REQUIRE(rtl.exit_code == 0);
+    CHECK(tlm.out == systemc.out);
+    CHECK(rtl.out != systemc.out);
 }
 
 TEST_CASE("hcasim --vcd needs the rtl engine and an unwritable vcd path is a configuration error", "[rtl][cli][vcd]") {
@@ -223,9 +234,9 @@ TEST_CASE("the latency and bandwidth workloads run unchanged on the rtl engine, 
     const std::string args = " --sizes 64,4096,65536 -n 200 --format csv";
     const Command lat_rtl = hcasim_cmd("lat" + args + " --set hca.dma.impl=rtl");
     const Command lat_rtl2 = hcasim_cmd("lat" + args + " --set hca.dma.impl=rtl");
-    const Command lat_tlm = hcasim_cmd("lat" + args);
+    const Command lat_systemc = hcasim_cmd("lat" + args);
     const Command bw_rtl = hcasim_cmd("bw" + args + " --set hca.dma.impl=rtl");
-    const Command bw_tlm = hcasim_cmd("bw" + args);
+    const Command bw_systemc = hcasim_cmd("bw" + args);
     REQUIRE(lat_rtl.exit_code == 0);
     REQUIRE(bw_rtl.exit_code == 0);
     CHECK(lat_rtl.out == lat_rtl2.out);
@@ -246,16 +257,16 @@ TEST_CASE("the latency and bandwidth workloads run unchanged on the rtl engine, 
         }
         return v;
     };
-    const auto t_rtl = column(lat_rtl.out, 4), t_tlm = column(lat_tlm.out, 4);
-    const auto b_rtl = column(bw_rtl.out, 3), b_tlm = column(bw_tlm.out, 3);
+    const auto t_rtl = column(lat_rtl.out, 4), t_systemc = column(lat_systemc.out, 4);
+    const auto b_rtl = column(bw_rtl.out, 3), b_systemc = column(bw_systemc.out, 3);
     REQUIRE(t_rtl.size() == 3);
-    REQUIRE(t_tlm.size() == 3);
+    REQUIRE(t_systemc.size() == 3);
     REQUIRE(b_rtl.size() == 3);
-    REQUIRE(b_tlm.size() == 3);
+    REQUIRE(b_systemc.size() == 3);
     for (std::size_t i = 0; i < 3; ++i) {
-        INFO("row " << i << ": latency " << t_rtl[i] << " vs " << t_tlm[i] << ", bandwidth " << b_rtl[i] << " vs " << b_tlm[i]);
-        CHECK(t_rtl[i] == Approx(t_tlm[i]).epsilon(0.05));
-        CHECK(b_rtl[i] == Approx(b_tlm[i]).epsilon(0.15));
+        INFO("row " << i << ": latency " << t_rtl[i] << " vs " << t_systemc[i] << ", bandwidth " << b_rtl[i] << " vs " << b_systemc[i]);
+        CHECK(t_rtl[i] == Approx(t_systemc[i]).epsilon(0.05));
+        CHECK(b_rtl[i] == Approx(b_systemc[i]).epsilon(0.15));
     }
 }
 
@@ -263,12 +274,12 @@ TEST_CASE("the kvipl latency workload runs on the rtl engine: descriptor fetch a
           "[rtl][integration][kvipl]") {
     const std::string args = "lat --api kvipl --sizes 64,4096 -n 100 --format csv";
     const Command rtl = hcasim_cmd(args + " --set hca.dma.impl=rtl");
-    const Command tlm = hcasim_cmd(args);
+    const Command systemc = hcasim_cmd(args);
     INFO(rtl.err);
     REQUIRE(rtl.exit_code == 0);
-    REQUIRE(tlm.exit_code == 0);
-    CHECK(rtl.out != tlm.out);  // the engines differ in cycles ...
-    std::istringstream a(rtl.out), b(tlm.out);
+    REQUIRE(systemc.exit_code == 0);
+    CHECK(rtl.out != systemc.out);  // the engines differ in cycles ...
+    std::istringstream a(rtl.out), b(systemc.out);
     std::string la, lb;
     std::getline(a, la);
     std::getline(b, lb);

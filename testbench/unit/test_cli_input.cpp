@@ -308,7 +308,7 @@ TEST_CASE("hcasim refuses bad option values naming the option and what it accept
         {"lat --format junk", {"--format", "'junk'", "text, csv or json"}},
         {"lat --op junk", {"--op", "'junk'", "send, write, read, atomic_cas or atomic_fadd"}},
         {"lat --api vipl", {"--api 'vipl'", "verbs or kvipl"}},
-        {"bench --dma junk", {"--dma", "'junk'", "tlm or rtl"}},
+        {"bench --dma junk", {"--dma", "'junk'", "systemc or rtl"}},
         {"lat --api kvipl --reliability xx", {"--reliability", "'xx'", "ud, rd or rr"}},
         {"lat --reliability rr", {"--reliability", "kvipl"}},
         // -n: at least 1, decimal.
@@ -627,7 +627,7 @@ TEST_CASE("hcasim-regress refuses negative or malformed or stray input and the k
         {"--total-tolerance-pct nan", {"--total-tolerance-pct", "'nan'"}},
         {"stray", {"'stray'"}},
         {"--iterations 2 stray", {"'stray'"}},
-        {"--set hca.dma.impl=tlm", {"hca.dma.impl", "both DMA engines"}},
+        {"--set hca.dma.impl=systemc", {"hca.dma.impl", "both DMA engines"}},
         {"--set ' hca.dma.impl = rtl'", {"hca.dma.impl"}},
         {"--set hca.dma.rtl_channels=2", {"hca.dma.rtl_channels"}},
         {"--set hca.dma.vcd=w.vcd", {"hca.dma.vcd", "--vcd"}},

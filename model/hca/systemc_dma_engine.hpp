@@ -1,4 +1,4 @@
-// The SystemC model of the adapter's DMA engine (hca.dma.impl=tlm): each
+// The SystemC model of the adapter's DMA engine (hca.dma.impl=systemc): each
 // request costs the engine's setup cycles, then the PCIe host interface's
 // transfer time; the bytes move by copy. See dma_engine.hpp for the contract.
 #pragma once
@@ -19,9 +19,9 @@ class HostBus;
 
 namespace hcasim::hca {
 
-class TlmDmaEngine : public sim::Block, public DmaEngine {
+class SystemcDmaEngine : public sim::Block, public DmaEngine {
 public:
-    TlmDmaEngine(const sc_core::sc_module_name& name, const HcaParams& p, pcie::HostBus& bus);
+    SystemcDmaEngine(const sc_core::sc_module_name& name, const HcaParams& p, pcie::HostBus& bus);
 
     using DmaEngine::read;
     using DmaEngine::write;

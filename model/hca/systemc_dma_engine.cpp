@@ -1,4 +1,4 @@
-#include "model/hca/tlm_dma_engine.hpp"
+#include "model/hca/systemc_dma_engine.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -8,7 +8,7 @@
 
 namespace hcasim::hca {
 
-TlmDmaEngine::TlmDmaEngine(const sc_core::sc_module_name& name, const HcaParams& p, pcie::HostBus& bus)
+SystemcDmaEngine::SystemcDmaEngine(const sc_core::sc_module_name& name, const HcaParams& p, pcie::HostBus& bus)
     : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)),
       m_bus(bus),
       m_posted(bus.memory()),
@@ -21,7 +21,7 @@ TlmDmaEngine::TlmDmaEngine(const sc_core::sc_module_name& name, const HcaParams&
     m_n_write_bytes = &counter("write_bytes");
 }
 
-sim::Tick TlmDmaEngine::read(sim::Tick t, const DmaSpan* spans, std::size_t n, std::uint8_t* dst) {
+sim::Tick SystemcDmaEngine::read(sim::Tick t, const DmaSpan* spans, std::size_t n, std::uint8_t* dst) {
     sim::Tick done = t;
     for (std::size_t i = 0; i < n; ++i) {
         const sim::Tick issue = m_read_engine.reserve(t, m_setup).end;
@@ -39,7 +39,7 @@ sim::Tick TlmDmaEngine::read(sim::Tick t, const DmaSpan* spans, std::size_t n, s
     return done;
 }
 
-sim::Tick TlmDmaEngine::write(sim::Tick t, const DmaSpan* spans, std::size_t n, const std::uint8_t* src) {
+sim::Tick SystemcDmaEngine::write(sim::Tick t, const DmaSpan* spans, std::size_t n, const std::uint8_t* src) {
     std::size_t total = 0;
     for (std::size_t i = 0; i < n; ++i) total += spans[i].len;
     PostedWrites::Write w = m_posted.spare();
@@ -47,7 +47,7 @@ sim::Tick TlmDmaEngine::write(sim::Tick t, const DmaSpan* spans, std::size_t n, 
     return issue_write(t, spans, n, std::move(w), total);
 }
 
-sim::Tick TlmDmaEngine::write(sim::Tick t, const DmaSpan* spans, std::size_t n, const packet::PacketPtr& owner,
+sim::Tick SystemcDmaEngine::write(sim::Tick t, const DmaSpan* spans, std::size_t n, const packet::PacketPtr& owner,
                            const std::uint8_t* src) {
     std::size_t total = 0;
     for (std::size_t i = 0; i < n; ++i) total += spans[i].len;
@@ -59,7 +59,7 @@ sim::Tick TlmDmaEngine::write(sim::Tick t, const DmaSpan* spans, std::size_t n, 
 
 // Hold the bytes until their TLPs land: a host polling the buffer sees them
 // at the modelled time.
-sim::Tick TlmDmaEngine::issue_write(sim::Tick t, const DmaSpan* spans, std::size_t n, PostedWrites::Write&& w,
+sim::Tick SystemcDmaEngine::issue_write(sim::Tick t, const DmaSpan* spans, std::size_t n, PostedWrites::Write&& w,
                                     std::size_t total) {
     sim::Tick visible = t;
     for (std::size_t i = 0; i < n; ++i) {
@@ -76,12 +76,12 @@ sim::Tick TlmDmaEngine::issue_write(sim::Tick t, const DmaSpan* spans, std::size
     return visible;
 }
 
-sim::Tick TlmDmaEngine::last_write_visible() const { return m_posted.last_visible(); }
+sim::Tick SystemcDmaEngine::last_write_visible() const { return m_posted.last_visible(); }
 
 // Descriptors issued together: each is checked, then read or written as
 // the other blocks' requests are. Statuses are reported in order, so one
 // waits for those before it.
-sim::Tick TlmDmaEngine::execute(sim::Tick t, const DmaDescriptor* d, std::size_t n, std::vector<DmaCompletion>& out) {
+sim::Tick SystemcDmaEngine::execute(sim::Tick t, const DmaDescriptor* d, std::size_t n, std::vector<DmaCompletion>& out) {
     sim::Tick reported = t;
     sim::Tick effects = t;
     for (std::size_t i = 0; i < n; ++i) {
