@@ -91,13 +91,11 @@ struct alignas(64) ChannelHeader {
     std::atomic<std::uint32_t> sample_request;
     std::atomic<std::uint32_t> sample_answer;
     std::int32_t sample_tid;
-    std::uint32_t sample_reserved;
+    // Answers under way: a thread inside its answer has the signal blocked
+    // until it returns, which says nothing of what the program blocks.
+    std::atomic<std::uint32_t> sample_answering;
     std::uint64_t sample_ip;
     std::uint64_t sample_digest;
-    // The thread's own CPU time (ns) when it answered: two answers the same
-    // prove a loop only if the thread ran between them (a thread put off a
-    // CPU right after one answer takes the next before any of its code).
-    std::uint64_t sample_cpu_ns;
     std::uint64_t tsc_khz;         // the simulated TSC's rate
     std::uint64_t epoch_ns;        // CLOCK_REALTIME at simulated time 0
     std::uint32_t ip_network;      // the IPoIB subnet (host byte order) and its prefix length

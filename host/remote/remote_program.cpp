@@ -11,7 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <fstream>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -297,6 +299,27 @@ std::uint64_t cpu_time(const std::string& task_dir) {
     return std::strtoull(read_small(task_dir + "/schedstat").c_str(), nullptr, 10);
 }
 
+// The file and offset an address of process pid lies in (/proc/pid/maps),
+// for the sync log.
+std::string where_in(int pid, std::uint64_t addr) {
+    std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+    for (std::string line; std::getline(maps, line);) {
+        unsigned long long lo = 0, hi = 0, off = 0;
+        char perms[8] = {};
+        int path_at = 0;
+        if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %*s %*s %n", &lo, &hi, perms, &off, &path_at) < 4) continue;
+        if (addr < lo || addr >= hi) continue;
+        char b[32];
+        std::snprintf(b, sizeof b, "+0x%llx", static_cast<unsigned long long>(addr - lo + off));
+        return (path_at > 0 ? line.substr(static_cast<std::size_t>(path_at)) : std::string("?")) + b;
+    }
+    return "?";
+}
+
+// CPU time of a running thread the kernel may not have accounted yet (up to a
+// scheduler tick at 100 Hz): growth beyond it means the thread ran since.
+constexpr std::uint64_t kLateAccountingNs = 10000000;
+
 // Whether the thread blocks signal sig (/proc/.../status, SigBlk: a hex
 // mask with bit sig - 1 for signal sig).
 bool signal_blocked(const std::string& task_dir, int sig) {
@@ -433,15 +456,18 @@ bool RemoteProgram::spinning() const {
     }
     m_loops = true;
     if (std::FILE* log = sync_log())
-        std::fprintf(log, "%.6f us node%d spins (%s; ip 0x%llx)\n", sim::ps_to_us(sim::now_ps()), m_spec.node,
-                     known ? "seen before" : "sampled", static_cast<unsigned long long>(m_last_spin_ip));
+        std::fprintf(log, "%.6f us node%d spins (%s; ip 0x%llx, %s; %zu samples)\n", sim::ps_to_us(sim::now_ps()), m_spec.node,
+                     known ? "seen before" : "sampled", static_cast<unsigned long long>(m_last_spin_ip),
+                     where_in(m_pid, m_last_spin_ip).c_str(), known ? std::size_t{1} : m_last_spin_samples);
     return true;
 }
 
-int RemoteProgram::sample(int tid, std::uint64_t& ip, std::uint64_t& digest, std::uint64_t& cpu_ns) const {
+int RemoteProgram::sample(int tid, std::uint64_t& ip, std::uint64_t& digest) const {
     const std::uint32_t request = ++m_sample_request;
     m_channel->sample_request.store(request, std::memory_order_release);
     const std::string task_dir = "/proc/" + std::to_string(m_pid) + "/task/" + std::to_string(tid);
+    const std::uint64_t runs_before = times_run(task_dir);
+    const std::uint64_t cpu_before = cpu_time(task_dir);
     if (syscall(SYS_tgkill, m_pid, tid, sample_signal()) != 0) return -1;
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
     // Sleeping, not spinning: the thread may need this CPU to answer.
@@ -450,10 +476,15 @@ int RemoteProgram::sample(int tid, std::uint64_t& ip, std::uint64_t& digest, std
         if (answer == request) break;
         if (std::chrono::steady_clock::now() > give_up) {
             // Silent because it blocks the signal: the CPU time rule alone
-            // decides. Otherwise it has not been on a CPU to answer (a busy
-            // host; its CPU time may still grow by what it ran before it
-            // was asked, which the kernel accounts late): no verdict.
-            return signal_blocked(task_dir, sample_signal()) ? 0 : -2;
+            // decides. But only a thread that has run since it was asked
+            // can say so: put on a CPU again, or running on for longer than
+            // the kernel's late accounting of what it ran before it was
+            // asked can add. One put off its CPU inside its previous answer
+            // (the signal blocked until that returns) has not: no verdict,
+            // as for any thread that has not been on a CPU to answer.
+            const bool ran = times_run(task_dir) > runs_before || cpu_time(task_dir) > cpu_before + kLateAccountingNs;
+            const bool answering = m_channel->sample_answering.load(std::memory_order_acquire) != 0;
+            return ran && !answering && signal_blocked(task_dir, sample_signal()) ? 0 : -2;
         }
         const timespec wait{0, 1000000};
         syscall(SYS_futex, &m_channel->sample_answer, FUTEX_WAIT, answer, &wait, nullptr, 0);
@@ -463,7 +494,6 @@ int RemoteProgram::sample(int tid, std::uint64_t& ip, std::uint64_t& digest, std
     if (m_channel->sample_tid != tid) return -2;
     ip = m_channel->sample_ip;
     digest = m_channel->sample_digest;
-    cpu_ns = m_channel->sample_cpu_ns;
     return 1;
 }
 
@@ -485,15 +515,12 @@ bool ran_on(const std::string& task_dir) {
 }  // namespace
 
 namespace {
-// CPU time a thread must have run between two samples for them to say
-// anything about its loop.
-constexpr std::uint64_t kRanBetweenNs = 10000;
 }  // namespace
 
 bool RemoteProgram::loops_without_progress() const {
     // Samples of a thread until two come from one instruction: the same
     // state there means a loop that changes nothing; another state, work.
-    constexpr int kMaxSamples = 64;
+    constexpr std::size_t kMaxSamples = 64;
     const std::string task = "/proc/" + std::to_string(m_pid) + "/task";
     // Its threads outside a call that run, and how often each thread outside
     // a call has been on a CPU.
@@ -518,47 +545,61 @@ bool RemoteProgram::loops_without_progress() const {
     if (!look(running, runs_before) || running.empty()) return false;
     for (const int tid : running) {
         struct Seen {
-            std::uint64_t ip, digest, cpu_ns;
+            std::uint64_t ip, digest;
         };
-        std::vector<Seen> seen;
+        std::vector<Seen> seen;  // its answers, in order
         bool decided = false;
         const std::string task_dir = task + "/" + std::to_string(tid);
-        for (int k = 0; k < kMaxSamples && !decided; ++k) {
+        for (std::size_t k = 0; k < kMaxSamples && !decided; ++k) {
             // Between two looks it must have run on (a signal already
             // waiting is taken before the thread runs again, and would show
             // the same state, whatever the thread does).
             if (k > 0 && !ran_on(task_dir)) return false;
-            std::uint64_t ip = 0, digest = 0, cpu = 0;
+            std::uint64_t ip = 0, digest = 0;
             // Gone: it is changing. No answer (it blocks the signal): the
             // CPU time rule alone decides, as it must for the run to go on.
-            const int answered = sample(tid, ip, digest, cpu);
+            const int answered = sample(tid, ip, digest);
             if (answered < 0) return false;  // gone, or not run: look again later
-            if (answered == 0) return true;
+            if (answered == 0) {
+                if (std::FILE* log = sync_log())
+                    std::fprintf(log, "%.6f us node%d thread %d does not answer and blocks the signal\n",
+                                 sim::ps_to_us(sim::now_ps()), m_spec.node, tid);
+                return true;
+            }
             // Back in a loop it was found spinning in before: one look will do.
             if (k == 0 && m_spin_loops.count({tid, ip})) {
-                m_last_spin_ip = ip;
+                seen.push_back({ip, digest});
                 decided = true;
                 break;
             }
-            bool again = false;  // the same answer, the thread not run between: look once more
-            for (const auto& s : seen)
-                if (s.ip == ip) {
-                    if (s.digest != digest) return false;
-                    // The same state twice proves a loop only if the thread
-                    // ran its own code in between (its CPU clock, read in the
-                    // handler, moved by more than two answers take).
-                    if (cpu < s.cpu_ns + kRanBetweenNs) {
-                        again = true;
-                        break;
-                    }
-                    m_spin_loops.insert({tid, ip});
-                    m_last_spin_ip = ip;
-                    decided = true;
-                    break;
+            // Another state at an instruction seen before: it computes. The
+            // same state with the thread seen at another instruction in
+            // between: it went round a loop and came back with nothing
+            // changed, so it spins. Two answers in a row at one instruction
+            // prove nothing: the second may have been taken before any of its
+            // code ran (a thread put off its CPU right after answering),
+            // whatever CPU time the kernel charged it meanwhile.
+            bool elsewhere = false;
+            for (std::size_t j = seen.size(); j-- > 0 && !decided;) {
+                if (seen[j].ip != ip) {
+                    elsewhere = true;
+                    continue;
                 }
-            if (!decided && !again) seen.push_back({ip, digest, cpu});
+                if (seen[j].digest != digest) return false;
+                decided = elsewhere;
+            }
+            seen.push_back({ip, digest});
         }
+        // Every answer the same: a loop of one instruction, or a thread that
+        // never ran between its answers, which ran_on rules out that often.
+        if (!decided && seen.size() == kMaxSamples &&
+            std::all_of(seen.begin(), seen.end(),
+                        [&](const Seen& s) { return s.ip == seen.front().ip && s.digest == seen.front().digest; }))
+            decided = true;
         if (!decided) return false;  // a long loop: look again later
+        m_spin_loops.insert({tid, seen.back().ip});
+        m_last_spin_ip = seen.back().ip;
+        m_last_spin_samples = seen.size();
     }
     // Its other threads still wait, and have not run meanwhile (one woken by
     // another thread of it through the kernel is not waiting any more).

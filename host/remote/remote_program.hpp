@@ -169,7 +169,7 @@ private:
     bool loops_without_progress() const;
     // Where thread tid is: 1; 0 if it ran and did not answer (it blocks the
     // signal); -1 if it is gone; -2 if it was not on a CPU to answer.
-    int sample(int tid, std::uint64_t& ip, std::uint64_t& digest, std::uint64_t& cpu_ns) const;
+    int sample(int tid, std::uint64_t& ip, std::uint64_t& digest) const;
     mutable std::uint32_t m_sample_request = 0;
     // Time-outs of the program's kernel waits, by id: the simulator's copy
     // of the eventfd to make readable, or -1 once disarmed.
@@ -179,6 +179,7 @@ private:
     mutable std::set<std::pair<int, std::uint64_t>> m_spin_loops;
     mutable std::uint64_t m_kernel_work_mark = 0;
     mutable std::uint64_t m_last_spin_ip = 0;  // for the sync log
+    mutable std::size_t m_last_spin_samples = 0;
     mutable std::uint64_t m_memory_writes_mark = 0;
     std::uint64_t kernel_work() const;
     std::uint64_t cpu_ns() const;

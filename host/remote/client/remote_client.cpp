@@ -115,6 +115,7 @@ void on_segv(int sig, siginfo_t* info, void* uc_void) {
 void on_sample(int, siginfo_t*, void* uc_void) {
     const int saved_errno = errno;
     if (g_channel) {
+        g_channel->sample_answering.fetch_add(1, std::memory_order_acq_rel);
         const greg_t* r = static_cast<ucontext_t*>(uc_void)->uc_mcontext.gregs;
         std::uint64_t h = 14695981039346656037ull;
         auto mix = [&h](const void* p, std::size_t n) {
@@ -131,12 +132,10 @@ void on_sample(int, siginfo_t*, void* uc_void) {
         g_channel->sample_tid = static_cast<std::int32_t>(syscall(SYS_gettid));
         g_channel->sample_ip = static_cast<std::uint64_t>(r[REG_RIP]);
         g_channel->sample_digest = h;
-        timespec cpu{};
-        syscall(SYS_clock_gettime, CLOCK_THREAD_CPUTIME_ID, &cpu);  // not the interposed one
-        g_channel->sample_cpu_ns = static_cast<std::uint64_t>(cpu.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(cpu.tv_nsec);
         g_channel->sample_answer.store(g_channel->sample_request.load(std::memory_order_acquire),
                                        std::memory_order_release);
         futex(&g_channel->sample_answer, FUTEX_WAKE, 1);
+        g_channel->sample_answering.fetch_sub(1, std::memory_order_acq_rel);
     }
     errno = saved_errno;
 }
