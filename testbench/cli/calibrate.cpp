@@ -234,6 +234,14 @@ void print_text(std::ostream& out, const std::vector<std::string>& presets, cons
                       o.ok ? ratio_text(o.ratio).c_str() : "-", o.ok ? (o.within ? "ok" : "OUT") : "-");
         out << line << p.source << "\n";
     }
+    bool heading = false;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        const ReferencePoint& p = *jobs[i].point;
+        if (!outcomes[i].ok || outcomes[i].within) continue;
+        if (!heading) out << "\nWhat the model lacks where a point is out (docs/calibration.md):\n";
+        heading = true;
+        out << " " << p.name << ": " << (p.model_gap.empty() ? "not recorded" : p.model_gap) << "\n";
+    }
 }
 
 void print_csv(std::ostream& out, const std::vector<Job>& jobs, const std::vector<Outcome>& outcomes) {
@@ -258,6 +266,7 @@ void print_json(std::ostream& out, const std::vector<Job>& jobs, const std::vect
                          {"published", p.value},     {"unit", p.unit},       {"kind", p.kind},
                          {"source", p.source},       {"conditions", p.conditions},
                          {"command", jobs[i].shown}, {"column", p.column}};
+        if (!p.model_gap.empty()) e["model_gap"] = p.model_gap;
         if (o.ok) {
             e["measured"] = o.measured;
             e["ratio"] = o.ratio;

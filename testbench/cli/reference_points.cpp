@@ -155,6 +155,7 @@ ReferenceSet load_reference_points(const std::string& path) {
         p.column = r.text(j, "column", where);
         if (j.contains("scale")) p.scale = r.number(j, "scale", where);
         p.note = r.text(j, "note", where, false);
+        p.model_gap = r.text(j, "model_gap", where, false);
         set.points.push_back(std::move(p));
     }
 

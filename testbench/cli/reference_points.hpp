@@ -34,6 +34,9 @@ struct ReferencePoint {
     std::string column;
     double scale = 1;     // measured = column x scale (unit conversion)
     std::string note;
+    // What the model lacks to reach the figure, or why physical parameters
+    // cannot: `calibrate` prints it when the point is out of tolerance.
+    std::string model_gap;
 };
 
 struct ReferenceFact {

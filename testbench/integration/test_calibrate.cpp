@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -270,4 +271,53 @@ TEST_CASE("docs/reference-points.md is what hcasim presets --format md prints", 
     REQUIRE(r.exit_code == 0);
     INFO("regenerate with: build/hcasim presets --format md > docs/reference-points.md");
     CHECK(r.out == doc.str());
+}
+
+TEST_CASE("calibrate prints under its table what the model lacks for each point out of tolerance", "[calibrate]") {
+    auto with_gap = [](double published) {
+        std::string text = one_point_file(published);
+        const std::string column = R"("column": "t_typical_us")";
+        text.replace(text.find(column), column.size(), column + R"(, "model_gap": "a mechanism this test names")");
+        return text;
+    };
+    const TempFile out_of_tolerance(with_gap(0.2));  // the model's 2 B write is about 0.9 us
+    const CommandResult out = run_hcasim("calibrate --reference " + quoted(out_of_tolerance.path()));
+    INFO(out.out);
+    REQUIRE(out.exit_code == 0);
+    CHECK(out.out.find("OUT") != std::string::npos);
+    CHECK(out.out.find("What the model lacks where a point is out") != std::string::npos);
+    CHECK(out.out.find(" test.write_lat: a mechanism this test names") != std::string::npos);
+    const CommandResult json = run_hcasim("calibrate --reference " + quoted(out_of_tolerance.path()) + " --format json");
+    CHECK(json.out.find(R"("model_gap":"a mechanism this test names")") != std::string::npos);
+
+    // Within tolerance, nothing is said.
+    const CommandResult direct = run_hcasim("lat --op write --sizes 2 -n 200 --format csv");
+    REQUIRE(direct.exit_code == 0);
+    const std::string row = direct.out.substr(direct.out.find("\n2,") + 1);
+    std::vector<std::string> fields;
+    std::istringstream in(row);
+    for (std::string f; std::getline(in, f, ',');) fields.push_back(f);
+    REQUIRE(fields.size() > 4);
+    const TempFile within(with_gap(std::stod(fields[4])));  // t_typical
+    const CommandResult ok = run_hcasim("calibrate --reference " + quoted(within.path()));
+    INFO(ok.out);
+    REQUIRE(ok.exit_code == 0);
+    CHECK(ok.out.find("What the model lacks") == std::string::npos);
+}
+
+TEST_CASE("every reference point the model does not reach within tolerance says what the model lacks", "[calibrate]") {
+    const CommandResult r = run_hcasim("calibrate --format csv");
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    const ReferenceSet set = load_reference_points(default_reference_file());
+    const auto rows = parse_csv(r.out);
+    REQUIRE(rows.size() == set.points.size());
+    for (const auto& row : rows) {
+        if (row.within == "yes") continue;
+        INFO(row.name << " is out of tolerance (ratio " << row.ratio << ") without a model_gap");
+        const auto p = std::find_if(set.points.begin(), set.points.end(),
+                                    [&](const ReferencePoint& x) { return x.name == row.name; });
+        REQUIRE(p != set.points.end());
+        CHECK(!p->model_gap.empty());
+    }
 }
