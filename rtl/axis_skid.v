@@ -24,6 +24,11 @@ module axis_skid #
     output wire [WIDTH-1:0] m_data
 );
 
+// Parameter check, at elaboration
+if (WIDTH < 1) begin : g_check_width
+    $error("axis_skid: WIDTH = %0d: must be at least 1", WIDTH);
+end
+
 reg             s_ready_reg = 1'b0, s_ready_next;
 reg             m_valid_reg = 1'b0, m_valid_next;
 reg [WIDTH-1:0] m_data_reg = {WIDTH{1'b0}};

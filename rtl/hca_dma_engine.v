@@ -103,6 +103,39 @@ localparam BURST_WIDTH = $clog2(MAX_BURST) + 1;
 localparam OR_WIDTH = $clog2(OUTSTANDING_READS);
 localparam SLOT_WIDTH = $clog2(SLOTS);
 
+// Parameter checks, at elaboration
+if (DATA_WIDTH < 16 || DATA_WIDTH > 1024 || (DATA_WIDTH & (DATA_WIDTH - 1)) != 0) begin : g_check_data_width
+    // A beat has at least two byte lanes and is no wider than the smallest
+    // request (128 B); the byte lanes are a power of two.
+    $error("hca_dma_engine: DATA_WIDTH = %0d: must be a power of two from 16 to 1024 bits", DATA_WIDTH);
+end
+if (KEEP_WIDTH * 8 != DATA_WIDTH) begin : g_check_keep_width
+    $error("hca_dma_engine: KEEP_WIDTH = %0d: must be DATA_WIDTH/8 = %0d", KEEP_WIDTH, DATA_WIDTH / 8);
+end
+if (MAX_BURST < 128 || MAX_BURST > 4096 || (MAX_BURST & (MAX_BURST - 1)) != 0) begin : g_check_max_burst
+    $error("hca_dma_engine: MAX_BURST = %0d: must be a power of two from 128 to 4096 bytes", MAX_BURST);
+end
+if (OUTSTANDING_READS < 2 || (OUTSTANDING_READS & (OUTSTANDING_READS - 1)) != 0) begin : g_check_outstanding_reads
+    $error("hca_dma_engine: OUTSTANDING_READS = %0d: must be a power of two, at least 2", OUTSTANDING_READS);
+end
+if (SLOTS < 2 || (SLOTS & (SLOTS - 1)) != 0) begin : g_check_slots
+    $error("hca_dma_engine: SLOTS = %0d: must be a power of two, at least 2", SLOTS);
+end
+if (ADDR_WIDTH < 13 || ADDR_WIDTH > 64) begin : g_check_addr_width
+    // Requests are cut at 4 KiB boundaries (address bit 12 and up).
+    $error("hca_dma_engine: ADDR_WIDTH = %0d: must be 13 to 64 bits", ADDR_WIDTH);
+end
+if (LEN_WIDTH < BURST_WIDTH || LEN_WIDTH > ADDR_WIDTH) begin : g_check_len_width
+    $error("hca_dma_engine: LEN_WIDTH = %0d: must be %0d (MAX_BURST's width) to ADDR_WIDTH = %0d bits", LEN_WIDTH, BURST_WIDTH,
+           ADDR_WIDTH);
+end
+if (MAX_LEN < 1 || (LEN_WIDTH < 31 && MAX_LEN >= (1 << LEN_WIDTH))) begin : g_check_max_len
+    $error("hca_dma_engine: MAX_LEN = %0d: must be 1 to 2^LEN_WIDTH - 1 bytes", MAX_LEN);
+end
+if (TAG_WIDTH < 1) begin : g_check_tag_width
+    $error("hca_dma_engine: TAG_WIDTH = %0d: must be at least 1", TAG_WIDTH);
+end
+
 // Status codes, shared with the model (hca::DmaStatus)
 localparam [2:0] ERR_NONE = 3'd0;
 localparam [2:0] ERR_ZERO_LENGTH = 3'd1;

@@ -78,6 +78,25 @@ localparam OR_WIDTH = $clog2(OUTSTANDING_READS);
 localparam OFF_WIDTH = $clog2(KEEP_WIDTH);
 localparam BEAT_WIDTH = BURST_WIDTH - OFF_WIDTH + 1;
 
+// Parameter checks, at elaboration
+if (DATA_WIDTH < 16 || DATA_WIDTH > 1024 || (DATA_WIDTH & (DATA_WIDTH - 1)) != 0) begin : g_check_data_width
+    // A beat has at least two byte lanes and is no wider than the smallest
+    // request (128 B); the byte lanes are a power of two.
+    $error("hca_dma_rd: DATA_WIDTH = %0d: must be a power of two from 16 to 1024 bits", DATA_WIDTH);
+end
+if (KEEP_WIDTH * 8 != DATA_WIDTH) begin : g_check_keep_width
+    $error("hca_dma_rd: KEEP_WIDTH = %0d: must be DATA_WIDTH/8 = %0d", KEEP_WIDTH, DATA_WIDTH / 8);
+end
+if (MAX_BURST < 128 || MAX_BURST > 4096 || (MAX_BURST & (MAX_BURST - 1)) != 0) begin : g_check_max_burst
+    $error("hca_dma_rd: MAX_BURST = %0d: must be a power of two from 128 to 4096 bytes", MAX_BURST);
+end
+if (OUTSTANDING_READS < 2 || (OUTSTANDING_READS & (OUTSTANDING_READS - 1)) != 0) begin : g_check_outstanding_reads
+    $error("hca_dma_rd: OUTSTANDING_READS = %0d: must be a power of two, at least 2", OUTSTANDING_READS);
+end
+if (SLOT_WIDTH < 1) begin : g_check_slot_width
+    $error("hca_dma_rd: SLOT_WIDTH = %0d: must be at least 1", SLOT_WIDTH);
+end
+
 // What the output data register loads
 localparam [2:0] OUT_HOLD = 3'd0, OUT_BEAT = 3'd1, OUT_SHIFTED = 3'd2, OUT_JOINED = 3'd3, OUT_FLUSH = 3'd4;
 

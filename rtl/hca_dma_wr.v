@@ -71,6 +71,22 @@ localparam OFF_WIDTH = $clog2(KEEP_WIDTH);
 localparam BEAT_WIDTH = BURST_WIDTH - OFF_WIDTH + 1;
 localparam IN_WIDTH = LEN_WIDTH - OFF_WIDTH + 1;
 
+// Parameter checks, at elaboration
+if (DATA_WIDTH < 16 || DATA_WIDTH > 1024 || (DATA_WIDTH & (DATA_WIDTH - 1)) != 0) begin : g_check_data_width
+    // A beat has at least two byte lanes and is no wider than the smallest
+    // request (128 B); the byte lanes are a power of two.
+    $error("hca_dma_wr: DATA_WIDTH = %0d: must be a power of two from 16 to 1024 bits", DATA_WIDTH);
+end
+if (KEEP_WIDTH * 8 != DATA_WIDTH) begin : g_check_keep_width
+    $error("hca_dma_wr: KEEP_WIDTH = %0d: must be DATA_WIDTH/8 = %0d", KEEP_WIDTH, DATA_WIDTH / 8);
+end
+if (MAX_BURST < 128 || MAX_BURST > 4096 || (MAX_BURST & (MAX_BURST - 1)) != 0) begin : g_check_max_burst
+    $error("hca_dma_wr: MAX_BURST = %0d: must be a power of two from 128 to 4096 bytes", MAX_BURST);
+end
+if (SLOT_WIDTH < 1) begin : g_check_slot_width
+    $error("hca_dma_wr: SLOT_WIDTH = %0d: must be at least 1", SLOT_WIDTH);
+end
+
 reg                     active_reg = 1'b0, active_next;
 reg [ADDR_WIDTH-1:0]    addr_reg = {ADDR_WIDTH{1'b0}}, addr_next;
 reg [LEN_WIDTH-1:0]     rem_reg = {LEN_WIDTH{1'b0}}, rem_next;

@@ -3,9 +3,11 @@
 // sc_signals, clocked by an sc_clock. Unlike the co-simulation top, every
 // stream here keeps its ready, and the testbench's host memory and packet
 // buffer throttle them at random, so the engine's back-pressure paths run.
-// It is verilated with other parameters than the simulator's (128-bit data
-// path, 4 outstanding reads, 8 completion slots). Checks every byte and
-// status; exit status 1 on a mismatch or a hang.
+// It is verilated with other parameters than the simulator's, once per
+// configuration of the engine's parameter range it covers: the build gives
+// the data path width (HCASIM_SCTB_BITS) and the verilated model's header
+// (HCASIM_SCTB_HEADER, class HCASIM_SCTB_DUT); see CMakeLists.txt. Checks
+// every byte and status; exit status 1 on a mismatch or a hang.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,22 +23,25 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #include "testbench/system/split_mix.hpp"
-#include "Vhca_dma_engine_sc.h"
+#include HCASIM_SCTB_HEADER
 #include "verilated.h"
 #include "verilated_vcd_sc.h"
 #pragma GCC diagnostic pop
 
 namespace {
 
-constexpr int kW = 16;  // data path bytes (DATA_WIDTH 128)
+constexpr int kBits = HCASIM_SCTB_BITS;  // DATA_WIDTH of the verilated engine
+constexpr int kW = kBits / 8;            // data path bytes
+// Verilator gives a byte-lane mask of up to 32 lanes as a 32-bit word.
+static_assert(kBits > 64 && kW <= 32, "the bench's ports are those of a 72- to 256-bit engine");
 constexpr std::uint64_t kBase = 0x7f0000001000ull;  // host address of mem[0]
 constexpr std::size_t kMem = 1 << 20;
 
 using Rng = hcasim::testbench::SplitMix64;
 
-sc_bv<128> to_bv(const std::uint8_t* p) {
-    sc_bv<128> v;
-    for (int w = 0; w < 4; ++w) {
+sc_bv<kBits> to_bv(const std::uint8_t* p) {
+    sc_bv<kBits> v;
+    for (int w = 0; w < kW / 4; ++w) {
         std::uint32_t x;
         std::memcpy(&x, p + 4 * w, 4);
         v.set_word(w, x);
@@ -44,8 +49,8 @@ sc_bv<128> to_bv(const std::uint8_t* p) {
     return v;
 }
 
-void from_bv(const sc_bv<128>& v, std::uint8_t* p) {
-    for (int w = 0; w < 4; ++w) {
+void from_bv(const sc_bv<kBits>& v, std::uint8_t* p) {
+    for (int w = 0; w < kW / 4; ++w) {
         const std::uint32_t x = v.get_word(w);
         std::memcpy(p + 4 * w, &x, 4);
     }
@@ -77,23 +82,23 @@ SC_MODULE(Bench) {
     sc_signal<std::uint32_t> req_len{"req_len"};
     sc_signal<std::uint32_t> req_tag{"req_tag"};
     sc_signal<bool> cpl_valid{"cpl_valid"}, cpl_ready{"cpl_ready"};
-    sc_signal<sc_bv<128>> cpl_data{"cpl_data"};
+    sc_signal<sc_bv<kBits>> cpl_data{"cpl_data"};
     sc_signal<bool> rdd_valid{"rdd_valid"}, rdd_ready{"rdd_ready"}, rdd_last{"rdd_last"};
-    sc_signal<sc_bv<128>> rdd_data{"rdd_data"};
+    sc_signal<sc_bv<kBits>> rdd_data{"rdd_data"};
     sc_signal<std::uint32_t> rdd_keep{"rdd_keep"};
     sc_signal<std::uint32_t> rdd_id{"rdd_id"};
     sc_signal<bool> wrd_valid{"wrd_valid"}, wrd_ready{"wrd_ready"}, wrd_tag_valid{"wrd_tag_valid"};
-    sc_signal<sc_bv<128>> wrd_data{"wrd_data"};
+    sc_signal<sc_bv<kBits>> wrd_data{"wrd_data"};
     sc_signal<std::uint32_t> wrd_tag{"wrd_tag"};
     sc_signal<bool> wr_valid{"wr_valid"}, wr_ready{"wr_ready"}, wr_last{"wr_last"};
     sc_signal<std::uint64_t> wr_addr{"wr_addr"};
     sc_signal<std::uint32_t> wr_len{"wr_len"};
-    sc_signal<sc_bv<128>> wr_data{"wr_data"};
+    sc_signal<sc_bv<kBits>> wr_data{"wr_data"};
     sc_signal<std::uint32_t> wr_keep{"wr_keep"};
     sc_signal<bool> busy{"busy"}, quiet{"quiet"};
     sc_signal<std::uint32_t> inflight{"inflight"};
 
-    Vhca_dma_engine_sc dut{"dut"};
+    HCASIM_SCTB_DUT dut{"dut"};
     Rng rng{1};
     std::vector<std::uint8_t> mem, initial;
     std::vector<Desc> descs;
@@ -379,7 +384,7 @@ int sc_main(int argc, char** argv) {
     const int errors = tb.check();
     std::uint64_t bytes = 0;
     for (const auto& d : tb.descs) bytes += d.expect ? 0 : d.len;
-    std::cout << "sctb: seed " << seed << ", " << tb.descs.size() << " descriptors, " << bytes << " bytes, "
+    std::cout << "sctb (" << kBits << "-bit data path): seed " << seed << ", " << tb.descs.size() << " descriptors, " << bytes << " bytes, "
               << tb.cycle << " cycles, " << tb.max_inflight << " reads in flight at most: "
               << (errors ? "FAILED" : "ok") << "\n";
     return errors ? 1 : 0;

@@ -299,3 +299,54 @@ TEST_CASE("the kvipl latency workload runs on the rtl engine: descriptor fetch a
     }
     CHECK(rows == 2);
 }
+
+namespace {
+
+// verilator --lint-only of the engine with one parameter overridden.
+Command lint_engine(const std::string& top, const std::string& parameter) {
+    const std::string rtl = std::string(HCASIM_SOURCE_DIR) + "/rtl/";
+    std::string files;
+    for (const char* f : {"hca_dma_engine_cosim.v", "hca_dma_engine.v", "hca_dma_rd.v", "hca_dma_wr.v", "axis_skid.v"})
+        files += " '" + rtl + f + "'";
+    return run(HCASIM_VERILATOR_BIN, "--lint-only -Wall" + files + " --top-module " + top +
+                                         (parameter.empty() ? "" : " -G" + parameter));
+}
+
+}  // namespace
+
+TEST_CASE("the Verilog DMA engine refuses a parameter out of its range at elaboration, naming it", "[rtl][params]") {
+    SECTION("the defaults and the widths the benches use elaborate cleanly") {
+        for (const char* p : {"", "DATA_WIDTH=128", "DATA_WIDTH=256", "OUTSTANDING_READS=4", "SLOTS=8"}) {
+            const Command c = lint_engine("hca_dma_engine", p);
+            INFO(p << "\n" << c.err);
+            CHECK(c.exit_code == 0);
+        }
+        const Command cosim = lint_engine("hca_dma_engine_cosim", "");
+        INFO(cosim.err);
+        CHECK(cosim.exit_code == 0);
+    }
+    SECTION("each check") {
+        const std::pair<const char*, const char*> cases[] = {
+            {"DATA_WIDTH=96", "DATA_WIDTH = 96: must be a power of two from 16 to 1024 bits"},
+            {"DATA_WIDTH=2048", "DATA_WIDTH = 2048: must be a power of two from 16 to 1024 bits"},
+            {"KEEP_WIDTH=4", "KEEP_WIDTH = 4: must be DATA_WIDTH/8 = 64"},
+            {"OUTSTANDING_READS=3", "OUTSTANDING_READS = 3: must be a power of two, at least 2"},
+            {"OUTSTANDING_READS=1", "OUTSTANDING_READS = 1: must be a power of two, at least 2"},
+            {"SLOTS=6", "hca_dma_engine: SLOTS = 6: must be a power of two, at least 2"},
+            {"MAX_BURST=8192", "MAX_BURST = 8192: must be a power of two from 128 to 4096 bytes"},
+            {"MAX_BURST=64", "MAX_BURST = 64: must be a power of two from 128 to 4096 bytes"},
+            {"ADDR_WIDTH=12", "hca_dma_engine: ADDR_WIDTH = 12: must be 13 to 64 bits"},
+            {"MAX_LEN=0", "hca_dma_engine: MAX_LEN = 0: must be 1 to 2^LEN_WIDTH - 1 bytes"},
+        };
+        for (const auto& [parameter, message] : cases) {
+            const Command c = lint_engine("hca_dma_engine", parameter);
+            INFO(parameter << "\n" << c.err);
+            CHECK(c.exit_code != 0);
+            CHECK(c.err.find(message) != std::string::npos);
+        }
+        const Command skid = lint_engine("axis_skid", "WIDTH=0");
+        INFO(skid.err);
+        CHECK(skid.exit_code != 0);
+        CHECK(skid.err.find("axis_skid: WIDTH = 0: must be at least 1") != std::string::npos);
+    }
+}
