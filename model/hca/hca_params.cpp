@@ -148,7 +148,8 @@ HcaParams HcaParams::from(const sim::Config& c) {
     p.cqc_cache_entries = u("hca.cqc_cache_entries");
     p.context_fill_slots = u("hca.context_fill_slots");
     p.dma_setup_cycles = u("hca.dma_setup_cycles");
-    p.dma_impl = c.get_choice("hca.dma.impl") == "tlm" ? "systemc" : c.get_choice("hca.dma.impl");
+    const std::string& dma_impl = c.get_choice("hca.dma.impl");
+    p.dma_impl = dma_impl == "tlm" ? "systemc" : dma_impl;  // tlm: the former name
     p.dma_rtl_channels = u("hca.dma.rtl_channels");
     p.dma_vcd = c.get_text("hca.dma.vcd");
     p.tx_packet_cycles = u("hca.tx_packet_cycles");

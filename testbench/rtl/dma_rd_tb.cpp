@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
     unsigned max_inflight = 0;
     bool desc_valid = false, cpl_valid = false;
     std::uint64_t cycle = 0, last_progress = 0;
-    std::uint8_t beat[kW > 0 ? kW : 1];
+    std::uint8_t beat[kW];
     while (done < descs.size() && errors == 0) {
         ++cycle;
         if (cycle - last_progress > 200000) {
