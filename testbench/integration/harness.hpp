@@ -249,34 +249,9 @@ inline CommandResult run_command(const std::string& cmd) {
     c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     return c;
 }
-// LeakSanitizer's exit-time check stops the process's threads from a tracer
-// of its own; on a loaded machine that tracer itself sometimes crashes, and
-// the process then exits 1 with its standard output unflushed. That is the
-// sanitizer runtime failing, not the program: such a run is run again (a run
-// is a function of its command line), at most twice.
-inline bool leak_checker_crashed(const std::string& err) {
-    return err.find("LeakSanitizer has encountered a fatal error") != std::string::npos;
-}
 inline CommandResult run_hcasim(const std::string& args, bool with_stderr = false) {
     const std::string cmd = std::string("'") + HCASIM_BINARY + "' " + args;
-    for (int attempt = 0;; ++attempt) {
-        CommandResult r;
-        std::string err;
-        if (with_stderr) {
-            r = run_command(cmd + " 2>&1");
-            err = r.out;
-        } else {
-            char name[] = "/tmp/hcasim-stderr-XXXXXX";
-            const int fd = mkstemp(name);
-            if (fd < 0) return run_command(cmd + " 2>/dev/null");
-            close(fd);
-            r = run_command(cmd + " 2>'" + name + "'");
-            std::ifstream f(name, std::ios::binary);
-            err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-            std::remove(name);
-        }
-        if (r.exit_code == 0 || attempt == 2 || !leak_checker_crashed(err)) return r;
-    }
+    return run_command(with_stderr ? cmd + " 2>&1" : cmd + " 2>/dev/null");
 }
 
 // The value of counter name in --counters text output; -1 when absent.

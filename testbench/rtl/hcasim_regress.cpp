@@ -30,6 +30,7 @@
 #include "model/hca/systemc_dma_engine.hpp"
 #include "model/pcie/pcie_host_interface.hpp"
 #include "model/sim/config.hpp"
+#include "model/sim/simulation_start.hpp"
 
 namespace po = boost::program_options;
 using namespace hcasim;
@@ -594,7 +595,7 @@ int sc_main(int argc, char** argv) {
         sim::Config cfg;
         for (const auto& s : o.sets) cfg.set_assignment(s);
         Regression reg("regress", cfg, o);
-        sc_core::sc_start();
+        sim::start();
         std::cout << reg.out.str() << std::flush;
         if (reg.failures) return 1;
         if (require_coverage && reg.m_missed) return 1;

@@ -22,6 +22,7 @@
 // Verilator's headers are not ours: their warnings are off.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "model/sim/simulation_start.hpp"
 #include "testbench/system/split_mix.hpp"
 #include HCASIM_SCTB_HEADER
 #include "verilated.h"
@@ -369,14 +370,14 @@ int sc_main(int argc, char** argv) {
     tb.rst = true;
     VerilatedVcdSc* trace = nullptr;
     if (!vcd.empty()) {
-        sc_start(SC_ZERO_TIME);
+        hcasim::sim::start(SC_ZERO_TIME);
         trace = new VerilatedVcdSc;
         tb.dut.trace(trace, 99);
         trace->open(vcd.c_str());
     }
-    sc_start(10, SC_NS);
+    hcasim::sim::start(sc_time(10, SC_NS));
     tb.rst = false;
-    sc_start();
+    hcasim::sim::start();
     if (trace) {
         trace->close();
         delete trace;

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "host/driver/host_thread.hpp"
+#include "model/sim/simulation_start.hpp"
 
 namespace hcasim::testbench {
 
@@ -243,7 +244,7 @@ void System::run(const std::vector<Program>& programs, const std::vector<std::st
     for (const PortOutage& o : m_outages) o.port->schedule_outage(o.start, o.duration);
     m_outages.clear();
     schedule_subnet_and_device_events();
-    sc_core::sc_start();
+    sim::start();
     if (first_failure < programs.size())
         throw std::runtime_error(describe(first_failure) + " failed at " +
                                  std::to_string(sim::ps_to_us(failed_at[first_failure])) + " us: " +

@@ -9,6 +9,7 @@
 
 #include "model/pcie/host_memory.hpp"
 #include "model/sim/block.hpp"
+#include "model/sim/simulation_start.hpp"
 #include "testbench/system/isolated.hpp"
 
 using hcasim::sim::Tick;
@@ -49,7 +50,7 @@ TEST_CASE("actions of different blocks due at the same time run in the order the
                     for (int i = 0; i < 10; ++i) sc_core::wait(sc_core::sc_time(1000, sc_core::SC_PS));
                 });
             }
-            sc_core::sc_start();
+            hcasim::sim::start();
             os << *order;
         });
         INFO(r.error);
@@ -78,7 +79,7 @@ TEST_CASE("a host read does not see an adapter write made at its own instant, an
             sc_core::wait(sc_core::sc_time(1, sc_core::SC_PS));
             os << mem->wrote_now() << mem->wrote_now(buf + 10, 1);
         });
-        sc_core::sc_start();
+        hcasim::sim::start();
     });
     INFO(r.error);
     REQUIRE(r.ok);

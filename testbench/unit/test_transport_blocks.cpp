@@ -18,6 +18,7 @@
 #include "model/pcie/pcie_host_interface.hpp"
 #include "model/packet/opcode_table.hpp"
 #include "model/sim/config.hpp"
+#include "model/sim/simulation_start.hpp"
 #include "testbench/system/isolated.hpp"
 
 namespace hcasim::test {
@@ -493,7 +494,7 @@ TEST_CASE("fetch engine on its own: one DMA read brings a batch of send WQEs and
         fetch.fetch_send(qp, 0);
         EXPECT(qp.fetch.sq_fetch_busy);
         fetch.fetch_send(qp, 0);  // one fetch at a time
-        sc_core::sc_start();
+        hcasim::sim::start();
         EXPECT(dma.reads == 1);
         EXPECT(!qp.fetch.sq_fetch_busy);
         EXPECT(qp.fetch.sq_fetched == 3);
@@ -514,7 +515,7 @@ TEST_CASE("fetch engine on its own: one DMA read brings a batch of send WQEs and
         qp.fetch.sq_pi = 4;
         fetch.fetch_send(qp, sim::now_ps());
         qp.qpc.state = QpState::Err;
-        sc_core::sc_start();
+        hcasim::sim::start();
         EXPECT(qp.fetch.sq_fetched == 4);
         EXPECT(errors.flushes == 1);
         EXPECT(tx.kicks == 1);
@@ -545,7 +546,7 @@ TEST_CASE("doorbell unit on its own: a send doorbell kicks the transmit path onc
         ring.index = 5;
         doorbells.mmio_write(0, ring);
         EXPECT(tx.kicks == 0);  // still on its way
-        sc_core::sc_start();
+        hcasim::sim::start();
         EXPECT(sim::now_ps() > 0);
         EXPECT(qp.fetch.sq_pi == 5);
         EXPECT(tx.kicks == 1);
@@ -553,7 +554,7 @@ TEST_CASE("doorbell unit on its own: a send doorbell kicks the transmit path onc
         DoorbellWrite stale = ring;
         stale.index = 4;
         doorbells.mmio_write(sim::now_ps(), stale);
-        sc_core::sc_start();
+        hcasim::sim::start();
         EXPECT(qp.fetch.sq_pi == 5);
         EXPECT(tx.kicks == 1);
         EXPECT(doorbells.counter("stale_doorbells") == 1);
@@ -561,7 +562,7 @@ TEST_CASE("doorbell unit on its own: a send doorbell kicks the transmit path onc
         qp.qpc.state = QpState::Err;
         ring.index = 6;
         doorbells.mmio_write(sim::now_ps(), ring);
-        sc_core::sc_start();
+        hcasim::sim::start();
         EXPECT(errors.flushes == 1);
         EXPECT(tx.kicks == 1);
 
@@ -569,7 +570,7 @@ TEST_CASE("doorbell unit on its own: a send doorbell kicks the transmit path onc
         arm.offset = kUarCqArm;
         arm.number = 9;
         doorbells.mmio_write(sim::now_ps(), arm);
-        sc_core::sc_start();
+        hcasim::sim::start();
         EXPECT(cqs.armed == std::vector<std::uint32_t>{9});
         EXPECT(fetch.blueflames == 0);
     });
