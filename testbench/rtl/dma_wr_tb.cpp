@@ -1,0 +1,272 @@
+// hcasim-rtl-wrtb: a bench of the DMA engine's write half (rtl/hca_dma_wr.v)
+// on its own, verilated to C++ once per point of its parameter range (the
+// build gives the data path width and the largest burst; see
+// CMakeLists.txt). Random write descriptors under a max payload size the
+// seed picks; a packet buffer that feeds each descriptor's payload and a
+// host memory that takes the TLP beats, both throttling at random. Checks
+// every TLP (as long as it may be, never across an MPS boundary, contiguous
+// per descriptor), the address, length, keep and last of every beat, the
+// tag the module asks its payload by, every done slot, and in the end every
+// byte of host memory, written or not. Exit status 1 on a mismatch or a hang.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "testbench/system/split_mix.hpp"
+
+// Verilator's headers are not ours: their warnings are off.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include HCASIM_WRTB_HEADER
+#include "verilated.h"
+#pragma GCC diagnostic pop
+
+namespace {
+
+constexpr int kBits = HCASIM_WRTB_BITS;  // DATA_WIDTH
+constexpr int kW = kBits / 8;            // data path bytes
+constexpr unsigned kMaxBurst = HCASIM_WRTB_MAX_BURST;
+constexpr unsigned kSlots = 16;               // SLOT_WIDTH 4, the module's default
+constexpr std::uint64_t kBase = 0x7f0000001000ull;  // host address of mem[0]
+constexpr std::size_t kMem = 1 << 20;
+
+using Rng = hcasim::testbench::SplitMix64;
+
+// A data port as bytes: an integer up to 64 bits, or Verilator's wide words.
+template <class Port>
+void put(Port& port, const std::uint8_t* b) {
+    if constexpr (std::is_integral_v<Port>) {
+        std::uint64_t v = 0;
+        std::memcpy(&v, b, kW);
+        port = static_cast<Port>(v);
+    } else {
+        for (int w = 0; w < kW / 4; ++w) {
+            std::uint32_t x;
+            std::memcpy(&x, b + 4 * w, 4);
+            port[w] = x;
+        }
+    }
+}
+template <class Port>
+void get(const Port& port, std::uint8_t* b) {
+    if constexpr (std::is_integral_v<Port>) {
+        const std::uint64_t v = port;
+        std::memcpy(b, &v, kW);
+    } else {
+        for (int w = 0; w < kW / 4; ++w) {
+            const std::uint32_t x = port[w];
+            std::memcpy(b + 4 * w, &x, 4);
+        }
+    }
+}
+
+struct Desc {
+    std::uint64_t addr;
+    std::uint32_t len;
+    std::uint8_t tag;
+    unsigned slot;
+    std::vector<std::uint8_t> payload;
+};
+
+// Keep mask of byte lanes [lo, hi) of a beat.
+std::uint64_t lanes(unsigned lo, unsigned hi) {
+    const auto upto = [](unsigned n) { return n >= 64 ? ~0ull : (1ull << n) - 1; };
+    return upto(hi) & ~upto(lo);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::uint64_t seed = 1;
+    int n = 200;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
+        else if (a == "--descriptors" && i + 1 < argc) n = std::atoi(argv[++i]);
+        else {
+            std::cerr << "usage: hcasim-rtl-wrtb [--seed S] [--descriptors N (1..10000)]\n";
+            return 2;
+        }
+    }
+    if (n < 1 || n > 10000) {
+        std::cerr << "hcasim-rtl-wrtb: error: --descriptors " << n << ": expected 1 to 10000\n";
+        return 2;
+    }
+    Rng rng{seed};
+    std::vector<std::uint8_t> mem(kMem);
+    for (auto& b : mem) b = static_cast<std::uint8_t>(rng.next());
+    std::vector<std::uint8_t> want = mem;  // host memory once every descriptor is written
+    // A max payload size of this run: a power of two, 128 .. MAX_BURST.
+    unsigned mps = 128;
+    while (mps < kMaxBurst && rng.below(2)) mps *= 2;
+    std::vector<Desc> descs;
+    for (int i = 0; i < n; ++i) {
+        const unsigned size_class = static_cast<unsigned>(rng.below(4));
+        const std::uint32_t len = size_class == 0   ? 1 + static_cast<std::uint32_t>(rng.below(16))
+                                  : size_class == 1 ? 1 + static_cast<std::uint32_t>(rng.below(600))
+                                  : size_class == 2 ? 1 + static_cast<std::uint32_t>(rng.below(9000))
+                                                    : 1 + static_cast<std::uint32_t>(rng.below(40000));
+        const std::uint64_t off = kW + rng.below(static_cast<std::uint32_t>(kMem - len - 3 * kW));
+        Desc d{kBase + off, len, static_cast<std::uint8_t>(i), static_cast<unsigned>(i) % kSlots, {}};
+        d.payload.resize(len);
+        for (auto& b : d.payload) b = static_cast<std::uint8_t>(rng.next());
+        std::memcpy(want.data() + off, d.payload.data(), len);
+        descs.push_back(std::move(d));
+    }
+
+    auto top = std::make_unique<HCASIM_WRTB_DUT>();
+    top->cfg_mps = mps;
+    top->rst = 1;
+    for (int i = 0; i < 4; ++i) {
+        top->clk = 0;
+        top->eval();
+        top->clk = 1;
+        top->eval();
+    }
+    top->rst = 0;
+
+    int errors = 0;
+    auto fail = [&](std::uint64_t cycle, const std::string& what) {
+        if (errors++ < 10) std::cout << "wrtb: cycle " << cycle << ": " << what << "\n";
+    };
+    std::size_t next_desc = 0;  // the next descriptor to hand over
+    std::size_t feed_desc = 0;  // the descriptor whose payload is fed
+    std::uint64_t fed = 0;      // bytes of it fed so far
+    std::size_t out_desc = 0;   // the descriptor the TLPs are for
+    std::uint64_t out_off = 0;  // bytes of it in TLPs begun so far
+    bool in_tlp = false;        // a TLP has begun and its last beat not gone
+    std::uint64_t tlp_addr = 0;
+    unsigned tlp_len = 0, tlp_beats = 0, tlp_beat = 0;
+    std::size_t done = 0, tlps = 0;
+    bool desc_valid = false, data_valid = false;
+    std::uint64_t cycle = 0, last_progress = 0;
+    std::uint8_t beat[kW];
+    while (done < descs.size() && errors == 0) {
+        ++cycle;
+        if (cycle - last_progress > 200000) {
+            fail(cycle, "no progress for 200000 cycles");
+            break;
+        }
+        // Inputs for this cycle: a valid stays up until it is taken.
+        top->clk = 0;
+        if (!desc_valid && next_desc < descs.size() && rng.below(3) != 0) desc_valid = true;
+        top->s_desc_valid = desc_valid;
+        if (desc_valid) {
+            const Desc& d = descs[next_desc];
+            top->s_desc_addr = d.addr;
+            top->s_desc_len = d.len;
+            top->s_desc_tag = d.tag;
+            top->s_desc_slot = d.slot;
+        }
+        top->eval();
+        // The packet buffer answers the tag the module asks by, for a
+        // descriptor it has taken and not been fed whole.
+        const bool can_feed = top->data_tag_valid && feed_desc < next_desc;
+        if (can_feed && top->data_tag != descs[feed_desc].tag)
+            fail(cycle, "payload asked by tag " + std::to_string(top->data_tag) + ", descriptor " +
+                            std::to_string(feed_desc) + " has tag " + std::to_string(descs[feed_desc].tag));
+        if (!data_valid && can_feed && rng.below(3) != 0) data_valid = true;
+        top->s_axis_data_valid = data_valid;
+        if (data_valid) {
+            const Desc& d = descs[feed_desc];
+            // Bytes past the payload's end are junk the module must not write.
+            for (int i = 0; i < kW; ++i) beat[i] = static_cast<std::uint8_t>(0xA5 ^ i);
+            std::memcpy(beat, d.payload.data() + fed, std::min<std::uint64_t>(kW, d.len - fed));
+            put(top->s_axis_data_data, beat);
+        }
+        top->m_axis_wr_ready = rng.below(4) != 0;
+        top->eval();
+
+        // What the clock edge takes.
+        const bool desc_fire = top->s_desc_valid && top->s_desc_ready;
+        const bool data_fire = top->s_axis_data_valid && top->s_axis_data_ready;
+        const bool wr_fire = top->m_axis_wr_valid && top->m_axis_wr_ready;
+        if (wr_fire) {
+            const std::uint64_t addr = top->m_axis_wr_addr;
+            const unsigned len = top->m_axis_wr_len;
+            if (out_desc >= descs.size()) {
+                fail(cycle, "a TLP after the last descriptor's");
+            } else {
+                const Desc& d = descs[out_desc];
+                const std::string which = "descriptor " + std::to_string(out_desc);
+                if (!in_tlp) {
+                    // A TLP's first beat: as long as it may be, from where the last one ended.
+                    const std::uint64_t rem = d.len - out_off;
+                    const unsigned to_boundary = mps - static_cast<unsigned>(addr % mps);
+                    if (addr != d.addr + out_off) fail(cycle, "TLP address not where the last one of " + which + " ended");
+                    if (len != std::min<std::uint64_t>(rem, to_boundary))
+                        fail(cycle, "TLP length " + std::to_string(len) + " of " + which + ": expected " +
+                                        std::to_string(std::min<std::uint64_t>(rem, to_boundary)));
+                    in_tlp = true;
+                    tlp_addr = addr, tlp_len = len, tlp_beat = 0;
+                    tlp_beats = static_cast<unsigned>((addr % kW + len + kW - 1) / kW);
+                    out_off += len;
+                    ++tlps;
+                } else if (addr != tlp_addr || len != tlp_len) {
+                    fail(cycle, "address or length changed within a TLP of " + which);
+                }
+                // Bytes of this beat that belong to the TLP, at host alignment.
+                const std::uint64_t base = (tlp_addr & ~std::uint64_t(kW - 1)) + std::uint64_t(tlp_beat) * kW;
+                const std::uint64_t lo = std::max(base, tlp_addr), hi = std::min(base + kW, tlp_addr + tlp_len);
+                const std::uint64_t want_keep = lanes(static_cast<unsigned>(lo - base), static_cast<unsigned>(hi - base));
+                if (std::uint64_t(top->m_axis_wr_keep) != want_keep) fail(cycle, "keep of a beat of " + which);
+                const bool last = tlp_beat + 1 == tlp_beats;
+                if (bool(top->m_axis_wr_last) != last) fail(cycle, "last of a beat of " + which);
+                get(top->m_axis_wr_data, beat);
+                for (unsigned lane = 0; lane < static_cast<unsigned>(kW); ++lane)
+                    if ((std::uint64_t(top->m_axis_wr_keep) >> lane) & 1) mem[base + lane - kBase] = beat[lane];
+                const bool desc_last = last && out_off == d.len;
+                if (bool(top->done_valid) != desc_last)
+                    fail(cycle, std::string(desc_last ? "no done with" : "done before") + " the last beat of " + which);
+                if (top->done_valid && top->done_slot != d.slot) fail(cycle, "done slot of " + which);
+                if (top->done_valid) ++done;
+                ++tlp_beat;
+                if (last) in_tlp = false;
+                if (desc_last) ++out_desc, out_off = 0;
+            }
+            last_progress = cycle;
+        } else if (top->done_valid) {
+            fail(cycle, "done without a TLP beat");
+        }
+
+        top->clk = 1;
+        top->eval();
+        if (desc_fire) ++next_desc, desc_valid = false, last_progress = cycle;
+        if (data_fire) {
+            fed += kW;
+            if (fed >= descs[feed_desc].len) ++feed_desc, fed = 0;
+            data_valid = false;
+            last_progress = cycle;
+        }
+    }
+    if (errors == 0 && (feed_desc != descs.size() || in_tlp)) fail(cycle, "payload or a TLP left over at the end");
+    if (errors == 0 && mem != want) {
+        std::size_t at = 0;
+        while (mem[at] == want[at]) ++at;
+        fail(cycle, "host memory differs from what the descriptors wrote, first at byte " + std::to_string(at));
+    }
+    // Nothing left: the module says it can stop its clock.
+    for (int i = 0; i < 4 && errors == 0; ++i) {
+        top->clk = 0;
+        top->s_desc_valid = 0;
+        top->s_axis_data_valid = 0;
+        top->eval();
+        top->clk = 1;
+        top->eval();
+    }
+    if (errors == 0 && !top->quiet) fail(cycle, "not quiet at the end");
+    top->final();
+    std::uint64_t bytes = 0;
+    for (const auto& d : descs) bytes += d.len;
+    std::cout << "wrtb (" << kBits << "-bit data path, MAX_BURST " << kMaxBurst << "): seed " << seed << ", mps " << mps
+              << ", " << descs.size() << " descriptors, " << bytes << " bytes, " << tlps << " TLPs, " << cycle
+              << " cycles: " << (errors ? "FAILED" : "ok") << "\n";
+    return errors ? 1 : 0;
+}
