@@ -19,7 +19,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "testbench/system/split_mix.hpp"
+#include "testbench/rtl/half_bench.hpp"
 
 // Verilator's headers are not ours: their warnings are off.
 #pragma GCC diagnostic push
@@ -35,38 +35,8 @@ constexpr int kW = kBits / 8;                 // data path bytes
 constexpr unsigned kReads = HCASIM_RDTB_READS;  // OUTSTANDING_READS
 constexpr unsigned kMaxBurst = HCASIM_RDTB_MAX_BURST;
 constexpr unsigned kSlots = 16;               // SLOT_WIDTH 4, the module's default
-constexpr std::uint64_t kBase = 0x7f0000001000ull;  // host address of mem[0]
-constexpr std::size_t kMem = 1 << 20;
 
-using Rng = hcasim::testbench::SplitMix64;
-
-// A data port as bytes: an integer up to 64 bits, or Verilator's wide words.
-template <class Port>
-void put(Port& port, const std::uint8_t* b) {
-    if constexpr (std::is_integral_v<Port>) {
-        std::uint64_t v = 0;
-        std::memcpy(&v, b, kW);
-        port = static_cast<Port>(v);
-    } else {
-        for (int w = 0; w < kW / 4; ++w) {
-            std::uint32_t x;
-            std::memcpy(&x, b + 4 * w, 4);
-            port[w] = x;
-        }
-    }
-}
-template <class Port>
-void get(const Port& port, std::uint8_t* b) {
-    if constexpr (std::is_integral_v<Port>) {
-        const std::uint64_t v = port;
-        std::memcpy(b, &v, kW);
-    } else {
-        for (int w = 0; w < kW / 4; ++w) {
-            const std::uint32_t x = port[w];
-            std::memcpy(b + 4 * w, &x, 4);
-        }
-    }
-}
+using namespace hcasim::testbench::half_bench;
 
 struct Desc {
     std::uint64_t addr;
@@ -83,48 +53,25 @@ struct Request {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::uint64_t seed = 1;
-    int n = 200;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
-        else if (a == "--descriptors" && i + 1 < argc) n = std::atoi(argv[++i]);
-        else {
-            std::cerr << "usage: hcasim-rtl-rdtb [--seed S] [--descriptors N (1..10000)]\n";
-            return 2;
-        }
-    }
-    if (n < 1 || n > 10000) {
-        std::cerr << "hcasim-rtl-rdtb: error: --descriptors " << n << ": expected 1 to 10000\n";
-        return 2;
-    }
+    Args args;
+    if (!parse_args(argc, argv, "hcasim-rtl-rdtb", args)) return 2;
+    const std::uint64_t seed = args.seed;
+    const int n = args.descriptors;
     Rng rng{seed};
     std::vector<std::uint8_t> mem(kMem);
     for (auto& b : mem) b = static_cast<std::uint8_t>(rng.next());
     // A max read request size of this run: a power of two, 128 .. MAX_BURST.
-    unsigned mrrs = 128;
-    while (mrrs < kMaxBurst && rng.below(2)) mrrs *= 2;
+    const unsigned mrrs = random_burst(rng, kMaxBurst);
     std::vector<Desc> descs;
     for (int i = 0; i < n; ++i) {
-        const unsigned size_class = static_cast<unsigned>(rng.below(4));
-        const std::uint32_t len = size_class == 0   ? 1 + static_cast<std::uint32_t>(rng.below(16))
-                                  : size_class == 1 ? 1 + static_cast<std::uint32_t>(rng.below(600))
-                                  : size_class == 2 ? 1 + static_cast<std::uint32_t>(rng.below(9000))
-                                                    : 1 + static_cast<std::uint32_t>(rng.below(40000));
-        const std::uint64_t off = kW + rng.below(static_cast<std::uint32_t>(kMem - len - 3 * kW));
+        const std::uint32_t len = random_length(rng);
+        const std::uint64_t off = random_offset(rng, len, kW);
         descs.push_back({kBase + off, len, static_cast<std::uint8_t>(i), static_cast<unsigned>(i) % kSlots});
     }
 
     auto top = std::make_unique<HCASIM_RDTB_DUT>();
     top->cfg_mrrs = mrrs;
-    top->rst = 1;
-    for (int i = 0; i < 4; ++i) {
-        top->clk = 0;
-        top->eval();
-        top->clk = 1;
-        top->eval();
-    }
-    top->rst = 0;
+    reset(*top);
 
     int errors = 0;
     auto fail = [&](std::uint64_t cycle, const std::string& what) {
@@ -150,21 +97,14 @@ int main(int argc, char** argv) {
         // Inputs for this cycle: a valid stays up until it is taken.
         top->clk = 0;
         if (!desc_valid && next_desc < descs.size() && rng.below(3) != 0) desc_valid = true;
-        top->s_desc_valid = desc_valid;
-        if (desc_valid) {
-            const Desc& d = descs[next_desc];
-            top->s_desc_addr = d.addr;
-            top->s_desc_len = d.len;
-            top->s_desc_tag = d.tag;
-            top->s_desc_slot = d.slot;
-        }
+        offer_descriptor(*top, desc_valid, descs[std::min(next_desc, descs.size() - 1)]);
         top->m_axis_req_ready = rng.below(4) != 0;
         if (!cpl_valid && !reads.empty() && rng.below(3) != 0) cpl_valid = true;
         top->s_axis_cpl_valid = cpl_valid;
         if (cpl_valid) {
             const Request& r = reads.front();
             std::memcpy(beat, mem.data() + (r.first - kBase) + std::uint64_t(r.next) * kW, kW);
-            put(top->s_axis_cpl_data, beat);
+            put<kW>(top->s_axis_cpl_data, beat);
         }
         top->m_axis_data_ready = rng.below(4) != 0;
         top->eval();
@@ -204,7 +144,7 @@ int main(int argc, char** argv) {
                 if (top->m_axis_data_id != d.tag) fail(cycle, "id of descriptor " + std::to_string(out_desc));
                 if (bool(top->m_axis_data_last) != (out_off + count == d.len))
                     fail(cycle, "last of descriptor " + std::to_string(out_desc));
-                get(top->m_axis_data_data, beat);
+                get<kW>(top->m_axis_data_data, beat);
                 if (std::memcmp(beat, mem.data() + (d.addr - kBase) + out_off, count) != 0)
                     fail(cycle, "bytes of descriptor " + std::to_string(out_desc) + " at " + std::to_string(out_off));
                 out_off += count;

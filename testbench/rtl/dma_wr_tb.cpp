@@ -19,7 +19,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "testbench/system/split_mix.hpp"
+#include "testbench/rtl/half_bench.hpp"
 
 // Verilator's headers are not ours: their warnings are off.
 #pragma GCC diagnostic push
@@ -33,39 +33,9 @@ namespace {
 constexpr int kBits = HCASIM_WRTB_BITS;  // DATA_WIDTH
 constexpr int kW = kBits / 8;            // data path bytes
 constexpr unsigned kMaxBurst = HCASIM_WRTB_MAX_BURST;
-constexpr unsigned kSlots = 16;               // SLOT_WIDTH 4, the module's default
-constexpr std::uint64_t kBase = 0x7f0000001000ull;  // host address of mem[0]
-constexpr std::size_t kMem = 1 << 20;
+constexpr unsigned kSlots = 16;  // SLOT_WIDTH 4, the module's default
 
-using Rng = hcasim::testbench::SplitMix64;
-
-// A data port as bytes: an integer up to 64 bits, or Verilator's wide words.
-template <class Port>
-void put(Port& port, const std::uint8_t* b) {
-    if constexpr (std::is_integral_v<Port>) {
-        std::uint64_t v = 0;
-        std::memcpy(&v, b, kW);
-        port = static_cast<Port>(v);
-    } else {
-        for (int w = 0; w < kW / 4; ++w) {
-            std::uint32_t x;
-            std::memcpy(&x, b + 4 * w, 4);
-            port[w] = x;
-        }
-    }
-}
-template <class Port>
-void get(const Port& port, std::uint8_t* b) {
-    if constexpr (std::is_integral_v<Port>) {
-        const std::uint64_t v = port;
-        std::memcpy(b, &v, kW);
-    } else {
-        for (int w = 0; w < kW / 4; ++w) {
-            const std::uint32_t x = port[w];
-            std::memcpy(b + 4 * w, &x, 4);
-        }
-    }
-}
+using namespace hcasim::testbench::half_bench;
 
 struct Desc {
     std::uint64_t addr;
@@ -84,36 +54,20 @@ std::uint64_t lanes(unsigned lo, unsigned hi) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::uint64_t seed = 1;
-    int n = 200;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
-        else if (a == "--descriptors" && i + 1 < argc) n = std::atoi(argv[++i]);
-        else {
-            std::cerr << "usage: hcasim-rtl-wrtb [--seed S] [--descriptors N (1..10000)]\n";
-            return 2;
-        }
-    }
-    if (n < 1 || n > 10000) {
-        std::cerr << "hcasim-rtl-wrtb: error: --descriptors " << n << ": expected 1 to 10000\n";
-        return 2;
-    }
+    Args args;
+    if (!parse_args(argc, argv, "hcasim-rtl-wrtb", args)) return 2;
+    const std::uint64_t seed = args.seed;
+    const int n = args.descriptors;
     Rng rng{seed};
     std::vector<std::uint8_t> mem(kMem);
     for (auto& b : mem) b = static_cast<std::uint8_t>(rng.next());
     std::vector<std::uint8_t> want = mem;  // host memory once every descriptor is written
     // A max payload size of this run: a power of two, 128 .. MAX_BURST.
-    unsigned mps = 128;
-    while (mps < kMaxBurst && rng.below(2)) mps *= 2;
+    const unsigned mps = random_burst(rng, kMaxBurst);
     std::vector<Desc> descs;
     for (int i = 0; i < n; ++i) {
-        const unsigned size_class = static_cast<unsigned>(rng.below(4));
-        const std::uint32_t len = size_class == 0   ? 1 + static_cast<std::uint32_t>(rng.below(16))
-                                  : size_class == 1 ? 1 + static_cast<std::uint32_t>(rng.below(600))
-                                  : size_class == 2 ? 1 + static_cast<std::uint32_t>(rng.below(9000))
-                                                    : 1 + static_cast<std::uint32_t>(rng.below(40000));
-        const std::uint64_t off = kW + rng.below(static_cast<std::uint32_t>(kMem - len - 3 * kW));
+        const std::uint32_t len = random_length(rng);
+        const std::uint64_t off = random_offset(rng, len, kW);
         Desc d{kBase + off, len, static_cast<std::uint8_t>(i), static_cast<unsigned>(i) % kSlots, {}};
         d.payload.resize(len);
         for (auto& b : d.payload) b = static_cast<std::uint8_t>(rng.next());
@@ -123,14 +77,7 @@ int main(int argc, char** argv) {
 
     auto top = std::make_unique<HCASIM_WRTB_DUT>();
     top->cfg_mps = mps;
-    top->rst = 1;
-    for (int i = 0; i < 4; ++i) {
-        top->clk = 0;
-        top->eval();
-        top->clk = 1;
-        top->eval();
-    }
-    top->rst = 0;
+    reset(*top);
 
     int errors = 0;
     auto fail = [&](std::uint64_t cycle, const std::string& what) {
@@ -157,14 +104,7 @@ int main(int argc, char** argv) {
         // Inputs for this cycle: a valid stays up until it is taken.
         top->clk = 0;
         if (!desc_valid && next_desc < descs.size() && rng.below(3) != 0) desc_valid = true;
-        top->s_desc_valid = desc_valid;
-        if (desc_valid) {
-            const Desc& d = descs[next_desc];
-            top->s_desc_addr = d.addr;
-            top->s_desc_len = d.len;
-            top->s_desc_tag = d.tag;
-            top->s_desc_slot = d.slot;
-        }
+        offer_descriptor(*top, desc_valid, descs[std::min(next_desc, descs.size() - 1)]);
         top->eval();
         // The packet buffer answers the tag the module asks by, for a
         // descriptor it has taken and not been fed whole.
@@ -179,7 +119,7 @@ int main(int argc, char** argv) {
             // Bytes past the payload's end are junk the module must not write.
             for (int i = 0; i < kW; ++i) beat[i] = static_cast<std::uint8_t>(0xA5 ^ i);
             std::memcpy(beat, d.payload.data() + fed, std::min<std::uint64_t>(kW, d.len - fed));
-            put(top->s_axis_data_data, beat);
+            put<kW>(top->s_axis_data_data, beat);
         }
         top->m_axis_wr_ready = rng.below(4) != 0;
         top->eval();
@@ -219,7 +159,7 @@ int main(int argc, char** argv) {
                 if (std::uint64_t(top->m_axis_wr_keep) != want_keep) fail(cycle, "keep of a beat of " + which);
                 const bool last = tlp_beat + 1 == tlp_beats;
                 if (bool(top->m_axis_wr_last) != last) fail(cycle, "last of a beat of " + which);
-                get(top->m_axis_wr_data, beat);
+                get<kW>(top->m_axis_wr_data, beat);
                 for (unsigned lane = 0; lane < static_cast<unsigned>(kW); ++lane)
                     if ((std::uint64_t(top->m_axis_wr_keep) >> lane) & 1) mem[base + lane - kBase] = beat[lane];
                 const bool desc_last = last && out_off == d.len;
