@@ -57,6 +57,7 @@ private:
     std::uint64_t m_quiet_activity = ~std::uint64_t(0);  // the group's activity when all were last seen waiting
     double m_timeout_s;
     std::vector<std::string> m_problems;
+    std::uint64_t m_writes_seen = 0;  // the programs' writes when they were last looked at
     // The programs' writes when they were last all found waiting, and the
     // host's receive path that data written since may still be in.
     std::uint64_t m_writes_settled = 0;

@@ -203,6 +203,7 @@ TEST_CASE("perftest's ib_write_bw through hcasim run agrees with hcasim bw", "[r
     const auto row = perftest_row(r.out);  // bytes, iterations, peak, average, Mpps
     REQUIRE(row.size() >= 4);
     const CommandResult in = run_hcasim("bw --sizes 65536 -n 500 --mtu 2048");
+    INFO(in.out);
     const auto ref = hcasim_row(in.out);
     REQUIRE(ref.size() >= 4);
     CHECK(row[3] == Approx(ref[3]).epsilon(0.01));
@@ -219,6 +220,7 @@ TEST_CASE("perftest's ib_atomic_bw and small ib_read_bw through hcasim run agree
     const auto row = perftest_row(r.out);  // bytes, iterations, peak, average, Mpps
     REQUIRE(row.size() >= 5);
     const CommandResult in = run_hcasim("bw --op atomic_fadd -n 5000");
+    INFO(in.out);
     const auto ref = hcasim_row(in.out);
     REQUIRE(ref.size() >= 5);
     CHECK(row[4] == Approx(ref[4]).epsilon(0.05));
@@ -234,7 +236,9 @@ TEST_CASE("perftest's ib_atomic_bw and small ib_read_bw through hcasim run agree
     REQUIRE(rd.exit_code == 0);
     const auto read_row = perftest_row(rd.out);
     REQUIRE(read_row.size() >= 5);
-    const auto read_ref = hcasim_row(run_hcasim("bw --op read --sizes 64 -n 5000 --mtu 2048").out);
+    const CommandResult read_in = run_hcasim("bw --op read --sizes 64 -n 5000 --mtu 2048");
+    INFO(read_in.out);
+    const auto read_ref = hcasim_row(read_in.out);
     REQUIRE(read_ref.size() >= 5);
     CHECK(read_row[4] == Approx(read_ref[4]).epsilon(0.05));
 }
@@ -250,6 +254,7 @@ TEST_CASE("perftest's ib_send_lat and ib_write_lat through hcasim run agree with
         const auto row = perftest_row(r.out);  // bytes, iterations, t_min, t_max, t_typical, t_avg
         REQUIRE(row.size() >= 6);
         const CommandResult in = run_hcasim(std::string("lat --op ") + op + " --sizes 64 -n 300 --mtu 2048");
+        INFO(in.out);
         const auto ref = hcasim_row(in.out);
         REQUIRE(ref.size() >= 6);
         CHECK(row[4] == Approx(ref[4]).epsilon(0.05));
