@@ -191,14 +191,6 @@ void ProcessSync::run() {
                 killed = true;
                 continue;
             }
-            // A write to a socket can wake a program blocked in the kernel
-            // with no call made: after one, every program is looked at
-            // afresh (none is taken to wait on the strength of an earlier look).
-            const std::uint64_t written_before = writes();
-            if (written_before != m_writes_seen) {
-                m_writes_seen = written_before;
-                if (m_group) ++m_group->activity;
-            }
             std::vector<bool> waits(m_programs.size());
             bool waiting = true;
             for (std::size_t i = 0; i < m_programs.size(); ++i)
@@ -212,7 +204,15 @@ void ProcessSync::run() {
             // A program wrote since all were last found waiting: what it
             // wrote to another's socket must have reached it first.
             const std::uint64_t written = writes();
-            if ((waiting || spin) && written != written_before) waiting = spin = false;  // one wrote while looked at
+            // A write to a socket can wake a program blocked in the kernel
+            // with no call made: no verdict in a round after one, and every
+            // program is looked at afresh in the next (none is taken to wait
+            // on the strength of an earlier look).
+            if (written != m_writes_seen) {
+                m_writes_seen = written;
+                if (m_group) ++m_group->activity;
+                waiting = spin = false;
+            }
             if ((waiting || spin) && written != m_writes_settled && !m_backlog.drained()) waiting = spin = false;
             // Each was seen waiting, one after the other; seen again and not
             // run in between, they were all waiting at one instant.

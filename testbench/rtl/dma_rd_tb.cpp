@@ -24,16 +24,16 @@
 // Verilator's headers are not ours: their warnings are off.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
-#include HCASIM_RDTB_HEADER
+#include HCASIM_HALF_HEADER
 #include "verilated.h"
 #pragma GCC diagnostic pop
 
 namespace {
 
-constexpr int kBits = HCASIM_RDTB_BITS;       // DATA_WIDTH
+constexpr int kBits = HCASIM_HALF_BITS;       // DATA_WIDTH
 constexpr int kW = kBits / 8;                 // data path bytes
-constexpr unsigned kReads = HCASIM_RDTB_READS;  // OUTSTANDING_READS
-constexpr unsigned kMaxBurst = HCASIM_RDTB_MAX_BURST;
+constexpr unsigned kReads = HCASIM_HALF_READS;  // OUTSTANDING_READS
+constexpr unsigned kMaxBurst = HCASIM_HALF_MAX_BURST;
 constexpr unsigned kSlots = 16;               // SLOT_WIDTH 4, the module's default
 
 using namespace hcasim::testbench::half_bench;
@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
         descs.push_back({kBase + off, len, static_cast<std::uint8_t>(i), static_cast<unsigned>(i) % kSlots});
     }
 
-    auto top = std::make_unique<HCASIM_RDTB_DUT>();
+    auto top = std::make_unique<HCASIM_HALF_DUT>();
     top->cfg_mrrs = mrrs;
     reset(*top);
 
@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
         // Inputs for this cycle: a valid stays up until it is taken.
         top->clk = 0;
         if (!desc_valid && next_desc < descs.size() && rng.below(3) != 0) desc_valid = true;
-        offer_descriptor(*top, desc_valid, descs[std::min(next_desc, descs.size() - 1)]);
+        offer_descriptor(*top, desc_valid ? &descs[next_desc] : nullptr);
         top->m_axis_req_ready = rng.below(4) != 0;
         if (!cpl_valid && !reads.empty() && rng.below(3) != 0) cpl_valid = true;
         top->s_axis_cpl_valid = cpl_valid;

@@ -24,15 +24,15 @@
 // Verilator's headers are not ours: their warnings are off.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
-#include HCASIM_WRTB_HEADER
+#include HCASIM_HALF_HEADER
 #include "verilated.h"
 #pragma GCC diagnostic pop
 
 namespace {
 
-constexpr int kBits = HCASIM_WRTB_BITS;  // DATA_WIDTH
+constexpr int kBits = HCASIM_HALF_BITS;  // DATA_WIDTH
 constexpr int kW = kBits / 8;            // data path bytes
-constexpr unsigned kMaxBurst = HCASIM_WRTB_MAX_BURST;
+constexpr unsigned kMaxBurst = HCASIM_HALF_MAX_BURST;
 constexpr unsigned kSlots = 16;  // SLOT_WIDTH 4, the module's default
 
 using namespace hcasim::testbench::half_bench;
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
         descs.push_back(std::move(d));
     }
 
-    auto top = std::make_unique<HCASIM_WRTB_DUT>();
+    auto top = std::make_unique<HCASIM_HALF_DUT>();
     top->cfg_mps = mps;
     reset(*top);
 
@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
         // Inputs for this cycle: a valid stays up until it is taken.
         top->clk = 0;
         if (!desc_valid && next_desc < descs.size() && rng.below(3) != 0) desc_valid = true;
-        offer_descriptor(*top, desc_valid, descs[std::min(next_desc, descs.size() - 1)]);
+        offer_descriptor(*top, desc_valid ? &descs[next_desc] : nullptr);
         top->eval();
         // The packet buffer answers the tag the module asks by, for a
         // descriptor it has taken and not been fed whole.

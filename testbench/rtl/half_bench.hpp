@@ -89,15 +89,15 @@ void get(const Port& port, std::uint8_t* b) {
     }
 }
 
-// Drives the descriptor port: d while valid, its fields left as they were otherwise.
+// Drives the descriptor port: *d, or not valid (the fields left as they were).
 template <class Top, class Desc>
-void offer_descriptor(Top& top, bool valid, const Desc& d) {
-    top.s_desc_valid = valid;
-    if (!valid) return;
-    top.s_desc_addr = d.addr;
-    top.s_desc_len = d.len;
-    top.s_desc_tag = d.tag;
-    top.s_desc_slot = d.slot;
+void offer_descriptor(Top& top, const Desc* d) {
+    top.s_desc_valid = d != nullptr;
+    if (!d) return;
+    top.s_desc_addr = d->addr;
+    top.s_desc_len = d->len;
+    top.s_desc_tag = d->tag;
+    top.s_desc_slot = d->slot;
 }
 
 // Clocks a verilated module through n cycles of reset.

@@ -19,10 +19,11 @@
 
 #include <systemc.h>
 
+#include "model/sim/simulation_start.hpp"
+
 // Verilator's headers are not ours: their warnings are off.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
-#include "model/sim/simulation_start.hpp"
 #include "testbench/system/split_mix.hpp"
 #include HCASIM_SCTB_HEADER
 #include "verilated.h"
