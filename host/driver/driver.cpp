@@ -506,6 +506,11 @@ int Driver::write_send_wqe(DriverQp& qp, const SendRequest& r) {
     qp.sq_wrid[qp.sq_pi & (qp.max_send_wr - 1)] = r.wr_id;
     // Keep the size of the last WQE for a BlueFlame write.
     m_bf.assign(wqe, wqe + ((off + hca::kWqeBasicBlock - 1) & ~(hca::kWqeBasicBlock - 1)));
+    // mlx4 sends by BlueFlame only a WQE the adapter needs nothing more for
+    // to start: inline data, an RDMA READ, a WRITE without gather entries.
+    const bool read_or_bare_write = r.op == hca::WqeOpcode::RdmaRead ||
+                                    ((r.op == hca::WqeOpcode::RdmaWrite || r.op == hca::WqeOpcode::RdmaWriteImm) && r.num_sge == 0);
+    m_bf_gathers = !r.inline_data && !read_or_bare_write;
     // A work request's flow starts where the host writes its WQE.
     if (sim::tracer().on())
         sim::tracer().slice(host_track(), "post_send WQE", t0, sim::now_ps(), {{"qp", qp.qpn}, {"wqe", qp.sq_pi}},
@@ -549,7 +554,8 @@ void Driver::ring_send_doorbell(DriverQp& qp) {
     w.index = qp.sq_pi;
     // A lone small WQE goes by BlueFlame: the WQE itself is written to the
     // adapter, which then needs no fetch DMA.
-    if (m_hca.params().blueflame && qp.sq_unrung == 1 && m_bf.size() <= m_hca.params().blueflame_max_bytes) {
+    const hca::HcaParams& p = m_hca.params();
+    if (p.blueflame && qp.sq_unrung == 1 && m_bf.size() <= p.blueflame_max_bytes && (p.blueflame_any_wqe || !m_bf_gathers)) {
         w.offset = hca::kUarBlueFlame;
         w.wqe = m_bf;
     } else {

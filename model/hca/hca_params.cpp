@@ -83,6 +83,12 @@ void declare_hca_params(sim::ParamRegistry& r) {
            "Mellanox BlueFlame (calibration-facts: how adapters post work)"});
     r.add({"hca.blueflame_max_bytes", K::Int, "bytes", "256", 64, 4096, {"64", "128", "256", "512", "1024", "2048", "4096"},
            "largest WQE sent by BlueFlame", "half of the mlx4 512 B BlueFlame register"});
+    r.add({"hca.blueflame_any_wqe", K::Bool, "", "false", 0, 0, {},
+           "with hca.blueflame, a lone WQE whose payload the adapter still has to DMA-read (gather entries) "
+           "goes by BlueFlame too; false: only one with inline data, an RDMA READ or a WRITE without gather "
+           "entries, the others ring the doorbell and the adapter fetches them",
+           "rdma-core mlx4 provider (ConnectX-3): BlueFlame only for such WQEs; mlx5 provider (ConnectX-4 on): "
+           "any lone WQE unless MLX5_POST_SEND_PREFER_BF=0"});
     auto cap = [&](const char* key, const char* def, double max, const char* doc) {
         r.add({key, K::Int, "count", def, 1, max, {}, doc, "ConnectX-3 ibv_devinfo -v values"});
     };
@@ -162,6 +168,7 @@ HcaParams HcaParams::from(const sim::Config& c) {
     p.cqe_cycles = u("hca.cqe_cycles");
     p.blueflame = c.get_bool("hca.blueflame");
     p.blueflame_max_bytes = u("hca.blueflame_max_bytes");
+    p.blueflame_any_wqe = c.get_bool("hca.blueflame_any_wqe");
     p.max_qp = u("hca.max_qp");
     p.max_qp_wr = u("hca.max_qp_wr");
     p.max_sge = u("hca.max_sge");

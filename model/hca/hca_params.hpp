@@ -39,6 +39,7 @@ struct HcaParams {
     std::uint32_t cqe_cycles = 4;
     bool blueflame = true;
     std::uint32_t blueflame_max_bytes = 256;
+    bool blueflame_any_wqe = false;  // also WQEs with gather entries (mlx5), not only inline/READ (mlx4)
     // Device capabilities reported by query_device.
     std::uint32_t max_qp = 65536;
     std::uint32_t max_qp_wr = 16384;

@@ -120,7 +120,12 @@ void check_bandwidth_at_limit(const Overrides& cfg, Op op = Op::Write, int mtu =
     const double avg = m.values[0], peak = m.values[1];
     INFO("measured avg " << avg << " MB/s, peak " << peak << " MB/s; limit " << expect << " MB/s");
     CHECK(avg >= 0.95 * expect);
-    CHECK(avg <= expect);
+    // The sender's last completion (its ACK) can come while the receiver
+    // still holds up to hca.rx_buffer_bytes of payload for its PCIe writes.
+    hcasim::sim::Config c;
+    for (const auto& [k, v] : cfg) c.set(k, v);
+    const double run_bytes = 200.0 * (1u << 20);
+    CHECK(avg <= expect * (1 + static_cast<double>(c.get_int("hca.rx_buffer_bytes")) / run_bytes));
     // The peak is the best window of a quarter of the run; completions come
     // in bunches, so allow it 0.5 % of measurement noise above the limit.
     CHECK(peak <= 1.005 * expect);
@@ -345,9 +350,12 @@ TEST_CASE("a one-entry send queue and a one-entry completion queue take the same
         CHECK(shallow.num("failed") == 0);
         CHECK(deep.num("failed") == 0);
         CHECK(shallow.num("cq_entries") < 4);
-        // Every WQE came by BlueFlame: the send queue is not the difference.
-        CHECK(shallow.num("blueflame_wqes") == kIterations);
-        CHECK(shallow.num("fetched_wqes") == 0);
+        // Every READ came by BlueFlame, every atomic by a doorbell and a
+        // fetch (mlx4's rule): the same way for both queue depths.
+        const bool by_blueflame = op == IBV_WR_RDMA_READ;
+        CHECK(shallow.num("blueflame_wqes") == (by_blueflame ? kIterations : 0));
+        CHECK(shallow.num("fetched_wqes") == (by_blueflame ? 0 : kIterations));
+        CHECK(deep.num("blueflame_wqes") == shallow.num("blueflame_wqes"));
         const long long steady = deep.num("rtt1");
         for (int i = 1; i < kIterations; ++i) {
             const std::string k = "rtt" + std::to_string(i);

@@ -495,12 +495,12 @@ TEST_CASE("a batch of several work requests in one ibv_wr_start and ibv_wr_compl
             for (std::size_t i = 0; i < w.size(); ++i) rec.wc("req" + std::to_string(i), w[i].wc);
             rec.num("doorbells", sys.counter("node0.hca.doorbell_unit.doorbells") - db0);
             rec.num("blueflame", sys.counter("node0.hca.doorbell_unit.blueflame_writes") - bf0);
-            // A lone small WR goes by BlueFlame, as from ibv_post_send.
+            // A lone small inline WR goes by BlueFlame, as from ibv_post_send.
             ibv_wr_start(x);
             x->wr_id = 600;
-            x->wr_flags = IBV_SEND_SIGNALED;
+            x->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
             ibv_wr_send(x);
-            ibv_wr_set_sge(x, s.mr->lkey, reinterpret_cast<std::uintptr_t>(s.buf), 8);
+            ibv_wr_set_inline_data(x, s.buf, 8);
             rec.num("rc1", ibv_wr_complete(x));
             rec.num("n1", poll_ex(h, e.scq, 1).size());
             rec.num("doorbells1", sys.counter("node0.hca.doorbell_unit.doorbells") - db0);
