@@ -93,6 +93,16 @@ TEST_CASE("random rc traffic through a switch with link buffers of one packet de
     run_seeds(shape, 9701, 6);
 }
 
+TEST_CASE("random rc traffic with every lone work request written by BlueFlame, as the mlx5 provider does, delivers "
+          "every byte and every completion",
+          "[stress][blueflame]") {
+    // The adapter parses lone WQEs with gather entries from the BlueFlame
+    // copy and fetches the rest: both kinds mix on a QP.
+    Shape shape;
+    shape.extra = {{"hca.blueflame_any_wqe", "true"}};
+    run_seeds(shape, 9801, 6);
+}
+
 // Long mode (hidden: run it by its tag): the same four configurations on 16
 // to 32 QPs with longer streams, HCASIM_STRESS_SEEDS seeds each (25 if unset).
 TEST_CASE("random rc traffic on 16 to 32 qps delivers every byte and every completion on both dma engines (long mode)",

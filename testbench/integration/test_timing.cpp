@@ -366,3 +366,56 @@ TEST_CASE("a one-entry send queue and a one-entry completion queue take the same
         }
     }
 }
+
+// The provider library decides which lone work requests go by BlueFlame.
+// mlx4's rule (the ConnectX-3 class): only one the adapter needs nothing
+// more for, so a WQE with gather entries is fetched, one PCIe read round
+// trip later. mlx5's rule (hca.blueflame_any_wqe): any lone WQE.
+TEST_CASE("a lone work request goes by BlueFlame by the provider's rule and a fetched one costs a DMA read more",
+          "[timing][blueflame]") {
+    struct Run {
+        long long blueflame, fetched;
+        double t_typical;
+    };
+    auto run = [](const std::string& args) {
+        const CommandResult r = run_hcasim("lat -n 20 --counters --format text " + args);
+        INFO(args << "\n" << r.out);
+        REQUIRE(r.exit_code == 0);
+        Run out{std::max(0LL, counter_in(r.out, "node0.hca.wqe_fetch.blueflame_wqes")),
+                std::max(0LL, counter_in(r.out, "node0.hca.wqe_fetch.send_wqes")), 0};
+        const auto row = r.out.find("\n 1024 ") != std::string::npos ? r.out.find("\n 1024 ") : r.out.find("\n 8 ");
+        REQUIRE(row != std::string::npos);
+        std::istringstream in(r.out.substr(row));
+        double bytes = 0, iters = 0, t_min = 0, t_max = 0;
+        in >> bytes >> iters >> t_min >> t_max >> out.t_typical;
+        return out;
+    };
+    const std::string mlx5 = " --set hca.blueflame_any_wqe=true";
+    // mlx4: inline data and RDMA READs by BlueFlame; gather entries and atomics fetched.
+    const Run write_gather = run("--op write --sizes 1024");
+    const Run send_gather = run("--op send --sizes 1024");
+    const Run write_inline = run("--op write --sizes 1024 --inline 1024 --set hca.max_inline=1024 --set hca.blueflame_max_bytes=2048");
+    const Run read = run("--op read --sizes 1024");
+    const Run cas = run("--op atomic_cas");
+    CHECK(write_gather.blueflame == 0);
+    CHECK(write_gather.fetched == 20);
+    CHECK(send_gather.blueflame == 0);
+    CHECK(send_gather.fetched == 20);
+    CHECK(write_inline.blueflame == 20);
+    CHECK(write_inline.fetched == 0);
+    CHECK(read.blueflame == 20);
+    CHECK(read.fetched == 0);
+    CHECK(cas.blueflame == 0);
+    CHECK(cas.fetched == 20);
+    // mlx5: every one of them by BlueFlame, one DMA read round trip sooner.
+    const Run write_bf = run("--op write --sizes 1024" + mlx5);
+    const Run cas_bf = run("--op atomic_cas" + mlx5);
+    CHECK(write_bf.blueflame == 20);
+    CHECK(write_bf.fetched == 0);
+    CHECK(cas_bf.blueflame == 20);
+    CHECK(cas_bf.fetched == 0);
+    for (const auto& [fetched, by_bf] : {std::pair{write_gather, write_bf}, std::pair{cas, cas_bf}}) {
+        CHECK(fetched.t_typical - by_bf.t_typical > 0.4);
+        CHECK(fetched.t_typical - by_bf.t_typical < 0.8);
+    }
+}
