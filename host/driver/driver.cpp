@@ -553,7 +553,8 @@ void Driver::ring_send_doorbell(DriverQp& qp) {
     w.number = qp.qpn;
     w.index = qp.sq_pi;
     // A lone small WQE goes by BlueFlame: the WQE itself is written to the
-    // adapter, which then needs no fetch DMA.
+    // adapter, which then needs no fetch DMA. By mlx4's rule only one with
+    // nothing to gather; by mlx5's (hca.blueflame_any_wqe) any.
     const hca::HcaParams& p = m_hca.params();
     if (p.blueflame && qp.sq_unrung == 1 && m_bf.size() <= p.blueflame_max_bytes && (p.blueflame_any_wqe || !m_bf_gathers)) {
         w.offset = hca::kUarBlueFlame;
