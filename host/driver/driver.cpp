@@ -23,6 +23,16 @@ std::uint32_t log2_ceil(std::uint64_t v) {
     return l;
 }
 
+// mlx4's rule: BlueFlame only for a WQE the adapter needs nothing more for to
+// start it: inline data, an RDMA READ, a WRITE without gather entries.
+bool starts_without_fetch(const std::vector<std::uint8_t>& wqe) {
+    SendWqeCtrl c{};
+    std::memcpy(&c, wqe.data(), sizeof c);
+    const auto op = static_cast<hca::WqeOpcode>(c.opcode);
+    const bool write = op == hca::WqeOpcode::RdmaWrite || op == hca::WqeOpcode::RdmaWriteImm;
+    return (c.flags & hca::kWqeInline) || op == hca::WqeOpcode::RdmaRead || (write && c.num_sge == 0);
+}
+
 }  // namespace
 
 void* Driver::alloc_pinned(std::size_t bytes) {
@@ -506,11 +516,6 @@ int Driver::write_send_wqe(DriverQp& qp, const SendRequest& r) {
     qp.sq_wrid[qp.sq_pi & (qp.max_send_wr - 1)] = r.wr_id;
     // Keep the size of the last WQE for a BlueFlame write.
     m_bf.assign(wqe, wqe + ((off + hca::kWqeBasicBlock - 1) & ~(hca::kWqeBasicBlock - 1)));
-    // mlx4 sends by BlueFlame only a WQE the adapter needs nothing more for
-    // to start: inline data, an RDMA READ, a WRITE without gather entries.
-    const bool read_or_bare_write = r.op == hca::WqeOpcode::RdmaRead ||
-                                    ((r.op == hca::WqeOpcode::RdmaWrite || r.op == hca::WqeOpcode::RdmaWriteImm) && r.num_sge == 0);
-    m_bf_gathers = !r.inline_data && !read_or_bare_write;
     // A work request's flow starts where the host writes its WQE.
     if (sim::tracer().on())
         sim::tracer().slice(host_track(), "post_send WQE", t0, sim::now_ps(), {{"qp", qp.qpn}, {"wqe", qp.sq_pi}},
@@ -556,7 +561,8 @@ void Driver::ring_send_doorbell(DriverQp& qp) {
     // adapter, which then needs no fetch DMA. By mlx4's rule only one with
     // nothing to gather; by mlx5's (hca.blueflame_any_wqe) any.
     const hca::HcaParams& p = m_hca.params();
-    if (p.blueflame && qp.sq_unrung == 1 && m_bf.size() <= p.blueflame_max_bytes && (p.blueflame_any_wqe || !m_bf_gathers)) {
+    if (p.blueflame && qp.sq_unrung == 1 && m_bf.size() <= p.blueflame_max_bytes &&
+        (p.blueflame_any_wqe || starts_without_fetch(m_bf))) {
         w.offset = hca::kUarBlueFlame;
         w.wqe = m_bf;
     } else {

@@ -467,7 +467,6 @@ private:
     std::deque<AsyncEventRecord> m_async;
     sc_core::sc_event m_async_arrived;
     std::vector<std::uint8_t> m_bf;  // BlueFlame staging
-    bool m_bf_gathers = false;       // the staged WQE has gather entries to DMA-read
 
     // Memory the adapter reads and writes that the driver owns (rings,
     // doorbell records): page aligned, zeroed and pinned in the node's bus

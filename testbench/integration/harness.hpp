@@ -262,6 +262,17 @@ inline long long counter_in(const std::string& out, const std::string& name) {
     return std::stoll(out.substr(at + key.size()));
 }
 
+// The first result row of hcasim lat / bw text output (one size: its row).
+inline std::vector<double> hcasim_row(const std::string& out) {
+    const auto header = out.find("#bytes");
+    if (header == std::string::npos) return {};
+    const auto row = out.find('\n', header) + 1;
+    std::istringstream in(out.substr(row, out.find('\n', row) - row));
+    std::vector<double> v;
+    for (double d; in >> d;) v.push_back(d);
+    return v;
+}
+
 // The total message rate (Mpps) of hcasim msgrate's text output.
 inline double msgrate_total_mpps(const std::string& out) {
     const std::string key = "\n total ";

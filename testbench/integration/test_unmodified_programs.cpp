@@ -49,17 +49,6 @@ std::vector<double> perftest_row(const std::string& out) {
     return v;
 }
 
-// The row of hcasim lat / bw for one size.
-std::vector<double> hcasim_row(const std::string& out) {
-    const auto header = out.find("#bytes");
-    if (header == std::string::npos) return {};
-    const auto row = out.find('\n', header) + 1;
-    std::istringstream in(out.substr(row, out.find('\n', row) - row));
-    std::vector<double> v;
-    for (double d; in >> d;) v.push_back(d);
-    return v;
-}
-
 CommandResult run_pair(const std::string& program, const std::string& extra = "") {
     return run_hcasim("run " + extra + " --node '" + program + "' --node '" + program + " node0'", true);
 }
