@@ -26,6 +26,7 @@
 #include "testbench/workloads/multicast.hpp"
 #include "testbench/workloads/perftest.hpp"
 #include "testbench/workloads/programs.hpp"
+#include "testbench/workloads/swarm.hpp"
 
 namespace po = boost::program_options;
 using namespace hcasim;
@@ -59,6 +60,12 @@ Commands:
   mcast         UD multicast: node 0 sends to a group every other node joined
                 (fabric.nodes nodes; more than 2 need fabric.topology=switch);
                 latency and bandwidth of each receiver
+  swarm         small RDMA READs all to all, as the rc-swarm benchmark: --machines
+                nodes behind a switch, --threads workers each, every worker
+                with a QP to the same worker of every other machine per
+                --vms emulated machine and --window READs in flight; READs
+                per second per machine against its active QPs (the context
+                caches' cliff)
   connect       rdma_cm connection set-up: --clients nodes each connect
                 --connections times to node 0 (through the switch when more
                 than one), send a message and disconnect; connections per
@@ -78,7 +85,7 @@ Commands:
                 and source; without --preset every preset of the model that has
                 points; --check: exit status 1 when a point is more than 10% off
   sweep --param KEY=V1,V2,... [--param ...] [--jobs N] [--out FILE] -- WORKLOAD ...
-                WORKLOAD (lat, bw, msgrate or mcast and its options) once per
+                WORKLOAD (lat, bw, msgrate, mcast or swarm and its options) once per
                 combination of the parameters' values, --jobs processes at
                 once, shared among the ranks under mpirun; one table, CSV or
                 JSON by FILE's extension (hcasim sweep --help)
@@ -114,6 +121,7 @@ struct Cli {
     std::string dma = "systemc";
     std::string cm = "exchange";
     std::string clients = "1", connections = "100";
+    std::string machines = "6", vms = "1", window = "16", warmup = "20", duration = "100";
     std::vector<std::string> nodes;
     std::string timeout = "600";
     std::string serve;
@@ -144,6 +152,7 @@ const std::map<std::string, std::set<std::string>>& options_of() {
         {"mcast", with(config, {"sizes", "iters", "tx-depth", "inline", "format", "counters"})},
         {"bench", {"preset", "config", "set", "dma", "sizes", "iters"}},
         {"connect", with(config, {"clients", "connections", "format", "counters"})},
+        {"swarm", with(config, {"machines", "threads", "vms", "window", "sizes", "warmup", "duration", "format", "counters"})},
         {"params", {"format"}},
         {"presets", {"format", "reference"}},
         {"calibrate", {"preset", "check", "format", "reference"}},
@@ -594,6 +603,51 @@ int cmd_connect(const Cli& c) {
     return 0;
 }
 
+// swarm: READs all to all among --machines nodes behind a switch.
+int cmd_swarm(const Cli& c) {
+    sim::Config cfg = make_config(c);
+    const Format format = output_format(c);
+    SwarmOptions o;
+    o.machines = cli::parse_int("--machines", c.machines, 2, 648, "nodes one switch connects");
+    o.threads = c.has("threads") ? cli::parse_int("--threads", c.threads, 1, 64, "worker threads per machine") : 8;
+    o.vms = cli::parse_int("--vms", c.vms, 1, 64, "emulated machines per machine");
+    o.window = cli::parse_int("--window", c.window, 1, 64, "READs in flight per worker");
+    if (c.has("sizes")) {
+        const auto sizes = parse_sizes(c.sizes);
+        if (sizes.size() != 1)
+            throw std::invalid_argument("swarm runs one READ size: --sizes '" + sim::printable(c.sizes) + "' names " +
+                                        std::to_string(sizes.size()));
+        o.size = sizes.front();
+    }
+    o.warmup_us = cli::parse_nonnegative("--warmup", c.warmup);
+    o.duration_us = cli::parse_nonnegative("--duration", c.duration);
+    if (o.warmup_us > 1e6 || o.duration_us <= 0 || o.duration_us > 1e6)
+        throw cli::bad_value(o.warmup_us > 1e6 ? "--warmup" : "--duration", o.warmup_us > 1e6 ? c.warmup : c.duration,
+                             o.warmup_us > 1e6 ? "0 to 1e6 simulated microseconds"
+                                               : "above 0 and at most 1e6 simulated microseconds");
+    cfg.set("fabric.nodes", std::to_string(o.machines));
+    if (cfg.get_choice("fabric.topology") == "back_to_back") cfg.set("fabric.topology", "switch");
+    check_swarm_options(o, cfg);
+    RunInfo info;
+    info.op = "read";
+    info.title = "RDMA READ swarm";
+    info.settings.emplace_back("preset", c.preset);
+    info.settings.emplace_back("link", cfg.raw("link.speed") + " " + cfg.raw("link.width") + "x");
+    add_host_bus_setting(info, cfg);
+    info.settings.emplace_back("machines", std::to_string(o.machines) + " behind one switch");
+    info.settings.emplace_back("workers", std::to_string(o.threads) + " per machine, " + std::to_string(o.window) +
+                                              " READs of " + std::to_string(o.size) + " B in flight each");
+    info.settings.emplace_back("QPs", std::to_string(o.threads * (o.machines - 1) * o.vms) + " active per machine (" +
+                                          std::to_string(o.vms) + " emulated machine(s) each), a CQ each");
+    for (const auto& [k, v] : cfg.overrides())
+        if (k != "fabric.nodes" && k != "fabric.topology") info.settings.emplace_back(k, v);
+    System sys(cfg);
+    const SwarmResult r = run_swarm(sys, o);
+    print_swarm(std::cout, format, info, o, r);
+    if (c.counters) print_counters(std::cout, format, sys);
+    return 0;
+}
+
 // bench: one message size, the number of messages of each run.
 struct BenchPlan {
     std::uint32_t size = 0;
@@ -835,7 +889,7 @@ int sc_main(int argc, char** argv) {
           "); QPs x TX depth x 2 + 16 must fit a CQ, hca.max_cqe (" + std::to_string(device.max_cqe) +
           ") (default 1, msgrate 16)").c_str())
         ("threads", po::value(&c.threads),
-         "msgrate: posting threads per node, 1 to 64, each a client (node 0) and server (node 1) pair with --qps QPs, "
+         "swarm: worker threads per machine, 1 to 64 (default 8); msgrate: posting threads per node, 1 to 64, each a client (node 0) and server (node 1) pair with --qps QPs, "
          "CQs and buffers of its own and -n messages per QP, as that many perftest processes on as many cores; the "
          "rate is over all of them (default 1)")
         ("mtu,m", po::value(&c.mtu), "path MTU in bytes: 256, 512, 1024, 2048 or 4096, at most port.max_mtu (default port.max_mtu)")
@@ -849,6 +903,13 @@ int sc_main(int argc, char** argv) {
         ("counters", po::bool_switch(&c.counters), "print the hardware counters after the run")
         ("clients", po::value(&c.clients), "connect: client nodes, 1 to 647 (default 1)")
         ("connections", po::value(&c.connections), "connect: connections each client makes (default 100)")
+        ("machines", po::value(&c.machines), "swarm: machines (nodes behind one switch), 2 to 648 (default 6)")
+        ("vms", po::value(&c.vms),
+         "swarm: machines each machine emulates, 1 to 64: each worker has a QP to every other machine's worker of "
+         "its index per emulated machine (default 1)")
+        ("window", po::value(&c.window), "swarm: READs in flight per worker thread, 1 to 64 (default 16)")
+        ("warmup", po::value(&c.warmup), "swarm: simulated microseconds before the measured window (default 20)")
+        ("duration", po::value(&c.duration), "swarm: simulated microseconds measured (default 100)")
         ("cm", po::value(&c.cm),
          "lat/bw: how the QPs are connected: exchange (QP data out of band, the default) or rdma_cm (IPoIB address, "
          "SA path and IB CM messages, as perftest's -R)")
@@ -896,7 +957,7 @@ int sc_main(int argc, char** argv) {
         }
         if (!options_of().count(c.command)) {
             std::cerr << "hcasim: error: unknown command '" << sim::printable(c.command)
-                      << "' (run, lat, bw, msgrate, mcast, connect, bench, params, presets, calibrate, sweep, plot)\n";
+                      << "' (run, lat, bw, msgrate, mcast, swarm, connect, bench, params, presets, calibrate, sweep, plot)\n";
             return 2;
         }
         for (const auto& [name, value] : vm)
@@ -915,6 +976,7 @@ int sc_main(int argc, char** argv) {
         if (c.command == "mcast") return cmd_mcast(c);
         if (c.command == "bench") return cmd_bench(c);
         if (c.command == "connect") return cmd_connect(c);
+        if (c.command == "swarm") return cmd_swarm(c);
         if (c.command == "params") return cmd_params(c);
         const std::string reference = c.has("reference") ? c.reference : default_reference_file();
         if (c.command == "calibrate")

@@ -31,11 +31,12 @@ namespace {
 const char* kSweepUsage = R"(usage: hcasim sweep --param KEY=V1,V2,... [--param ...] [--jobs N] [--out FILE]
                     -- WORKLOAD [WORKLOAD OPTIONS]
 
-Runs WORKLOAD (lat, bw, msgrate or mcast, with its own options) once per
+Runs WORKLOAD (lat, bw, msgrate, mcast or swarm, with its own options) once per
 combination of the parameters' values, each run an hcasim process of its own
 with --set KEY=VALUE per parameter and --format json. A KEY without a dot
-is one of the workload's numeric options (inline, iters, mtu, post-list, qps,
-threads, tx-depth), given to each run as --KEY VALUE. The results are one
+is one of the workload's numeric options (inline, iters, machines, mtu,
+post-list, qps, threads, tx-depth, vms, window), given to each run as
+--KEY VALUE. The results are one
 table: a row per (combination, result row), a column per parameter, then the
 workload's columns; rows in combination order (the first --param varies
 slowest), then in the workload's order. Under mpirun the combinations are
@@ -46,6 +47,8 @@ table. Example:
                --out lanes.csv -- bw --sizes 64:65536
   hcasim sweep --param qps=64,256,512,1024 --out qps.csv \
                -- msgrate --post-list 1 --tx-depth 1 -n 100
+  hcasim sweep --param vms=1,3,5,9,15 --param hca.qpc_cache_entries=64,256 \
+               --out swarm.csv -- swarm
 
 Options)";
 

@@ -25,9 +25,10 @@ struct SweptOption {
     long long min;
 };
 const std::vector<SweptOption>& swept_options() {
-    static const std::vector<SweptOption> o{{"inline", 'I', 0},    {"iters", 'n', 1}, {"mtu", 'm', 1},
-                                            {"post-list", 'l', 1}, {"qps", 'q', 1},   {"threads", 0, 1},
-                                            {"tx-depth", 't', 1}};
+    static const std::vector<SweptOption> o{{"inline", 'I', 0},   {"iters", 'n', 1},    {"machines", 0, 2},
+                                            {"mtu", 'm', 1},      {"post-list", 'l', 1}, {"qps", 'q', 1},
+                                            {"threads", 0, 1},    {"tx-depth", 't', 1},  {"vms", 0, 1},
+                                            {"window", 0, 1}};
     return o;
 }
 
@@ -150,7 +151,7 @@ void check_workload(const std::vector<std::string>& w, const std::vector<SweepPa
 }  // namespace
 
 const std::vector<std::string>& SweepPlan::workloads() {
-    static const std::vector<std::string> w{"lat", "bw", "msgrate", "mcast"};
+    static const std::vector<std::string> w{"lat", "bw", "msgrate", "mcast", "swarm"};
     return w;
 }
 

@@ -1,0 +1,123 @@
+// hcasim swarm: small RDMA READs all to all among machines behind a switch,
+// every worker with a QP to every other machine (per emulated machine), as
+// the rc-swarm benchmark. Every READ's bytes are checked against the peer's
+// pattern inside the workload (a wrong byte fails the run); here: the
+// figures, their determinism, the context caches' effect and the refusals.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "testbench/integration/harness.hpp"
+
+namespace {
+
+using hcasim::test::CommandResult;
+using hcasim::test::run_hcasim;
+
+struct SwarmRow {
+    int active_qps = 0;
+    double mops = 0, min_mops = 0, max_mops = 0, qpc_misses = 0, cqc_misses = 0;
+};
+
+SwarmRow swarm_row(const std::string& args) {
+    const CommandResult r = run_hcasim("swarm " + args + " --format csv");
+    INFO("hcasim swarm " << args << "\n" << r.out);
+    REQUIRE(r.exit_code == 0);
+    std::istringstream in(r.out);
+    std::string header, line;
+    std::getline(in, header);
+    REQUIRE(header ==
+            "machines,threads,vms,window,bytes,active_qps,duration_us,read_rate_Mops_per_machine,min_Mops,max_Mops,"
+            "qpc_misses_per_read,cqc_misses_per_read");
+    REQUIRE(std::getline(in, line));
+    std::vector<std::string> f;
+    std::istringstream cells(line);
+    for (std::string c; std::getline(cells, c, ',');) f.push_back(c);
+    REQUIRE(f.size() == 12);
+    SwarmRow s;
+    s.active_qps = std::stoi(f[5]);
+    s.mops = std::stod(f[7]);
+    s.min_mops = std::stod(f[8]);
+    s.max_mops = std::stod(f[9]);
+    s.qpc_misses = std::stod(f[10]);
+    s.cqc_misses = std::stod(f[11]);
+    return s;
+}
+
+const std::string kSmall = "--machines 3 --threads 2 --vms 2 --window 4 --warmup 5 --duration 30";
+const std::string kSmallWindow8 = "--machines 3 --threads 2 --vms 2 --window 8 --warmup 5 --duration 30";
+
+}  // namespace
+
+TEST_CASE("hcasim swarm reads all to all, counts each machine's active qps and prints the same on every run",
+          "[workload][swarm][determinism]") {
+    const CommandResult a = run_hcasim("swarm " + kSmall);
+    const CommandResult b = run_hcasim("swarm " + kSmall);
+    INFO(a.out);
+    REQUIRE(a.exit_code == 0);
+    CHECK(a.out == b.out);
+    CHECK(a.out.find("RDMA READ swarm") != std::string::npos);
+    CHECK(a.out.find("3 behind one switch") != std::string::npos);
+    for (const char* node : {"\n node0 ", "\n node1 ", "\n node2 "}) CHECK(a.out.find(node) != std::string::npos);
+    // 2 workers x 2 other machines x 2 emulated machines.
+    const SwarmRow s = swarm_row(kSmall);
+    CHECK(s.active_qps == 8);
+    CHECK(s.mops > 0.5);
+    CHECK(s.min_mops <= s.mops);
+    CHECK(s.mops <= s.max_mops);
+    // 8 QPs and 8 CQs per adapter fit its caches: nothing misses.
+    CHECK(s.qpc_misses == 0);
+    CHECK(s.cqc_misses == 0);
+    const CommandResult json = run_hcasim("swarm " + kSmall + " --format json");
+    REQUIRE(json.exit_code == 0);
+    CHECK(json.out.find("\"read_rate_Mops_per_machine\":") != std::string::npos);
+    CHECK(json.out.find("\"active_qps\":8") != std::string::npos);
+}
+
+TEST_CASE("a swarm whose active qps outnumber the context caches misses on every adapter and runs slower",
+          "[workload][swarm][context_cache]") {
+    const SwarmRow fits = swarm_row(kSmallWindow8);
+    const SwarmRow small = swarm_row(kSmallWindow8 + " --set hca.qpc_cache_entries=3 --set hca.cqc_cache_entries=3");
+    CHECK(fits.qpc_misses == 0);
+    CHECK(small.qpc_misses > 0.5);
+    CHECK(small.cqc_misses > 0.2);
+    CHECK(small.mops < 0.8 * fits.mops);
+    // More emulated machines, more QPs per worker: with the cache held to the
+    // smaller count, the rate falls as the working set grows past it.
+    const SwarmRow more = swarm_row("--machines 3 --threads 2 --vms 4 --window 8 --warmup 5 --duration 30");
+    CHECK(more.active_qps == 16);
+    const SwarmRow more_small = swarm_row(
+        "--machines 3 --threads 2 --vms 4 --window 8 --warmup 5 --duration 30 --set hca.qpc_cache_entries=8 "
+        "--set hca.cqc_cache_entries=8");
+    CHECK(more.qpc_misses == 0);
+    CHECK(more_small.qpc_misses > 0.2);
+    CHECK(more_small.mops < more.mops);
+}
+
+TEST_CASE("hcasim swarm refuses bad options naming them", "[workload][swarm][cli]") {
+    struct Bad {
+        const char* args;
+        const char* message;
+    };
+    const Bad bad[] = {
+        {"--machines 1", "invalid value '1' for --machines"},
+        {"--window 0", "invalid value '0' for --window"},
+        {"--window 65", "invalid value '65' for --window"},
+        {"--vms 0", "invalid value '0' for --vms"},
+        {"--threads 65", "invalid value '65' for --threads"},
+        {"--sizes 32,64", "swarm runs one READ size"},
+        {"--duration 0", "invalid value '0' for --duration"},
+        {"--warmup x", "invalid value 'x' for --warmup"},
+        {"--op write", "swarm does not use --op"},
+        {"--window 64 --sizes 1024", "must fit a 64 KiB buffer"},
+        {"--vms 3 --set hca.max_qp=64", "120 QPs (and as many CQs) per machine: more than the device's 64"},
+    };
+    for (const Bad& b : bad) {
+        const CommandResult r = run_hcasim(std::string("swarm ") + b.args, true);
+        INFO(b.args << "\n" << r.out);
+        CHECK(r.exit_code == 2);
+        CHECK(r.out.find(b.message) != std::string::npos);
+    }
+}
