@@ -61,8 +61,8 @@ void check_command(const Reader& r, const std::string& where, const std::string&
     } catch (const std::invalid_argument& e) {
         r.fail(where, std::string("\"command\": ") + e.what());
     }
-    if (words.empty() || (words[0] != "lat" && words[0] != "bw" && words[0] != "msgrate"))
-        r.fail(where, "\"command\" must start with lat, bw or msgrate");
+    if (words.empty() || (words[0] != "lat" && words[0] != "bw" && words[0] != "msgrate" && words[0] != "swarm"))
+        r.fail(where, "\"command\" must start with lat, bw, msgrate or swarm");
     for (const auto& w : words)
         for (const char* own : {"--preset", "-p", "--format", "-f"})
             if (w == own || w.rfind(std::string(own) + "=", 0) == 0)

@@ -82,7 +82,9 @@ TEST_CASE("a context the send or receive side is working on is held on chip unti
     // be pushed out by later misses before the packet used it, and be read
     // again.
     const CommandResult r = run_hcasim(
-        std::string("msgrate --op write --sizes 64 --qps 512 --post-list 1 --tx-depth 1 -n 50 --counters") + kBlueFlame);
+        std::string("msgrate --op write --sizes 64 --qps 512 --post-list 1 --tx-depth 1 -n 50 --counters "
+                    "--set hca.qpc_cache_entries=256 --set hca.cqc_cache_entries=256") +
+        kBlueFlame);
     REQUIRE(r.exit_code == 0);
     const std::uint64_t messages = 512u * 50;
     CHECK(sum_counter(r.out, "qpc_cache.misses") <= 3 * messages);
@@ -98,9 +100,9 @@ TEST_CASE("with several posting threads the rate falls from the adapter's own li
         REQUIRE(r.exit_code == 0);
         return std::make_pair(hcasim::test::msgrate_total_mpps(r.out), sum_counter(r.out, "qpc_cache.misses"));
     };
-    const auto fits = run(32);    // 256 QPs: the default cache holds them all
-    const auto spills = run(64);  // 512 QPs
-    INFO("256 QPs: " << fits.first << " Mpps, 512 QPs: " << spills.first << " Mpps");
+    const auto fits = run(8);     // 64 QPs: the default cache (64 entries) holds them all
+    const auto spills = run(16);  // 128 QPs
+    INFO("64 QPs: " << fits.first << " Mpps, 128 QPs: " << spills.first << " Mpps");
     CHECK(fits.second == 0);
     CHECK(spills.second > 0);
     CHECK(spills.first < 0.5 * fits.first);

@@ -121,3 +121,23 @@ TEST_CASE("hcasim swarm refuses bad options naming them", "[workload][swarm][cli
         CHECK(r.out.find(b.message) != std::string::npos);
     }
 }
+
+TEST_CASE("the connectx-3 class's swarm rate falls past 40 qps per machine as the published one does",
+          "[workload][swarm][context_cache][timing]") {
+    // The FaSST READ swarm on ConnectX-3: 11.0 M READs/s per machine at 40
+    // active QPs, 3.1 at 120, 1.4 at 360 (reference points
+    // cx3-fdr.swarm_read.*). The preset's 64-entry context caches put the
+    // knee between 40 and 120; 256 entries would put it past 256.
+    const SwarmRow q40 = swarm_row("--vms 1");
+    const SwarmRow q120 = swarm_row("--vms 3");
+    const SwarmRow q360 = swarm_row("--vms 9");
+    INFO("40 QPs: " << q40.mops << ", 120: " << q120.mops << ", 360: " << q360.mops << " M READs/s per machine");
+    CHECK(q40.active_qps == 40);
+    CHECK(q40.qpc_misses == 0);
+    CHECK(q120.qpc_misses > 0.5);
+    CHECK(q120.mops < 0.35 * q40.mops);
+    CHECK(q360.mops < 0.7 * q120.mops);
+    const SwarmRow big_cache = swarm_row("--vms 3 --set hca.qpc_cache_entries=256 --set hca.cqc_cache_entries=256");
+    CHECK(big_cache.qpc_misses == 0);
+    CHECK(big_cache.mops > 0.95 * q40.mops);
+}
