@@ -186,6 +186,43 @@ TEST_CASE("a sweep varies a workload option: the QP count of msgrate, drawn as r
     }
 }
 
+TEST_CASE("a swarm sweep varies the emulated machines and is drawn as read rate against active qps", "[sweep][plot][swarm]") {
+    TempDir dir;
+    const CommandResult r =
+        run_hcasim("sweep --param vms=1,2 --param hca.qpc_cache_entries=4,64 --out " + dir / "s.csv" +
+                       " -- swarm --machines 3 --threads 2 --window 4 --warmup 5 --duration 20",
+                   true);
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    const auto lines = lines_of(read_file(dir / "s.csv"));
+    REQUIRE(lines.size() == 5);
+    CHECK(lines[0] ==
+          "--vms,hca.qpc_cache_entries,machines,threads,vms,window,bytes,active_qps,duration_us,"
+          "read_rate_Mops_per_machine,min_Mops,max_Mops,qpc_misses_per_read,cqc_misses_per_read");
+    std::map<std::string, std::vector<std::string>> row;
+    for (std::size_t i = 1; i < lines.size(); ++i) {
+        const auto f = fields_of(lines[i]);
+        REQUIRE(f.size() == 14);
+        row[f[0] + "/" + f[1]] = f;
+    }
+    // 2 workers x 2 other machines x vms.
+    CHECK(row["1/64"][7] == "4");
+    CHECK(row["2/64"][7] == "8");
+    // 8 QPs over 4 cached contexts miss; 4 fit.
+    CHECK(std::stod(row["2/4"][12]) > 0);
+    CHECK(std::stod(row["2/64"][12]) == 0);
+    CHECK(std::stod(row["1/4"][12]) == 0);
+    if (run_shell("/usr/bin/python3 -c 'import matplotlib'").exit_code == 0) {
+        const CommandResult plot = run_hcasim("plot --out " + dir / "s.svg" + " " + dir / "s.csv", true);
+        INFO(plot.out);
+        REQUIRE(plot.exit_code == 0);
+        const std::string svg = read_file(dir / "s.svg");
+        CHECK(svg.find("active_qps") != std::string::npos);                 // the x axis
+        CHECK(svg.find("hca.qpc_cache_entries=4") != std::string::npos);    // a line per cache size
+        CHECK(svg.find("--vms=") == std::string::npos);                     // not a line per QP count
+    }
+}
+
 TEST_CASE("sweep refuses a bad parameter, value or command line by name before any point runs", "[sweep]") {
     struct Case {
         std::string args, says;

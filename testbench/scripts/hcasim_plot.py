@@ -6,7 +6,9 @@ Inputs (docs/sweeps-and-plots.md):
     (and per multicast receiver) against message size;
   - hcasim sweep tables, .csv or .json: one line per parameter combination,
     against message size, or, for results without sizes (msgrate), the
-    total against the first swept parameter;
+    total against the first swept parameter; swarm sweeps: the READ rate per
+    machine against the active QPs per machine, a line per combination of
+    the swept configuration keys;
   - calibration tables, CSV with the columns name,published,measured and
     optionally unit (hcasim calibrate --format csv prints one; its
     --format json is read too): the model's deviation from each published
@@ -200,16 +202,23 @@ def draw_against_size(plt, tables, y, title):
 
 def draw_against_parameter(plt, tables, y, title):
     """Results without sizes (msgrate sweeps): the total against the first
-    swept parameter, a line per combination of the others."""
+    swept parameter, a line per combination of the others. Swarm sweeps: the
+    rate against the active QPs per machine (which the swept workload options
+    set), a line per combination of the swept configuration keys."""
     x = None
+    swarm = all("active_qps" in t.columns for t in tables)
     for t in tables:
+        if swarm:
+            x = "active_qps"
+            continue
         if not t.parameters:
             raise BadInput(f"{t.source}: no column bytes and no swept parameter: nothing to draw against; its "
                            f"columns: {', '.join(t.columns)}")
         x = x or t.parameters[0]
         if x not in t.parameters:
             raise BadInput(f"{t.source}: does not sweep {x}, which {tables[0].source} is drawn against")
-    y = y or next((c for c in ("msg_rate_Mpps",) + DEFAULT_Y if c in tables[0].columns), None)
+    y = y or next((c for c in ("msg_rate_Mpps", "read_rate_Mops_per_machine") + DEFAULT_Y if c in tables[0].columns),
+                  None)
     if y is None:
         raise BadInput(f"{tables[0].source}: name the column to draw with --y")
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -217,7 +226,7 @@ def draw_against_parameter(plt, tables, y, title):
     for t in tables:
         if y not in t.columns:
             raise BadInput(f"{t.source}: no column {y} to draw; its columns: {', '.join(t.columns)}")
-        group_by = [p for p in t.parameters if p != x]
+        group_by = [p for p in t.parameters if p != x and not (swarm and p.startswith(OPTION_MARK))]
         series = {}
         for row in t.rows:
             if "qp" in t.columns and str(row.get("qp")) != "total":
@@ -325,7 +334,7 @@ def main():
 
     if calibration:
         fig = draw_calibration(plt, tables, args.title)
-    elif all("bytes" not in t.columns for t in tables):
+    elif all("bytes" not in t.columns or "active_qps" in t.columns for t in tables):
         fig = draw_against_parameter(plt, tables, args.y, args.title)
     else:
         fig = draw_against_size(plt, tables, args.y, args.title)
