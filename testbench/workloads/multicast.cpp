@@ -53,12 +53,7 @@ struct GroupEndpoint {
     bool attached = false;
 
     GroupEndpoint(const MulticastOptions& opt, std::uint32_t max_size, std::uint32_t recv_wr) {
-        int n = 0;
-        ibv_device** list = ibv_get_device_list(&n);
-        if (!list || n < 1) throw std::runtime_error("no RDMA device");
-        ctx = ibv_open_device(list[0]);
-        ibv_free_device_list(list);
-        if (!ctx) throw std::runtime_error(std::string("ibv_open_device failed: ") + std::strerror(errno));
+        ctx = open_first_device();
         pd = ibv_alloc_pd(ctx);
         if (!pd) throw std::runtime_error(std::string("ibv_alloc_pd failed: ") + std::strerror(errno));
         send_cq = ibv_create_cq(ctx, opt.tx_depth + 16, nullptr, nullptr, 0);

@@ -23,6 +23,18 @@ void check(int rc, const char* what) {
     if (rc != 0) throw std::runtime_error(std::string(what) + " failed: " + std::strerror(rc < 0 ? -rc : rc));
 }
 
+ibv_context* open_first_device() {
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    if (!list) throw std::runtime_error(std::string("ibv_get_device_list failed: ") + std::strerror(errno));
+    ibv_context* ctx = n > 0 ? ibv_open_device(list[0]) : nullptr;
+    const int err = errno;
+    ibv_free_device_list(list);
+    if (n < 1) throw std::runtime_error("no RDMA device");
+    if (!ctx) throw std::runtime_error(std::string("ibv_open_device failed: ") + std::strerror(err));
+    return ctx;
+}
+
 template <typename T>
 static T* need(T* p, const char* what) {
     if (!p) throw std::runtime_error(std::string(what) + " failed: " + std::strerror(errno));
@@ -55,11 +67,7 @@ RcEndpoint::RcEndpoint(Host& host, const EndpointOptions& opt) : m_host(host), m
 
 void RcEndpoint::open() {
     const EndpointOptions& opt = m_opt;
-    int n = 0;
-    ibv_device** list = need(ibv_get_device_list(&n), "ibv_get_device_list");
-    if (n < 1) throw std::runtime_error("no RDMA device");
-    ctx = need(ibv_open_device(list[0]), "ibv_open_device");
-    ibv_free_device_list(list);
+    ctx = open_first_device();
     pd = need(ibv_alloc_pd(ctx), "ibv_alloc_pd");
     if (opt.completion_channel) channel = need(ibv_create_comp_channel(ctx), "ibv_create_comp_channel");
     send_cq = need(ibv_create_cq(ctx, opt.cq_depth, nullptr, channel, 0), "ibv_create_cq");

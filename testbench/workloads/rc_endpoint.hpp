@@ -138,6 +138,8 @@ private:
 
 // Throws std::runtime_error naming the verb and errno text when rc != 0.
 void check(int rc, const char* what);
+// The first RDMA device, opened; throws naming what failed.
+ibv_context* open_first_device();
 // Polls cq until n completions arrive; every one must succeed.
 std::vector<ibv_wc> poll_n(ibv_cq* cq, int n, const char* what);
 

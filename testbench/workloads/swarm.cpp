@@ -56,12 +56,7 @@ struct SwarmWorker {
     SwarmWorker& operator=(const SwarmWorker&) = delete;
 
     void open() {
-        int n = 0;
-        ibv_device** list = ibv_get_device_list(&n);
-        if (!list || n < 1) throw std::runtime_error("no RDMA device");
-        ctx = ibv_open_device(list[0]);
-        ibv_free_device_list(list);
-        if (!ctx) throw std::runtime_error(std::string("ibv_open_device failed: ") + std::strerror(errno));
+        ctx = open_first_device();
         pd = ibv_alloc_pd(ctx);
         if (!pd) throw std::runtime_error(std::string("ibv_alloc_pd failed: ") + std::strerror(errno));
         buf = static_cast<std::uint8_t*>(std::aligned_alloc(4096, kSwarmBufferBytes));
