@@ -121,7 +121,7 @@ struct Cli {
     std::string dma = "systemc";
     std::string cm = "exchange";
     std::string clients = "1", connections = "100";
-    std::string machines = "6", vms = "1", window = "16", warmup = "20", duration = "100";
+    std::string machines = "6", vms = "1", window = "16", warmup = "20", duration = "100", seed = "1";
     std::vector<std::string> nodes;
     std::string timeout = "600";
     std::string serve;
@@ -152,7 +152,7 @@ const std::map<std::string, std::set<std::string>>& options_of() {
         {"mcast", with(config, {"sizes", "iters", "tx-depth", "inline", "format", "counters"})},
         {"bench", {"preset", "config", "set", "dma", "sizes", "iters"}},
         {"connect", with(config, {"clients", "connections", "format", "counters"})},
-        {"swarm", with(config, {"machines", "threads", "vms", "window", "sizes", "warmup", "duration", "format", "counters"})},
+        {"swarm", with(config, {"machines", "threads", "vms", "window", "sizes", "warmup", "duration", "seed", "format", "counters"})},
         {"params", {"format"}},
         {"presets", {"format", "reference"}},
         {"calibrate", {"preset", "check", "format", "reference"}},
@@ -619,6 +619,7 @@ int cmd_swarm(const Cli& c) {
                                         std::to_string(sizes.size()));
         o.size = sizes.front();
     }
+    o.seed = cli::parse_unsigned("--seed", c.seed, 1, std::uint64_t{1} << 63);
     o.warmup_us = cli::parse_nonnegative("--warmup", c.warmup);
     o.duration_us = cli::parse_nonnegative("--duration", c.duration);
     if (o.warmup_us > 1e6 || o.duration_us <= 0 || o.duration_us > 1e6)
@@ -639,6 +640,7 @@ int cmd_swarm(const Cli& c) {
                                               " READs of " + std::to_string(o.size) + " B in flight each");
     info.settings.emplace_back("QPs", std::to_string(o.threads * (o.machines - 1) * o.vms) + " active per machine (" +
                                           std::to_string(o.vms) + " emulated machine(s) each), a CQ each");
+    if (o.seed != 1) info.settings.emplace_back("seed", std::to_string(o.seed));
     for (const auto& [k, v] : cfg.overrides())
         if (k != "fabric.nodes" && k != "fabric.topology") info.settings.emplace_back(k, v);
     System sys(cfg);
@@ -910,6 +912,8 @@ int sc_main(int argc, char** argv) {
         ("window", po::value(&c.window), "swarm: READs in flight per worker thread, 1 to 64 (default 16)")
         ("warmup", po::value(&c.warmup), "swarm: simulated microseconds before the measured window (default 20)")
         ("duration", po::value(&c.duration), "swarm: simulated microseconds measured (default 100)")
+        ("seed", po::value(&c.seed),
+         "swarm: seed of the workers' random QP and offset choices and of the buffers' bytes, 1 to 2^63 (default 1)")
         ("cm", po::value(&c.cm),
          "lat/bw: how the QPs are connected: exchange (QP data out of band, the default) or rdma_cm (IPoIB address, "
          "SA path and IB CM messages, as perftest's -R)")

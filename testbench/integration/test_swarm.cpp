@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "testbench/integration/harness.hpp"
+#include "testbench/integration/stress_workload.hpp"
+#include "testbench/system/split_mix.hpp"
 
 namespace {
 
@@ -113,6 +115,7 @@ TEST_CASE("hcasim swarm refuses bad options naming them", "[workload][swarm][cli
         {"--op write", "swarm does not use --op"},
         {"--window 64 --sizes 1024", "must fit a 64 KiB buffer"},
         {"--vms 3 --set hca.max_qp=64", "120 QPs (and as many CQs) per machine: more than the device's 64"},
+        {"--seed 0", "invalid value '0' for --seed"},
     };
     for (const Bad& b : bad) {
         const CommandResult r = run_hcasim(std::string("swarm ") + b.args, true);
@@ -140,4 +143,42 @@ TEST_CASE("the connectx-3 class's swarm rate falls past 40 qps per machine as th
     const SwarmRow big_cache = swarm_row("--vms 3 --set hca.qpc_cache_entries=256 --set hca.cqc_cache_entries=256");
     CHECK(big_cache.qpc_misses == 0);
     CHECK(big_cache.mops > 0.95 * q40.mops);
+}
+
+TEST_CASE("random swarms over context caches that thrash bring every read's bytes back and complete every read",
+          "[stress][swarm][context_cache]") {
+    // Every READ's bytes are checked inside the workload (a wrong byte or a
+    // failed completion ends the run naming the READ); here the shapes are
+    // random: machines, workers, QPs, window, size, and caches of a few
+    // entries with few fill slots, so contexts are evicted, written back and
+    // filled again while READs on them are in flight at both ends.
+    std::uint64_t misses = 0;
+    for (std::uint64_t seed : hcasim::test::stress::seeds(7301, 8)) {
+        hcasim::testbench::SplitMix64 r{seed};
+        const int machines = static_cast<int>(r.range(2, 5)), threads = static_cast<int>(r.range(1, 3));
+        const int vms = static_cast<int>(r.range(1, 4)), window = static_cast<int>(r.range(1, 16));
+        const std::string args =
+            "swarm --machines " + std::to_string(machines) + " --threads " + std::to_string(threads) + " --vms " +
+            std::to_string(vms) + " --window " + std::to_string(window) + " --sizes " + std::to_string(r.range(1, 512)) +
+            " --warmup " + std::to_string(r.range(0, 10)) + " --duration " + std::to_string(r.range(10, 40)) +
+            " --seed " + std::to_string(seed) + " --set hca.qpc_cache_entries=" + std::to_string(r.range(2, 24)) +
+            " --set hca.cqc_cache_entries=" + std::to_string(r.range(2, 24)) +
+            " --set hca.context_fill_slots=" + std::to_string(r.range(1, 8)) + " --format json";
+        const CommandResult run = run_hcasim(args, true);
+        INFO("seed " << seed << ": hcasim " << args << "\n" << run.out.substr(0, 2000));
+        REQUIRE(run.exit_code == 0);
+        // Each machine issued READs and the run ended with all of them done.
+        int machines_seen = 0;
+        for (std::size_t at = run.out.find("\"reads_issued\":"); at != std::string::npos;
+             at = run.out.find("\"reads_issued\":", at + 1)) {
+            ++machines_seen;
+            CHECK(std::stoull(run.out.substr(at + 15)) > 0);
+        }
+        CHECK(machines_seen == machines);
+        for (std::size_t at = run.out.find("\"qpc_misses\":"); at != std::string::npos;
+             at = run.out.find("\"qpc_misses\":", at + 1))
+            misses += std::stoull(run.out.substr(at + 13));
+    }
+    // The caches did thrash (a one-QP swarm may fit them).
+    CHECK(misses > 0);
 }

@@ -33,9 +33,10 @@ std::string qp_key(int machine, int thread, int vm, int peer) {
 }
 
 // The bytes worker (machine, thread) keeps in its buffer, which its peers'
-// READs must bring back.
-std::uint64_t pattern_seed(int machine, int thread) {
-    return 0x5357524dull * 1000003ull + static_cast<std::uint64_t>(machine) * 4096 + static_cast<std::uint64_t>(thread);
+// READs must bring back; seed 1 is the default run.
+std::uint64_t pattern_seed(int machine, int thread, std::uint64_t seed) {
+    return 0x5357524dull * 1000003ull + static_cast<std::uint64_t>(machine) * 4096 + static_cast<std::uint64_t>(thread) +
+           (seed - 1) * 0x9e3779b97f4a7c15ull;
 }
 
 // One worker's verbs resources. Nothing but the buffer is released by the
@@ -179,7 +180,7 @@ SwarmResult run_swarm(System& sys, const SwarmOptions& opt) {
         for (int t = 0; t < threads; ++t) {
             auto& p = patterns[static_cast<std::size_t>(m * threads + t)];
             p.resize(kSwarmBufferBytes);
-            fill_split_mix(p.data(), p.size(), pattern_seed(m, t));
+            fill_split_mix(p.data(), p.size(), pattern_seed(m, t, opt.seed));
         }
     std::vector<std::uint64_t> reads(static_cast<std::size_t>(machines), 0), all_reads(reads);
     double wall = 0;
@@ -211,7 +212,7 @@ SwarmResult run_swarm(System& sys, const SwarmOptions& opt) {
         h.barrier("swarm.connected");
 
         const std::size_t nq = w.qps.size();
-        SplitMix64 rng{pattern_seed(me, t) ^ 0xa5a5a5a5ull};
+        SplitMix64 rng{pattern_seed(me, t, opt.seed) ^ 0xa5a5a5a5ull};
         struct Slot {
             std::size_t qp = 0;
             std::uint64_t offset = 0;

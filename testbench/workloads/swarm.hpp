@@ -34,6 +34,7 @@ struct SwarmOptions {
     std::uint32_t size = 32; // bytes per READ
     double warmup_us = 20;   // simulated time before the measurement starts
     double duration_us = 100;  // simulated time measured
+    std::uint64_t seed = 1;    // the workers' QP and offset choices and the buffers' bytes
 };
 
 // Each worker's registered buffer. rc-swarm reads random offsets of 2 MB
