@@ -205,12 +205,9 @@ def draw_against_parameter(plt, tables, y, title):
     swept parameter, a line per combination of the others. Swarm sweeps: the
     rate against the active QPs per machine (which the swept workload options
     set), a line per combination of the swept configuration keys."""
-    x = None
     swarm = all("active_qps" in t.columns for t in tables)
-    for t in tables:
-        if swarm:
-            x = "active_qps"
-            continue
+    x = "active_qps" if swarm else None
+    for t in tables if not swarm else []:
         if not t.parameters:
             raise BadInput(f"{t.source}: no column bytes and no swept parameter: nothing to draw against; its "
                            f"columns: {', '.join(t.columns)}")

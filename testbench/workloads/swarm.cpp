@@ -146,8 +146,7 @@ void check_swarm_options(const SwarmOptions& opt, const sim::Config& cfg) {
     if (opt.window < 1 || opt.window > 64)
         throw std::invalid_argument("invalid --window " + std::to_string(opt.window) +
                                     ": expected 1 to 64 READs in flight per thread");
-    const std::uint64_t qps = static_cast<std::uint64_t>(opt.threads) * static_cast<std::uint64_t>(opt.machines - 1) *
-                              static_cast<std::uint64_t>(opt.vms);
+    const std::uint64_t qps = opt.active_qps();
     if (qps > p.max_qp || qps > p.max_cq)
         throw std::invalid_argument("--threads " + std::to_string(opt.threads) + " x (--machines " +
                                     std::to_string(opt.machines) + " - 1) x --vms " + std::to_string(opt.vms) + " = " +
@@ -192,7 +191,7 @@ SwarmResult run_swarm(System& sys, const SwarmOptions& opt) {
         std::memcpy(w.buf, patterns[static_cast<std::size_t>(me * threads + t)].data(), kSwarmBufferBytes);
         ibv_port_attr port{};
         check(ibv_query_port(w.ctx, 1, &port), "ibv_query_port");
-        // QP k: to machine peer_of(k) for emulated machine k / (machines - 1).
+        // One QP per (emulated machine, other machine), in that order.
         for (int vm = 0; vm < opt.vms; ++vm)
             for (int peer = 0; peer < machines; ++peer) {
                 if (peer == me) continue;
@@ -223,20 +222,17 @@ SwarmResult run_swarm(System& sys, const SwarmOptions& opt) {
         const sim::Tick start = h.now() + sim::ns_to_ps(opt.warmup_us * 1000.0);
         const sim::Tick end = start + sim::ns_to_ps(opt.duration_us * 1000.0);
         const auto wall0 = std::chrono::steady_clock::now();
+        // Offsets are 64 B-aligned and behind the peer's own READ slots.
+        const std::uint64_t first_line = (slot_bytes + 63) / 64, last_line = (kSwarmBufferBytes - size) / 64;
         std::uint64_t issued = 0, counted = 0;
+        int in_flight = 0;
         std::size_t at = 0;  // the oldest slot, reused next
         for (;;) {
             Slot& s = slots[at];
             if (s.busy) {
                 // The oldest READ: its QP's CQ returns it first (one QP
                 // completes in order, and the slots are reused in order).
-                ibv_wc wc{};
-                int n = 0;
-                while ((n = ibv_poll_cq(w.cqs[s.qp], 1, &wc)) == 0) {
-                }
-                if (n < 0) throw std::runtime_error("ibv_poll_cq failed");
-                if (wc.status != IBV_WC_SUCCESS)
-                    throw std::runtime_error(std::string("RDMA READ completed with ") + ibv_wc_status_str(wc.status));
+                const ibv_wc wc = poll_n(w.cqs[s.qp], 1, "RDMA READ").front();
                 if (wc.wr_id != s.id)
                     throw std::runtime_error("RDMA READ " + std::to_string(wc.wr_id) + " completed in place of " +
                                              std::to_string(s.id));
@@ -245,25 +241,24 @@ SwarmResult run_swarm(System& sys, const SwarmOptions& opt) {
                 if (std::memcmp(w.buf + at * size, want, size) != 0)
                     throw std::runtime_error("RDMA READ " + std::to_string(s.id) + " from machine " + std::to_string(peer) +
                                              " offset " + std::to_string(s.offset) + " brought the wrong bytes");
+                // Cleared, so a READ that wrote nothing would not pass.
                 std::memset(w.buf + at * size, 0, size);
                 s.busy = false;
+                --in_flight;
                 const sim::Tick now = h.now();
                 if (now >= start && now < end) ++counted;
             }
             if (h.now() >= end) {
                 // Stop posting; collect what is still in flight.
-                bool any = false;
-                for (const Slot& o : slots) any = any || o.busy;
-                if (!any) break;
+                if (in_flight == 0) break;
                 at = (at + 1) % slots.size();
                 continue;
             }
             s.qp = static_cast<std::size_t>(rng.below(nq));
-            // A 64 B-aligned offset behind the peer's own READ slots.
-            const std::uint64_t first = (slot_bytes + 63) / 64, last = (kSwarmBufferBytes - size) / 64;
-            s.offset = 64 * rng.range(first, last);
+            s.offset = 64 * rng.range(first_line, last_line);
             s.id = issued++;
             s.busy = true;
+            ++in_flight;
             ibv_sge sge{reinterpret_cast<std::uintptr_t>(w.buf + at * size), size, w.mr->lkey};
             ibv_send_wr wr{};
             wr.wr_id = s.id;
@@ -295,7 +290,6 @@ SwarmResult run_swarm(System& sys, const SwarmOptions& opt) {
     sys.run(programs, names);
 
     SwarmResult r;
-    r.active_qps = threads * (machines - 1) * opt.vms;
     r.wall_seconds = wall;
     double sum = 0;
     for (int m = 0; m < machines; ++m) {

@@ -35,6 +35,12 @@ struct SwarmOptions {
     double warmup_us = 20;   // simulated time before the measurement starts
     double duration_us = 100;  // simulated time measured
     std::uint64_t seed = 1;    // the workers' QP and offset choices and the buffers' bytes
+
+    // Each worker's QPs over every machine's workers.
+    std::uint64_t active_qps() const {
+        return static_cast<std::uint64_t>(threads) * static_cast<std::uint64_t>(machines - 1) *
+               static_cast<std::uint64_t>(vms);
+    }
 };
 
 // Each worker's registered buffer. rc-swarm reads random offsets of 2 MB
@@ -53,7 +59,6 @@ struct SwarmMachineRow {
 };
 
 struct SwarmResult {
-    int active_qps = 0;  // per machine
     std::vector<SwarmMachineRow> machines;
     double mean_mops = 0, min_mops = 0, max_mops = 0;
     double wall_seconds = 0;
