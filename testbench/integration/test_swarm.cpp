@@ -151,7 +151,8 @@ TEST_CASE("random swarms over context caches that thrash bring every read's byte
     // failed completion ends the run naming the READ); here the shapes are
     // random: machines, workers, QPs, window, size, and caches of a few
     // entries with few fill slots, so contexts are evicted, written back and
-    // filled again while READs on them are in flight at both ends.
+    // filled again while READs on them are in flight at both ends; on both
+    // DMA engines.
     std::uint64_t misses = 0;
     for (std::uint64_t seed : hcasim::test::stress::seeds(7301, 8)) {
         hcasim::testbench::SplitMix64 r{seed};
@@ -163,7 +164,9 @@ TEST_CASE("random swarms over context caches that thrash bring every read's byte
             " --warmup " + std::to_string(r.range(0, 10)) + " --duration " + std::to_string(r.range(10, 40)) +
             " --seed " + std::to_string(seed) + " --set hca.qpc_cache_entries=" + std::to_string(r.range(2, 24)) +
             " --set hca.cqc_cache_entries=" + std::to_string(r.range(2, 24)) +
-            " --set hca.context_fill_slots=" + std::to_string(r.range(1, 8)) + " --format json";
+            " --set hca.context_fill_slots=" + std::to_string(r.range(1, 8)) +
+            // Every other seed moves the bytes through the RTL DMA engine.
+            (seed % 2 ? " --set hca.dma.impl=rtl" : "") + " --format json";
         const CommandResult run = run_hcasim(args, true);
         INFO("seed " << seed << ": hcasim " << args << "\n" << run.out.substr(0, 2000));
         REQUIRE(run.exit_code == 0);
