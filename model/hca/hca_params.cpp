@@ -30,6 +30,12 @@ void declare_hca_params(sim::ParamRegistry& r) {
     r.add({"hca.context_fill_slots", K::Int, "reads", "8", 1, 256, {},
            "context cache misses each cache (QP, CQ) has under way at once; a further miss waits for a slot",
            "estimate: a few miss-handling registers, as in a blocking-light cache; no figure is published"});
+    r.add({"hca.atomic_units", K::Int, "atomics", "1", 0, 256, {},
+           "atomics the responder executes at once: each holds a unit from its DMA read until the original value "
+           "is on chip and its write is issued, and a further atomic waits for a unit; 0: no limit (atomics on "
+           "the same bytes still wait for each other's write)",
+           "inferred: a ConnectX-3 runs fetch-and-adds on one QP, 64 addresses in turn, at about one per DMA read "
+           "round trip (reference point cx3-fdr.atomic_rate.8B.qdr); no figure is published"});
     cyc("hca.scheduler_cycles", "2", "QP scheduler arbitration per decision", "estimate: one round-robin arbiter");
     cyc("hca.wqe_parse_cycles", "8", "parse one fetched WQE", "estimate: one 64 B WQE over a 256-bit datapath plus decode");
     r.add({"hca.wqe_fetch_batch", K::Int, "WQEs", "8", 1, 256, {},
@@ -154,6 +160,7 @@ HcaParams HcaParams::from(const sim::Config& c) {
     p.qpc_cache_entries = u("hca.qpc_cache_entries");
     p.cqc_cache_entries = u("hca.cqc_cache_entries");
     p.context_fill_slots = u("hca.context_fill_slots");
+    p.atomic_units = u("hca.atomic_units");
     p.dma_setup_cycles = u("hca.dma_setup_cycles");
     const std::string& dma_impl = c.get_choice("hca.dma.impl");
     p.dma_impl = dma_impl == "tlm" ? "systemc" : dma_impl;  // tlm: the former name

@@ -24,6 +24,7 @@ struct HcaParams {
     std::uint32_t qpc_cache_entries = 256;
     std::uint32_t cqc_cache_entries = 256;
     std::uint32_t context_fill_slots = 8;
+    std::uint32_t atomic_units = 1;  // atomics executed at once; 0: no limit
     std::uint32_t dma_setup_cycles = 4;
     // DMA engine implementation: the SystemC model or the verilated RTL.
     std::string dma_impl = "systemc";

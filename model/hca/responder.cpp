@@ -403,6 +403,15 @@ Responder::Step Responder::execute_atomic(QpContext& qp, Request& r) {
     sim::Tick start = tr.ready;
     const auto busy = m_atomic_busy.find(bus);
     if (busy != m_atomic_busy.end()) start = std::max(start, busy->second);
+    // The adapter executes hca.atomic_units atomics at once: this one takes
+    // the unit that frees first and holds it until the original value is on
+    // chip and the write is issued (PCIe keeps a later read behind it).
+    sim::Tick* unit = nullptr;
+    if (m_p.atomic_units != 0) {
+        if (m_atomic_unit_free.empty()) m_atomic_unit_free.assign(m_p.atomic_units, 0);
+        unit = &*std::min_element(m_atomic_unit_free.begin(), m_atomic_unit_free.end());
+        start = std::max(start, *unit);
+    }
     std::uint64_t orig = 0;
     const sim::Tick have = m_w.dma.read(start, m_spans.data(), m_spans.size(), reinterpret_cast<std::uint8_t*>(&orig));
     // The transport bits aside, XRC's opcodes are RC's.
@@ -416,6 +425,7 @@ Responder::Step Responder::execute_atomic(QpContext& qp, Request& r) {
             it = it->second <= r.t ? m_atomic_busy.erase(it) : std::next(it);
     }
     m_atomic_busy[bus] = visible;
+    if (unit) *unit = have;
     counter(cas ? "compare_swaps" : "fetch_adds")++;
     qp.resp.msn = psn_add(qp.resp.msn, 1);
     qp.resp.epsn = psn_add(r.psn, 1);

@@ -85,6 +85,8 @@ private:
     std::vector<DmaSpan> m_spans;
     // Bus address of recent atomics -> when their write lands.
     std::map<std::uint64_t, sim::Tick> m_atomic_busy;
+    // When each atomic unit is free again (hca.atomic_units of them).
+    std::vector<sim::Tick> m_atomic_unit_free;
     static constexpr std::size_t kAtomicAddressesTracked = 64;
     std::uint64_t* m_n_read_response_packets = nullptr;
     std::uint64_t* m_n_write_requests = nullptr;
