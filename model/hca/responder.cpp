@@ -15,7 +15,10 @@ std::uint8_t op(Opcode o) { return static_cast<std::uint8_t>(o); }
 }  // namespace
 
 Responder::Responder(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w)
-    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)), m_w(w), m_p(p) {
+    : sim::Block(name, sim::Clock::from_mhz("hca.core", p.core_clock_mhz)),
+      m_w(w),
+      m_p(p),
+      m_atomic_unit_free(p.atomic_units, 0) {
     m_n_read_response_packets = &counter("read_response_packets");
     m_n_write_requests = &counter("write_requests");
 }
@@ -407,8 +410,7 @@ Responder::Step Responder::execute_atomic(QpContext& qp, Request& r) {
     // the unit that frees first and holds it until the original value is on
     // chip and the write is issued (PCIe keeps a later read behind it).
     sim::Tick* unit = nullptr;
-    if (m_p.atomic_units != 0) {
-        if (m_atomic_unit_free.empty()) m_atomic_unit_free.assign(m_p.atomic_units, 0);
+    if (!m_atomic_unit_free.empty()) {
         unit = &*std::min_element(m_atomic_unit_free.begin(), m_atomic_unit_free.end());
         start = std::max(start, *unit);
     }

@@ -85,7 +85,7 @@ private:
     std::vector<DmaSpan> m_spans;
     // Bus address of recent atomics -> when their write lands.
     std::map<std::uint64_t, sim::Tick> m_atomic_busy;
-    // When each atomic unit is free again (hca.atomic_units of them).
+    // When each atomic unit is free again (hca.atomic_units of them; none: no limit).
     std::vector<sim::Tick> m_atomic_unit_free;
     static constexpr std::size_t kAtomicAddressesTracked = 64;
     std::uint64_t* m_n_read_response_packets = nullptr;

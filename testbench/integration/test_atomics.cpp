@@ -83,38 +83,6 @@ std::uint64_t load64(const Side& s, std::size_t off) {
     return v;
 }
 
-// The adapter executes hca.atomic_units atomics at once, each holding its
-// unit from its DMA read until the original value is on chip. perftest's
-// atomics go round 64 cache lines, so no two of a window share bytes: with
-// one unit the rate is one atomic per DMA read round trip, with two about
-// twice that, and without a limit posting and the WQE fetch bound it.
-TEST_CASE("the atomic unit bounds the atomic rate: one atomic per DMA read round trip per unit",
-          "[atomic][timing]") {
-    const auto rate = [](const std::string& set) {
-        const CommandResult r = run_hcasim("bw --op atomic_fadd -n 5000 " + set);
-        INFO(r.out);
-        REQUIRE(r.exit_code == 0);
-        const auto row = hcasim_row(r.out);
-        REQUIRE(row.size() >= 5);
-        return row[4];
-    };
-    const double one = rate("");
-    const double two = rate("--set hca.atomic_units=2");
-    const double unlimited = rate("--set hca.atomic_units=0");
-    CHECK(two == Approx(2 * one).epsilon(0.1));
-    CHECK(unlimited > 3 * one);
-    // One unit: the time per atomic is about the DMA read round trip
-    // (host.memory_latency_ns plus the PCIe crossings both ways), well
-    // above the 100 ns of host memory alone and below a READ's latency.
-    const double ns_per_atomic = 1000.0 / one;
-    CHECK(ns_per_atomic > 300);
-    CHECK(ns_per_atomic < 1000);
-    // A bad unit count is refused, naming the parameter.
-    const CommandResult bad = run_hcasim("bw --op atomic_fadd -n 50 --set hca.atomic_units=257", true);
-    CHECK(bad.exit_code == 2);
-    CHECK_THAT(bad.out, Catch::Contains("hca.atomic_units"));
-}
-
 }  // namespace
 
 TEST_CASE("fetch and add and compare and swap return the original value and change the target once",
@@ -401,6 +369,38 @@ TEST_CASE("a repeated atomic is answered from its saved result and never execute
     CHECK(r.num("orig") == 10);
     CHECK(r.num("final") == 13);
     CHECK(r.num("repeats") >= 1);
+}
+
+// The adapter executes hca.atomic_units atomics at once, each holding its
+// unit from its DMA read until the original value is on chip. perftest's
+// atomics go round 64 cache lines, so no two of a window share bytes: with
+// one unit the rate is one atomic per DMA read round trip, with two about
+// twice that, and without a limit posting and the WQE fetch bound it.
+TEST_CASE("the atomic unit bounds the atomic rate: one atomic per DMA read round trip per unit",
+          "[atomic][timing]") {
+    const auto rate = [](const std::string& set) {
+        const CommandResult r = run_hcasim("bw --op atomic_fadd -n 5000 " + set);
+        INFO(r.out);
+        REQUIRE(r.exit_code == 0);
+        const auto row = hcasim_row(r.out);
+        REQUIRE(row.size() >= 5);
+        return row[4];
+    };
+    const double one = rate("");
+    const double two = rate("--set hca.atomic_units=2");
+    const double unlimited = rate("--set hca.atomic_units=0");
+    CHECK(two == Approx(2 * one).epsilon(0.1));
+    CHECK(unlimited > 3 * one);
+    // One unit: the time per atomic is about the DMA read round trip
+    // (host.memory_latency_ns plus the PCIe crossings both ways), well
+    // above the 100 ns of host memory alone and below a READ's latency.
+    const double ns_per_atomic = 1000.0 / one;
+    CHECK(ns_per_atomic > 300);
+    CHECK(ns_per_atomic < 1000);
+    // A bad unit count is refused, naming the parameter.
+    const CommandResult bad = run_hcasim("bw --op atomic_fadd -n 50 --set hca.atomic_units=257", true);
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.out, Catch::Contains("hca.atomic_units"));
 }
 
 }  // namespace hcasim::test
