@@ -570,6 +570,8 @@ void Driver::ring_send_doorbell(DriverQp& qp) {
     }
     qp.sq_unrung = 0;
     m_hca.doorbells().mmio_write(sim::now_ps(), std::move(w));
+    // The store is on its way; the thread goes on once it has left the core.
+    spend_cpu(m_costs.mmio_store);
 }
 
 void Driver::discard_send_wqes(DriverQp& qp) {
@@ -929,6 +931,7 @@ void Driver::post_vi_descriptor(DriverQp& qp, bool recv, std::uint64_t addr, std
     w.number = qp.qpn;
     w.vi = hca::ViDoorbellToken{addr, handle, chain_start};
     m_hca.doorbells().mmio_write(sim::now_ps(), std::move(w));
+    spend_cpu(m_costs.mmio_store);
 }
 
 void Driver::arm_vi_queue(DriverQp& qp, bool recv) {
