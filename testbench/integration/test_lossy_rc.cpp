@@ -274,6 +274,11 @@ void lossy_receiver(Host& h, Record& rec, const LossyPlan& p, std::uint8_t timeo
         }
     }
     h.barrier("done");
+    // An ACK says the responder has a WRITE, not that its bytes are in host
+    // memory yet: they may still wait in the adapter's receive buffer or on
+    // PCIe. Look after the time a real out-of-band barrier takes (a TCP
+    // round trip), by which they have landed.
+    h.sleep(us(20));
     for (int q = 0; q < p.qps; ++q) {
         std::uint64_t fadds = 0, cases = 0;
         for (std::size_t j = 0; j < p.msgs[static_cast<std::size_t>(q)].size(); ++j) {
