@@ -284,6 +284,7 @@ int Driver::req_notify_cq(DriverCq& cq, bool solicited_only) {
     w.index = cq.consumer;
     w.solicited = solicited_only;
     m_hca.doorbells().mmio_write(sim::now_ps(), std::move(w));
+    spend_cpu(m_costs.mmio_store);
     return 0;
 }
 
@@ -941,6 +942,7 @@ void Driver::arm_vi_queue(DriverQp& qp, bool recv) {
     w.number = qp.qpn;
     w.recv_queue = recv;
     m_hca.doorbells().mmio_write(sim::now_ps(), std::move(w));
+    spend_cpu(m_costs.mmio_store);
 }
 
 int Driver::reg_pages(std::uint32_t pdn, const std::vector<std::uint64_t>& pages, std::uint32_t access,

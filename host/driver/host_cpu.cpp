@@ -13,10 +13,10 @@ void declare_host_params(sim::ParamRegistry& r) {
        "written, the doorbell or BlueFlame store issued)",
        "estimate: a few cache-line writes and one MMIO store on a 3 GHz Xeon");
     ns("host.cpu.mmio_store_ns", "135",
-       "CPU time a posting thread is held after its MMIO store to the adapter (a send doorbell, a BlueFlame write, a "
-       "VI doorbell) until the store has left the core: x86 keeps a UC store in order and the sfence after a "
-       "write-combined BlueFlame copy waits for it, so the next post waits; the store travels on meanwhile, so this "
-       "bounds a thread's posting rate, not a message's latency",
+       "CPU time a thread is held after an MMIO store to the adapter (a send doorbell, a BlueFlame write, a VI "
+       "doorbell, a CQ or VI arm) until the store has left the core: x86 keeps a UC store in order and the sfence "
+       "after a write-combined BlueFlame copy waits for it, so the next post waits; the store travels on meanwhile, "
+       "so this bounds a thread's posting rate, not a message's latency",
        "inferred: one ConnectX-3 host's ib_write_bw, ib_send_bw and ib_read_bw on one QP run 5.47, 5.19 and 4.76 "
        "Mpps at 2 B, 183-210 ns per work request whatever the operation's path through the adapter; less the 61 ns "
        "of the model's own loop that leaves 122-149 ns, 135 the middle (docs/calibration.md); RAMCloud measured "
@@ -25,7 +25,8 @@ void declare_host_params(sim::ParamRegistry& r) {
     ns("host.cpu.poll_cq_ns", "25", "CPU time of one ibv_poll_cq call (an empty poll costs this)",
        "estimate: one cache-line read and a branch", 0.1);
     ns("host.cpu.poll_cqe_ns", "15", "CPU time per completion ibv_poll_cq returns", "estimate");
-    ns("host.cpu.req_notify_ns", "40", "CPU time of ibv_req_notify_cq", "estimate: one MMIO store");
+    ns("host.cpu.req_notify_ns", "40", "CPU time of ibv_req_notify_cq up to its MMIO store to the adapter",
+       "estimate: one MMIO store");
     ns("host.cpu.control_call_ns", "1500",
        "CPU time of a control-path verb (system call into the kernel driver), firmware time excluded",
        "estimate: a system call round trip of about a microsecond");

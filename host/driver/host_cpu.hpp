@@ -15,8 +15,8 @@ namespace hcasim::host {
 void declare_host_params(sim::ParamRegistry& r);
 
 struct HostCosts {
-    sim::Tick post_send = 0;     // build one send WQE (and ring the doorbell)
-    sim::Tick mmio_store = 0;    // held after a doorbell or BlueFlame store until it leaves the core
+    sim::Tick post_send = 0;     // build one send WQE and issue its doorbell store
+    sim::Tick mmio_store = 0;    // held after any MMIO store to the adapter until it leaves the core
     sim::Tick post_recv = 0;     // build one receive WQE
     sim::Tick poll_cq = 0;       // one ibv_poll_cq call, empty or not
     sim::Tick poll_cqe = 0;      // each CQE it returns
