@@ -283,8 +283,7 @@ int Driver::req_notify_cq(DriverCq& cq, bool solicited_only) {
     w.number = cq.cqn;
     w.index = cq.consumer;
     w.solicited = solicited_only;
-    m_hca.doorbells().mmio_write(sim::now_ps(), std::move(w));
-    spend_cpu(m_costs.mmio_store);
+    store_to_adapter(std::move(w));
     return 0;
 }
 
@@ -570,8 +569,11 @@ void Driver::ring_send_doorbell(DriverQp& qp) {
         w.offset = hca::kUarSendDoorbell;
     }
     qp.sq_unrung = 0;
+    store_to_adapter(std::move(w));
+}
+
+void Driver::store_to_adapter(hca::DoorbellWrite&& w) {
     m_hca.doorbells().mmio_write(sim::now_ps(), std::move(w));
-    // The store is on its way; the thread goes on once it has left the core.
     spend_cpu(m_costs.mmio_store);
 }
 
@@ -931,8 +933,7 @@ void Driver::post_vi_descriptor(DriverQp& qp, bool recv, std::uint64_t addr, std
     w.offset = recv ? hca::kUarViRecvDoorbell : hca::kUarViSendDoorbell;
     w.number = qp.qpn;
     w.vi = hca::ViDoorbellToken{addr, handle, chain_start};
-    m_hca.doorbells().mmio_write(sim::now_ps(), std::move(w));
-    spend_cpu(m_costs.mmio_store);
+    store_to_adapter(std::move(w));
 }
 
 void Driver::arm_vi_queue(DriverQp& qp, bool recv) {
@@ -941,8 +942,7 @@ void Driver::arm_vi_queue(DriverQp& qp, bool recv) {
     w.offset = hca::kUarViArm;
     w.number = qp.qpn;
     w.recv_queue = recv;
-    m_hca.doorbells().mmio_write(sim::now_ps(), std::move(w));
-    spend_cpu(m_costs.mmio_store);
+    store_to_adapter(std::move(w));
 }
 
 int Driver::reg_pages(std::uint32_t pdn, const std::vector<std::uint64_t>& pages, std::uint32_t access,

@@ -398,6 +398,11 @@ public:
     void vi_queue_event(std::uint32_t qpn, bool recv_queue) override;
 
 private:
+    // The thread's MMIO store to the adapter's UAR page: it goes out now,
+    // and the thread goes on host.cpu.mmio_store_ns later, once it has left
+    // the core.
+    void store_to_adapter(hca::DoorbellWrite&& w);
+
     DeviceInfo m_info;
     hca::Hca& m_hca;
     firmware::CommandInterface& m_fw;
