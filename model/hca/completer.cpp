@@ -201,7 +201,15 @@ bool Completer::implied_nak(QpContext& qp, const SendWork& answered, sim::Tick t
 }
 
 void Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
+    // An ACK past every PSN acknowledged before is forward progress even
+    // inside a multi-packet message: the transport retry counter counts
+    // retries without progress, so a long message on a lossy link is not
+    // failed for losses spread over its many packets.
     bool progress = false;
+    if (psn_diff(psn, qp.req.acked_psn) > 0) {
+        qp.req.acked_psn = psn;
+        progress = true;
+    }
     for (auto& w : qp.req.send_q) {
         if (!w.started || !w.fully_sent) break;
         // READs, atomics and memory management operations are done by

@@ -95,6 +95,7 @@ QpContext& Hca::install_qp(std::uint32_t qpn, const Qpc& image) {
     qp.qpn = qpn;
     qp.qpc = image;
     qp.req.next_psn = image.sq_psn;
+    qp.req.acked_psn = psn_add(image.sq_psn, kPsnMask);
     qp.req.retries_left = image.retry_cnt;
     qp.req.rnr_retries_left = image.rnr_retry;
     qp.resp.epsn = image.rq_psn;
@@ -104,7 +105,10 @@ QpContext& Hca::install_qp(std::uint32_t qpn, const Qpc& image) {
 
 void Hca::write_qpc(QpContext& qp, const Qpc& image, std::uint32_t loads) {
     qp.qpc = image;
-    if (loads & kLoadSqPsn) qp.req.next_psn = image.sq_psn & kPsnMask;
+    if (loads & kLoadSqPsn) {
+        qp.req.next_psn = image.sq_psn & kPsnMask;
+        qp.req.acked_psn = psn_add(qp.req.next_psn, kPsnMask);
+    }
     if (loads & kLoadRqPsn) qp.resp.epsn = image.rq_psn & kPsnMask;
     if (loads & kLoadRetryCnt) qp.req.retries_left = image.retry_cnt;
     if (loads & kLoadRnrRetry) qp.req.rnr_retries_left = image.rnr_retry;

@@ -64,10 +64,11 @@ void declare_hca_params(sim::ParamRegistry& r) {
     r.add({"hca.dma.vcd", K::Text, "", "", 0, 0, {},
            "hca.dma.impl=rtl: VCD waveform file of the RTL engine (one file per engine instance, see README); "
            "empty: none", "-"});
-    cyc("hca.tx_packet_cycles", "16", "TX transport per-packet header build, plus payload at datapath width",
-        "estimate");
-    cyc("hca.rx_packet_cycles", "16", "RX transport per-packet parse and checks, plus payload at datapath width",
-        "estimate");
+    cyc("hca.tx_packet_cycles", "20", "TX transport per-packet header build, plus payload at datapath width",
+        "inferred: the ConnectX-3 READ swarm at 40 QPs, where every context hits and the packet engines bind "
+        "(docs/timing-parameters.md, docs/calibration.md item 7)");
+    cyc("hca.rx_packet_cycles", "20", "RX transport per-packet parse and checks, plus payload at datapath width",
+        "inferred: as hca.tx_packet_cycles");
     r.add({"hca.tx_engines", K::Int, "engines", "1", 1, 64, {},
            "transmit packet engines working side by side, each a full pass (hca.tx_packet_cycles plus payload "
            "at hca.datapath_bytes); a QP's packets and ACKs all go through engine QPN mod this, in order",

@@ -30,8 +30,8 @@ struct HcaParams {
     std::string dma_impl = "systemc";
     std::uint32_t dma_rtl_channels = 8;
     std::string dma_vcd;  // waveform file of the RTL engine; empty: none
-    std::uint32_t tx_packet_cycles = 16;
-    std::uint32_t rx_packet_cycles = 16;
+    std::uint32_t tx_packet_cycles = 20;
+    std::uint32_t rx_packet_cycles = 20;
     std::uint32_t tx_engines = 1;  // packet engines side by side; a QP's go through engine QPN mod this
     std::uint32_t rx_engines = 1;
     std::uint32_t tx_buffer_bytes = 65536;

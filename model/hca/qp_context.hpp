@@ -137,6 +137,7 @@ struct RequesterState {
     std::uint32_t outstanding_reads = 0;
     std::uint8_t rnr_retries_left = 7;
     std::uint8_t retries_left = 7;  // transport retries (local ACK timeout)
+    std::uint32_t acked_psn = kPsnMask;  // newest PSN an ACK covered: an ACK past it is forward progress
     bool ack_timer_armed = false;   // a timer event is pending
     sim::Tick ack_deadline = 0;     // it fires a retry if still unacknowledged then
     sim::Tick tx_hold_until = 0;    // RNR back-off
