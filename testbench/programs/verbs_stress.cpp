@@ -206,6 +206,23 @@ int main(int argc, char** argv) {
     ibv_mr* mr = ibv_reg_mr(pd, buf.data(), bytes,
                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
     if (!mr) die("ibv_reg_mr");
+    // The server's SEND receives: up to kDepth are posted ahead of the one
+    // being checked, so each takes the next of kDepth + 1 slots of its QP;
+    // a later SEND cannot land on bytes not yet checked.
+    const std::size_t slots = client ? 0 : kDepth + 1;
+    std::vector<std::uint8_t> slot_buf(client ? 1 : stride * slots * static_cast<std::size_t>(qps), 0xee);
+    auto slot_area = [&](int q, std::size_t slot) {
+        return slot_buf.data() + stride * (static_cast<std::size_t>(q) * slots + slot) + kGuard;
+    };
+    ibv_mr* slot_mr = ibv_reg_mr(pd, slot_buf.data(), slot_buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    if (!slot_mr) die("ibv_reg_mr");
+    std::vector<std::size_t> slot_of(plan.msgs.size(), 0);
+    {
+        std::vector<std::size_t> sends_on(static_cast<std::size_t>(qps), 0);
+        for (std::size_t i = 0; i < plan.msgs.size(); ++i)
+            if (plan.msgs[i].kind == kSend && slots)
+                slot_of[i] = sends_on[static_cast<std::size_t>(plan.msgs[i].qp)]++ % slots;
+    }
     // The client's sources: each message its own bytes, so no source is
     // rewritten before the adapter has read it.
     std::vector<std::uint8_t> source(client ? plan.src_bytes : 1, 0);
@@ -250,8 +267,9 @@ int main(int argc, char** argv) {
         auto& p = posted[static_cast<std::size_t>(q)];
         while (p < list_q.size() && p - received[static_cast<std::size_t>(q)] < kDepth) {
             const Message& m = plan.msgs[list_q[p]];
-            ibv_sge sge{reinterpret_cast<std::uintptr_t>(recv_area(q) + (m.kind == kSend ? m.dest : 0)),
-                        m.kind == kSend ? kAreaBytes - m.dest : 4, mr->lkey};
+            ibv_sge sge{m.kind == kSend ? reinterpret_cast<std::uintptr_t>(slot_area(q, slot_of[list_q[p]]) + m.dest)
+                                        : reinterpret_cast<std::uintptr_t>(recv_area(q)),
+                        m.kind == kSend ? kAreaBytes - m.dest : 4, m.kind == kSend ? slot_mr->lkey : mr->lkey};
             ibv_recv_wr wr{}, *bad = nullptr;
             wr.wr_id = list_q[p];
             wr.sg_list = &sge;
@@ -396,7 +414,7 @@ int main(int argc, char** argv) {
                 // A write with immediate reports the length it wrote.
                 if (wc[k].byte_len != m.length) report("byte_len", i, wc[k].byte_len, m.length);
                 if (m.kind == kSend) {
-                    const std::uint8_t* got_bytes = recv_area(m.qp) + m.dest;
+                    const std::uint8_t* got_bytes = slot_area(m.qp, slot_of[i]) + m.dest;
                     for (std::uint32_t b = 0; b < m.length; ++b)
                         if (got_bytes[b] != pattern(seed, static_cast<std::uint32_t>(i), b)) {
                             report("received byte offset", i, b, b);
@@ -439,6 +457,7 @@ int main(int argc, char** argv) {
     for (auto* q : qp) ibv_destroy_qp(q);
     ibv_destroy_cq(cq);
     ibv_dereg_mr(mr);
+    ibv_dereg_mr(slot_mr);
     ibv_dereg_mr(src_mr);
     ibv_dealloc_pd(pd);
     ibv_close_device(ctx);
