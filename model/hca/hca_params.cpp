@@ -18,13 +18,14 @@ void declare_hca_params(sim::ParamRegistry& r) {
         "that needs it (a miss reads the entry from host memory over PCIe)",
         "assumption: a cached context is read within the stage's own cycles (hca.rx_packet_cycles, "
         "hca.doorbell_cycles, ...); raise it to model a slower context store");
-    r.add({"hca.qpc_cache_entries", K::Int, "entries", "64", 1, 1 << 24, {},
+    r.add({"hca.qpc_cache_entries", K::Int, "entries", "68", 1, 1 << 24, {},
            "on-chip cache of QP contexts (LRU; a miss DMA-reads the 256 B entry from ICM in host memory, an "
            "evicted entry the adapter changed is written back first)",
            "inferred: where the ConnectX-3 READ rate of the FaSST READ swarm falls with the QPs per machine "
            "(full at 40, falling by 80, a quarter at 120: reference points cx3-fdr.swarm_read.*); no cache size "
-           "is published (docs/timing-parameters.md)"});
-    r.add({"hca.cqc_cache_entries", K::Int, "entries", "64", 1, 1 << 24, {},
+           "is published, and the count is the adapter's effective one, not necessarily a power of two "
+           "(docs/timing-parameters.md)"});
+    r.add({"hca.cqc_cache_entries", K::Int, "entries", "68", 1, 1 << 24, {},
            "on-chip cache of CQ contexts (LRU; a miss DMA-reads the 64 B entry from ICM)",
            "inferred with hca.qpc_cache_entries from the same swarm, whose QPs have a CQ each"});
     r.add({"hca.context_fill_slots", K::Int, "reads", "8", 1, 256, {},
