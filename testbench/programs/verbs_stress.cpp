@@ -267,9 +267,12 @@ int main(int argc, char** argv) {
         auto& p = posted[static_cast<std::size_t>(q)];
         while (p < list_q.size() && p - received[static_cast<std::size_t>(q)] < kDepth) {
             const Message& m = plan.msgs[list_q[p]];
-            ibv_sge sge{m.kind == kSend ? reinterpret_cast<std::uintptr_t>(slot_area(q, slot_of[list_q[p]]) + m.dest)
-                                        : reinterpret_cast<std::uintptr_t>(recv_area(q)),
-                        m.kind == kSend ? kAreaBytes - m.dest : 4, m.kind == kSend ? slot_mr->lkey : mr->lkey};
+            // A SEND's bytes go to its slot; a WRITE_WITH_IMM's or the closing
+            // SEND's 4 bytes to the QP's receive area.
+            ibv_sge sge{reinterpret_cast<std::uintptr_t>(recv_area(q)), 4, mr->lkey};
+            if (m.kind == kSend)
+                sge = {reinterpret_cast<std::uintptr_t>(slot_area(q, slot_of[list_q[p]]) + m.dest), kAreaBytes - m.dest,
+                       slot_mr->lkey};
             ibv_recv_wr wr{}, *bad = nullptr;
             wr.wr_id = list_q[p];
             wr.sg_list = &sge;
