@@ -16,6 +16,14 @@ std::string us(Tick ps) {
     return buf;
 }
 
+// Microseconds for a message: "86.52", not "86.520000".
+std::string us_text(Tick ps) {
+    std::string s = us(ps);
+    while (s.back() == '0') s.pop_back();
+    if (s.back() == '.') s.pop_back();
+    return s;
+}
+
 // The node a track belongs to: "node12.hca.port1.tx" -> 12; the fabric
 // (switches) is process 1000.
 int process_of(const std::string& track) {
@@ -60,17 +68,49 @@ void Tracer::open(const std::string& path, Tick start, Tick end, std::vector<std
     m_threads_of.clear();
     m_open_flows.clear();
     m_wanted.clear();
+    m_written = m_in_filter = 0;
+    m_first_seen = m_last_seen = 0;
+    m_seen = false;
     if (m_json)
         std::fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", m_file);
     else
         std::fputs("# hcasim event log: start_ps end_ps track event fields\n", m_file);
 }
 
-void Tracer::close() {
-    if (!m_file) return;
+std::string Tracer::close() {
+    if (!m_file) return "";
     if (m_json) std::fputs("\n]}\n", m_file);
     std::fclose(m_file);
     m_file = nullptr;
+    return m_written ? "" : why_empty();
+}
+
+// Times of the slices on wanted tracks, inside the window or not.
+void Tracer::note_seen(Tick start, Tick end) {
+    ++m_in_filter;
+    if (!m_seen || start < m_first_seen) m_first_seen = start;
+    if (!m_seen || end > m_last_seen) m_last_seen = end;
+    m_seen = true;
+}
+
+std::string Tracer::why_empty() const {
+    if (m_wanted.empty() && !m_seen) return "the run recorded no slice";
+    if (!m_seen) {
+        // Name a few of the tracks there were, so a filter can be fixed.
+        std::string names;
+        int shown = 0;
+        for (const auto& [track, yes] : m_wanted) {
+            (void)yes;
+            if (shown++ == 4) {
+                names += ", ...";
+                break;
+            }
+            names += (names.empty() ? "" : ", ") + printable(track);
+        }
+        return "no track's name contains a word of --trace-blocks (the run's tracks include " + names + ")";
+    }
+    return "no slice overlaps --trace-window " + us_text(m_start) + ":" + (m_end == ~Tick(0) ? "" : us_text(m_end)) +
+           " (microseconds): the run's slices span " + us_text(m_first_seen) + " to " + us_text(m_last_seen);
 }
 
 std::uint64_t Tracer::flow_of(const std::string& path, std::uint32_t qpn, std::uint16_t wqe_index) {
@@ -131,7 +171,10 @@ void Tracer::flow_event(std::uint64_t flow, bool end, int pid, int tid, Tick t) 
 
 void Tracer::slice(const std::string& track, const char* name, Tick start, Tick end, Args args, std::uint64_t flow,
                    bool flow_end) {
-    if (!m_file || end < m_start || start > m_end || !wanted(track)) return;
+    if (!m_file || !wanted(track)) return;
+    note_seen(start, end);
+    if (end < m_start || start > m_end) return;
+    ++m_written;
     if (!m_json) {
         std::string line = std::to_string(start) + " " + std::to_string(end) + " " + track + " " + name;
         for (const auto& [k, v] : args) line += std::string(" ") + k + "=" + std::to_string(v);
@@ -158,7 +201,11 @@ void Tracer::slice(const std::string& track, const char* name, Tick start, Tick 
 
 void Tracer::slice(const std::string& track, const char* name, Tick start, Tick end, Args args,
                    const std::vector<std::uint64_t>& flows) {
-    if (!m_file || end < m_start || start > m_end || !wanted(track)) return;
+    if (!m_file || !wanted(track)) return;
+    if (end < m_start || start > m_end) {
+        note_seen(start, end);
+        return;
+    }
     slice(track, name, start, end, args);
     if (!m_json) return;
     const auto [pid, tid] = track_ids(track);

@@ -27,8 +27,10 @@ public:
     // [start, end] on tracks whose name contains one of filter (all if
     // empty). Throws ConfigError naming what is wrong.
     void open(const std::string& path, Tick start, Tick end, std::vector<std::string> filter);
-    // Ends the file; nothing is recorded after.
-    void close();
+    // Ends the file; nothing is recorded after. Returns why the file holds
+    // no slice when it holds none (the window or the filter left every
+    // slice of the run out), else "".
+    std::string close();
     bool on() const { return m_file != nullptr; }
 
     // A slice on track (a block's path and what it does: "node0.hca.port1.tx")
@@ -73,6 +75,13 @@ private:
     std::map<int, int> m_threads_of;  // process -> threads so far
     std::set<std::uint64_t> m_open_flows;
     std::map<std::string, bool> m_wanted;  // track -> passes the filter
+    // What the run offered and what was written, to say why a file is empty.
+    std::uint64_t m_written = 0;
+    std::uint64_t m_in_filter = 0;  // slices on a wanted track, any time
+    Tick m_first_seen = 0, m_last_seen = 0;
+    bool m_seen = false;
+    void note_seen(Tick start, Tick end);
+    std::string why_empty() const;
     bool wanted(const std::string& track);
     std::pair<int, int> track_ids(const std::string& track);
     void event(const std::string& text);

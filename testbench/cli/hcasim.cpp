@@ -448,6 +448,15 @@ int in_child(const std::function<void(std::ostream&)>& fn) {
     return 0;
 }
 
+// FILE of --trace with suffix before its extension.
+std::string trace_path(const Cli& c, const std::string& suffix) {
+    std::string path = c.trace;
+    const auto dot = path.rfind('.');
+    const auto slash = path.rfind('/');
+    if (!suffix.empty()) path.insert(dot == std::string::npos || (slash != std::string::npos && dot < slash) ? path.size() : dot, suffix);
+    return path;
+}
+
 // --trace FILE [--trace-window START:END] [--trace-blocks a,b]: starts the
 // recorder, on FILE with suffix before its extension (the default scenario's
 // two simulations: FILE's stem + .lat and .bw).
@@ -478,11 +487,14 @@ void open_trace(const Cli& c, const std::string& suffix = "") {
             blocks.push_back(b);
         }
     }
-    std::string path = c.trace;
-    const auto dot = path.rfind('.');
-    const auto slash = path.rfind('/');
-    if (!suffix.empty()) path.insert(dot == std::string::npos || (slash != std::string::npos && dot < slash) ? path.size() : dot, suffix);
-    sim::tracer().open(path, start, end, blocks);
+    sim::tracer().open(trace_path(c, suffix), start, end, blocks);
+}
+
+// Ends the trace file; one that holds no slice is worth a warning, not
+// silence (a window or filter that misses the whole run).
+void close_trace(const Cli& c, const std::string& suffix = "") {
+    const std::string why = sim::tracer().close();
+    if (!why.empty()) std::cerr << "hcasim: warning: --trace " << sim::printable(trace_path(c, suffix)) << " holds no slice: " << why << "\n";
 }
 
 // run --node: the programs, then how each ended.
@@ -518,7 +530,11 @@ int cmd_programs(const Cli& c) {
 }
 
 int cmd_run(Cli c) {
-    if (c.has("node")) return cmd_programs(c);
+    if (c.has("node")) {
+        const int rc = cmd_programs(c);
+        if (c.has("trace")) close_trace(c);
+        return rc;
+    }
     if (c.has("timeout")) throw std::invalid_argument("--timeout is for run --node");
     if (c.has("serve")) throw std::invalid_argument("--serve is for run --node");
     // Both halves are checked before the banner: a bad option stops here.
@@ -531,14 +547,14 @@ int cmd_run(Cli c) {
     int rc = in_child([&](std::ostream& os) {
         if (c.has("trace")) open_trace(c, ".lat");
         run_workload(lat, os);
-        sim::tracer().close();
+        close_trace(c, ".lat");
     });
     if (rc) return rc;
     std::cout << "\n";
     return in_child([&](std::ostream& os) {
         if (c.has("trace")) open_trace(c, ".bw");
         run_workload(bw, os);
-        sim::tracer().close();
+        close_trace(c, ".bw");
     });
 }
 
@@ -970,16 +986,23 @@ int sc_main(int argc, char** argv) {
         else if (!c.has("trace") && (c.has("trace-window") || c.has("trace-blocks")))
             throw std::invalid_argument("--trace-window and --trace-blocks need --trace FILE");
         if (c.command == "run") return cmd_run(c);
-        if (c.command == "lat" || c.command == "bw" || c.command == "msgrate") {
+        // The workloads that simulate in this process, their trace closed here.
+        const auto simulate = [&]() {
+            if (c.command == "mcast") return cmd_mcast(c);
+            if (c.command == "bench") return cmd_bench(c);
+            if (c.command == "connect") return cmd_connect(c);
+            if (c.command == "swarm") return cmd_swarm(c);
             const Kind kind = c.command == "lat" ? Kind::Latency : c.command == "bw" ? Kind::Bandwidth : Kind::MsgRate;
             const Workload w = plan_workload(c, kind, kind == Kind::MsgRate ? "64" : "2:8388608");
             run_workload(w, std::cout);
             return 0;
+        };
+        if (c.command == "lat" || c.command == "bw" || c.command == "msgrate" || c.command == "mcast" ||
+            c.command == "bench" || c.command == "connect" || c.command == "swarm") {
+            const int rc = simulate();
+            if (c.has("trace")) close_trace(c);
+            return rc;
         }
-        if (c.command == "mcast") return cmd_mcast(c);
-        if (c.command == "bench") return cmd_bench(c);
-        if (c.command == "connect") return cmd_connect(c);
-        if (c.command == "swarm") return cmd_swarm(c);
         if (c.command == "params") return cmd_params(c);
         const std::string reference = c.has("reference") ? c.reference : default_reference_file();
         if (c.command == "calibrate")

@@ -148,6 +148,37 @@ TEST_CASE("a trace window and a block filter keep only what they name", "[trace]
     CHECK(kept < total / 4);
 }
 
+TEST_CASE("a trace that holds no slice says why, and the run's figures still print", "[trace]") {
+    const std::string path = temp_path("empty.json");
+    const CommandResult plain = run_hcasim("lat --sizes 64 -n 20");
+    REQUIRE(plain.exit_code == 0);
+    // A window before the first slice: the warning names the window and
+    // where the run's slices lie, so the window can be moved onto them.
+    CommandResult r = run_hcasim("lat --sizes 64 -n 20 --trace " + path + " --trace-window 0:20", true);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find(plain.out) != std::string::npos);
+    CHECK(r.out.find("warning: --trace " + path + " holds no slice: no slice overlaps --trace-window 0:20") !=
+          std::string::npos);
+    CHECK(r.out.find("the run's slices span ") != std::string::npos);
+    CHECK(nlohmann::json::parse(read_file(path))["traceEvents"].empty());
+    // A filter no track matches: the warning names some of the tracks.
+    r = run_hcasim("lat --sizes 64 -n 20 --trace " + path + " --trace-blocks nosuchblock", true);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("no track's name contains a word of --trace-blocks") != std::string::npos);
+    CHECK(r.out.find("node0.hca.") != std::string::npos);
+    // The default scenario warns for each of its two files.
+    const std::string stem = temp_path("empty_run");
+    r = run_hcasim("run --sizes 64 -n 4 --trace " + stem + ".log --trace-window 0:1", true);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("--trace " + stem + ".lat.log holds no slice") != std::string::npos);
+    CHECK(r.out.find("--trace " + stem + ".bw.log holds no slice") != std::string::npos);
+    // A window with slices in it says nothing.
+    r = run_hcasim("lat --sizes 64 -n 20 --trace " + path + " --trace-window 80:", true);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("warning") == std::string::npos);
+    for (const std::string& f : {path, stem + ".lat.log", stem + ".bw.log"}) std::remove(f.c_str());
+}
+
 TEST_CASE("a traced run prints the same figures and the same trace every time", "[trace]") {
     const std::string a = temp_path("a.json"), b = temp_path("b.json");
     const CommandResult plain = run_hcasim("lat --op send --sizes 64,4096 -n 20");
