@@ -22,7 +22,7 @@ public:
     explicit Reader(std::string path) : m_path(std::move(path)) {}
 
     [[noreturn]] void fail(const std::string& where, const std::string& what) const {
-        throw std::runtime_error("reference points file '" + sim::printable(m_path) + "': " + where + ": " + what);
+        throw std::invalid_argument("reference points file '" + sim::printable(m_path) + "': " + where + ": " + what);
     }
 
     std::string text(const json& j, const char* key, const std::string& where, bool required = true) const {

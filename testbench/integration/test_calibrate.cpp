@@ -138,7 +138,7 @@ TEST_CASE("a reference point without a source is refused, naming the point and t
     try {
         load_reference_points(f.path());
         FAIL("accepted a point without a source");
-    } catch (const std::runtime_error& e) {
+    } catch (const std::invalid_argument& e) {
         const std::string what = e.what();
         CHECK(what.find("point test.write_lat") != std::string::npos);
         CHECK(what.find("missing \"source\"") != std::string::npos);
@@ -229,6 +229,20 @@ TEST_CASE("calibrate of an unknown preset fails naming it", "[calibrate]") {
     CHECK(r.out.find("model presets: cx3-fdr, cx4-edr") != std::string::npos);
 }
 
+
+TEST_CASE("a reference points file that cannot be read or parsed is refused as bad input, exit 2", "[calibrate]") {
+    // Exit 1 is calibrate --check's "a point is out"; a bad file must not look like it.
+    const TempFile broken(R"({"schema": 1, "points": [)");
+    for (const std::string& cmd : {std::string("calibrate --check"), std::string("presets")}) {
+        INFO(cmd);
+        CommandResult r = run_hcasim(cmd + " --reference /nonexistent/points.json", true);
+        CHECK(r.exit_code == 2);
+        CHECK(r.out.find("reference points file '/nonexistent/points.json': open: cannot read it") != std::string::npos);
+        r = run_hcasim(cmd + " --reference " + quoted(broken.path()), true);
+        CHECK(r.exit_code == 2);
+        CHECK(r.out.find("reference points file '" + broken.path() + "'") != std::string::npos);
+    }
+}
 TEST_CASE("calibrate of a preset with reference points that the model does not have yet says so and runs nothing", "[calibrate]") {
     // Every class of the reference file is a preset of the model by now: a
     // file of its own has a point of a class that is not.
