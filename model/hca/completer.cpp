@@ -115,7 +115,8 @@ void Completer::handle_read_response(QpContext& qp, const packet::Parsed& p, con
     const std::uint32_t psn = p.h.bth.psn;
     // Find the READ it answers.
     for (auto& w : qp.req.send_q) {
-        if (!w.started || w.op != WqeOpcode::RdmaRead || w.acked) continue;
+        // An answer is the READ's whichever time it was asked.
+        if (!w.sent || w.op != WqeOpcode::RdmaRead || w.acked) continue;
         const std::int32_t d = psn_diff(psn, w.first_psn);
         if (d < 0 || d >= static_cast<std::int32_t>(w.npsn)) continue;
         if (info.starts_message() && implied_nak(qp, w, t)) return;
@@ -153,7 +154,8 @@ void Completer::handle_read_response(QpContext& qp, const packet::Parsed& p, con
 // resource and counts as progress.
 void Completer::response_complete(QpContext& qp, SendWork& w, sim::Tick t) {
     w.acked = true;
-    if (qp.req.outstanding_reads) --qp.req.outstanding_reads;
+    // A rewind has already given back the resource of one waiting to go out again.
+    if (w.started && qp.req.outstanding_reads) --qp.req.outstanding_reads;
     qp.req.rnr_retries_left = qp.qpc.rnr_retry;
     qp.req.retries_left = qp.qpc.retry_cnt;
     restart_ack_timer(qp, t);
@@ -166,7 +168,7 @@ void Completer::response_complete(QpContext& qp, SendWork& w, sim::Tick t) {
 void Completer::handle_atomic_ack(QpContext& qp, const packet::Parsed& p, sim::Tick t) {
     const std::uint32_t psn = p.h.bth.psn;
     for (auto& w : qp.req.send_q) {
-        if (!w.started || !is_atomic(w.op) || w.acked || w.first_psn != psn) continue;
+        if (!w.sent || !is_atomic(w.op) || w.acked || w.first_psn != psn) continue;
         if (implied_nak(qp, w, t)) return;
         ack_received(qp, psn_add(psn, kPsnMask), t);
         if ((p.h.aeth->syndrome & packet::kAethKindMask) != packet::kAethAck) return;
@@ -188,6 +190,7 @@ void Completer::handle_atomic_ack(QpContext& qp, const packet::Parsed& p, sim::T
 // again from the earlier one at once instead of waiting for the timeout.
 bool Completer::implied_nak(QpContext& qp, const SendWork& answered, sim::Tick t) {
     for (const auto& w : qp.req.send_q) {
+        // Not started again: a rewind already has it going out again.
         if (&w == &answered || !w.started) return false;
         if ((w.op == WqeOpcode::RdmaRead || is_atomic(w.op)) && !w.acked) {
             counter("implied_naks")++;
@@ -344,6 +347,9 @@ void Completer::retire_acknowledged(QpContext& qp, sim::Tick t) {
     while (!qp.req.send_q.empty() && qp.qpc.state != QpState::Err) {
         SendWork& w = qp.req.send_q.front();
         if (!w.acked) break;
+        // Answered while a rewind has it waiting to go out: it retires once
+        // the requester has passed it, which keeps the PSNs in step.
+        if (w.sent && !w.started) break;
         if (qp.is_vi()) {
             if (!retire_vi(qp, t)) return;
             continue;

@@ -155,6 +155,8 @@ struct SendWork {
     std::uint32_t first_psn = 0;
     std::uint32_t npsn = 0;          // PSNs this WQE uses
     bool started = false;
+    bool sent = false;               // went out once: its PSNs are its own, and an answer to a READ or
+                                     // atomic is taken even when a rewind has it waiting to go out again
     bool fully_sent = false;
     bool acked = false;              // SEND/WRITE: acknowledged; READ: all response data placed
     CqeStatus error = CqeStatus::Success;

@@ -74,6 +74,7 @@ bool Requester::start(QpContext& qp, SendWork& w, sim::Tick now, sim::Tick& star
         return false;
     }
     w.started = true;
+    w.sent = true;
     w.first_psn = qp.req.next_psn;
     w.npsn = packets_for(w.length, mtu_of(qp));
     w.spans.clear();
@@ -143,6 +144,17 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
         m_w.fetch.fetch_send(qp, now);
     if (qp.req.tx_index >= qp.req.send_q.size()) return false;
     SendWork& w = qp.req.send_q[qp.req.tx_index];
+    if (w.sent && w.acked && !w.started) {
+        // A READ or atomic answered after a rewind, before it went out
+        // again: it is not asked again, and its PSNs stay its own.
+        w.started = true;
+        w.fully_sent = true;
+        qp.req.next_psn = psn_add(w.first_psn, w.npsn);
+        qp.req.tx_offset = 0;
+        ++qp.req.tx_index;
+        m_w.completer.retire(qp, now);
+        return true;
+    }
     if (w.error != CqeStatus::Success) {
         // A WQE the fetch engine could not parse: completes in order with
         // its error once everything before it has.
