@@ -150,12 +150,10 @@ void Completer::handle_read_response(QpContext& qp, const packet::Parsed& p, con
     counter("read_responses_unmatched")++;
 }
 
-// A READ or atomic has all its response: it is done, frees its responder
-// resource and counts as progress.
+// A READ or atomic has all its response: it is done and counts as
+// progress. Its responder resource is freed when it retires.
 void Completer::response_complete(QpContext& qp, SendWork& w, sim::Tick t) {
     w.acked = true;
-    // A rewind has already given back the resource of one waiting to go out again.
-    if (w.started && qp.req.outstanding_reads) --qp.req.outstanding_reads;
     qp.req.rnr_retries_left = qp.qpc.rnr_retry;
     qp.req.retries_left = qp.qpc.retry_cnt;
     restart_ack_timer(qp, t);
@@ -188,6 +186,15 @@ void Completer::handle_atomic_ack(QpContext& qp, const packet::Parsed& p, sim::T
 // READ or atomic while an earlier one still waits for its own means the
 // earlier answer was lost (IBA 9.7.5.2.6, implied NAK). The requester asks
 // again from the earlier one at once instead of waiting for the timeout.
+// A READ or atomic holds one of max_rd_atomic until it retires, not only
+// until its answer: completions are in order, so the responder's saved
+// answers (the last max_dest_rd_atomic) must still hold the oldest one the
+// requester waits for, or a lost answer could never be had again.
+void Completer::release_read_resource(QpContext& qp, const SendWork& w) {
+    if ((w.op == WqeOpcode::RdmaRead || is_atomic(w.op)) && w.started && qp.req.outstanding_reads)
+        --qp.req.outstanding_reads;
+}
+
 bool Completer::implied_nak(QpContext& qp, const SendWork& answered, sim::Tick t) {
     for (const auto& w : qp.req.send_q) {
         // Not started again: a rewind already has it going out again.
@@ -316,6 +323,7 @@ void Completer::ack_timeout(std::uint32_t qpn) {
 bool Completer::retire_vi(QpContext& qp, sim::Tick t) {
     // Every VI descriptor is written back; errors break a reliable connection.
     const SendWork done = std::move(qp.req.send_q.front());
+    release_read_resource(qp, done);
     qp.req.send_q.pop_front();
     if (qp.req.tx_index > 0) --qp.req.tx_index;
     const std::uint32_t err = done.vi_error ? done.vi_error : vi_error_bits(done.error);
@@ -365,6 +373,7 @@ void Completer::retire_acknowledged(QpContext& qp, sim::Tick t) {
             c.flags = kCqeIsSend;
             const bool ok = m_w.completions.post_cqe(std::max(t, w.done_at), qp.qpc.send_cqn, c);
             if (w.error != CqeStatus::Success || !ok) {
+                release_read_resource(qp, w);
                 qp.req.send_q.pop_front();
                 if (qp.req.tx_index > 0) --qp.req.tx_index;
                 if (!ok) m_w.errors.raise_async(t, AsyncEvent{AsyncEventType::QpFatal, qp.qpn});
@@ -375,6 +384,7 @@ void Completer::retire_acknowledged(QpContext& qp, sim::Tick t) {
                 return;
             }
         }
+        release_read_resource(qp, w);
         qp.req.send_q.pop_front();
         if (qp.req.tx_index > 0) --qp.req.tx_index;
         counter("wqes_completed")++;

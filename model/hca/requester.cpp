@@ -149,6 +149,7 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
         // again: it is not asked again, and its PSNs stay its own.
         w.started = true;
         w.fully_sent = true;
+        ++qp.req.outstanding_reads;  // held until it retires
         qp.req.next_psn = psn_add(w.first_psn, w.npsn);
         qp.req.tx_offset = 0;
         ++qp.req.tx_index;
@@ -269,7 +270,7 @@ void Requester::rewind(QpContext& qp, std::uint32_t psn, sim::Tick resume_at) {
         for (std::size_t j = i; j < qp.req.send_q.size(); ++j) {
             SendWork& later = qp.req.send_q[j];
             const bool read_or_atomic = later.op == WqeOpcode::RdmaRead || is_atomic(later.op);
-            if (later.started && read_or_atomic && !later.acked && qp.req.outstanding_reads > 0)
+            if (later.started && read_or_atomic && qp.req.outstanding_reads > 0)
                 --qp.req.outstanding_reads;
             later.started = j == i;
             later.fully_sent = false;
