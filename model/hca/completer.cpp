@@ -182,10 +182,6 @@ void Completer::handle_atomic_ack(QpContext& qp, const packet::Parsed& p, sim::T
     counter("atomic_acks_unmatched")++;
 }
 
-// The responder executes requests in PSN order: an answer to a later
-// READ or atomic while an earlier one still waits for its own means the
-// earlier answer was lost (IBA 9.7.5.2.6, implied NAK). The requester asks
-// again from the earlier one at once instead of waiting for the timeout.
 // A READ or atomic holds one of max_rd_atomic until it retires, not only
 // until its answer: completions are in order, so the responder's saved
 // answers (the last max_dest_rd_atomic) must still hold the oldest one the
@@ -195,6 +191,10 @@ void Completer::release_read_resource(QpContext& qp, const SendWork& w) {
         --qp.req.outstanding_reads;
 }
 
+// The responder executes requests in PSN order: an answer to a later
+// READ or atomic while an earlier one still waits for its own means the
+// earlier answer was lost (IBA 9.7.5.2.6, implied NAK). The requester asks
+// again from the earlier one at once instead of waiting for the timeout.
 bool Completer::implied_nak(QpContext& qp, const SendWork& answered, sim::Tick t) {
     for (const auto& w : qp.req.send_q) {
         // Not started again: a rewind already has it going out again.

@@ -68,7 +68,7 @@ void Tracer::open(const std::string& path, Tick start, Tick end, std::vector<std
     m_threads_of.clear();
     m_open_flows.clear();
     m_wanted.clear();
-    m_written = m_in_filter = 0;
+    m_written = 0;
     m_first_seen = m_last_seen = 0;
     m_seen = false;
     if (m_json)
@@ -87,7 +87,6 @@ std::string Tracer::close() {
 
 // Times of the slices on wanted tracks, inside the window or not.
 void Tracer::note_seen(Tick start, Tick end) {
-    ++m_in_filter;
     if (!m_seen || start < m_first_seen) m_first_seen = start;
     if (!m_seen || end > m_last_seen) m_last_seen = end;
     m_seen = true;

@@ -77,8 +77,7 @@ private:
     std::map<std::string, bool> m_wanted;  // track -> passes the filter
     // What the run offered and what was written, to say why a file is empty.
     std::uint64_t m_written = 0;
-    std::uint64_t m_in_filter = 0;  // slices on a wanted track, any time
-    Tick m_first_seen = 0, m_last_seen = 0;
+    Tick m_first_seen = 0, m_last_seen = 0;  // slices on wanted tracks, in the window or not
     bool m_seen = false;
     void note_seen(Tick start, Tick end);
     std::string why_empty() const;

@@ -530,11 +530,7 @@ int cmd_programs(const Cli& c) {
 }
 
 int cmd_run(Cli c) {
-    if (c.has("node")) {
-        const int rc = cmd_programs(c);
-        if (c.has("trace")) close_trace(c);
-        return rc;
-    }
+    if (c.has("node")) return cmd_programs(c);
     if (c.has("timeout")) throw std::invalid_argument("--timeout is for run --node");
     if (c.has("serve")) throw std::invalid_argument("--serve is for run --node");
     // Both halves are checked before the banner: a bad option stops here.
@@ -872,6 +868,28 @@ int main(int argc, char** argv) {
     return sc_core::sc_elab_and_sim(argc, argv);
 }
 
+// A command whose options are checked; --trace is open when it takes one.
+int run_command(const Cli& c) {
+    if (c.command == "run") return cmd_run(c);
+    if (c.command == "lat" || c.command == "bw" || c.command == "msgrate") {
+        const Kind kind = c.command == "lat" ? Kind::Latency : c.command == "bw" ? Kind::Bandwidth : Kind::MsgRate;
+        const Workload w = plan_workload(c, kind, kind == Kind::MsgRate ? "64" : "2:8388608");
+        run_workload(w, std::cout);
+        return 0;
+    }
+    if (c.command == "mcast") return cmd_mcast(c);
+    if (c.command == "bench") return cmd_bench(c);
+    if (c.command == "connect") return cmd_connect(c);
+    if (c.command == "swarm") return cmd_swarm(c);
+    if (c.command == "params") return cmd_params(c);
+    const std::string reference = c.has("reference") ? c.reference : default_reference_file();
+    if (c.command == "calibrate")
+        return run_calibrate({c.has("preset") ? c.preset : "", c.check, output_format(c), reference}, std::cout, std::cerr);
+    if (c.format != "text" && c.format != "md")
+        throw std::invalid_argument("unknown --format '" + sim::printable(c.format) + "' for presets: expected text or md");
+    return print_presets(reference, c.format == "md", std::cout);
+}
+
 int sc_main(int argc, char** argv) {
     Cli c;
     // The limits --help advertises are the default device's.
@@ -982,34 +1000,15 @@ int sc_main(int argc, char** argv) {
         for (const auto& [name, value] : vm)
             if (name != "command" && !value.defaulted()) c.given.insert(name);
         check_options_used(c);
-        if (c.has("trace") && !(c.command == "run" && !c.has("node"))) open_trace(c);
+        // The default scenario opens and closes a trace per simulation; every
+        // other command that takes --trace simulates in this process.
+        const bool trace_here = c.has("trace") && !(c.command == "run" && !c.has("node"));
+        if (trace_here) open_trace(c);
         else if (!c.has("trace") && (c.has("trace-window") || c.has("trace-blocks")))
             throw std::invalid_argument("--trace-window and --trace-blocks need --trace FILE");
-        if (c.command == "run") return cmd_run(c);
-        // The workloads that simulate in this process, their trace closed here.
-        const auto simulate = [&]() {
-            if (c.command == "mcast") return cmd_mcast(c);
-            if (c.command == "bench") return cmd_bench(c);
-            if (c.command == "connect") return cmd_connect(c);
-            if (c.command == "swarm") return cmd_swarm(c);
-            const Kind kind = c.command == "lat" ? Kind::Latency : c.command == "bw" ? Kind::Bandwidth : Kind::MsgRate;
-            const Workload w = plan_workload(c, kind, kind == Kind::MsgRate ? "64" : "2:8388608");
-            run_workload(w, std::cout);
-            return 0;
-        };
-        if (c.command == "lat" || c.command == "bw" || c.command == "msgrate" || c.command == "mcast" ||
-            c.command == "bench" || c.command == "connect" || c.command == "swarm") {
-            const int rc = simulate();
-            if (c.has("trace")) close_trace(c);
-            return rc;
-        }
-        if (c.command == "params") return cmd_params(c);
-        const std::string reference = c.has("reference") ? c.reference : default_reference_file();
-        if (c.command == "calibrate")
-            return run_calibrate({c.has("preset") ? c.preset : "", c.check, output_format(c), reference}, std::cout, std::cerr);
-        if (c.format != "text" && c.format != "md")
-            throw std::invalid_argument("unknown --format '" + sim::printable(c.format) + "' for presets: expected text or md");
-        return print_presets(reference, c.format == "md", std::cout);
+        const int rc = run_command(c);
+        if (trace_here) close_trace(c);
+        return rc;
     } catch (const po::error& e) {
         std::cerr << "hcasim: error: " << e.what() << "\n";
         return 2;
