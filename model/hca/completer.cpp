@@ -84,6 +84,7 @@ void Completer::handle_ack(QpContext& qp, const packet::Parsed& p, sim::Tick t) 
         switch (syn & packet::kAethValueMask) {
         case packet::kNakPsnSequenceError:
             counter("sequence_naks_received")++;
+            HCASIM_LOG(sim::LogLevel::Debug, path(), "QP " << qp.qpn << ": sequence NAK for PSN " << psn);
             ++qp.counters.packet_seq_err;
             ack_received(qp, psn_add(psn, kPsnMask), t);
             m_requester->rewind(qp, psn, t);
@@ -154,6 +155,7 @@ void Completer::handle_read_response(QpContext& qp, const packet::Parsed& p, con
 // progress. Its responder resource is freed when it retires.
 void Completer::response_complete(QpContext& qp, SendWork& w, sim::Tick t) {
     w.acked = true;
+    counter("progress_acks")++;
     qp.req.rnr_retries_left = qp.qpc.rnr_retry;
     qp.req.retries_left = qp.qpc.retry_cnt;
     restart_ack_timer(qp, t);
@@ -244,6 +246,7 @@ void Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
         w.acked = true;
     }
     if (progress) {
+        counter("progress_acks")++;
         qp.req.rnr_retries_left = qp.qpc.rnr_retry;
         qp.req.retries_left = qp.qpc.retry_cnt;
         restart_ack_timer(qp, t);
@@ -306,6 +309,8 @@ void Completer::ack_timeout(std::uint32_t qpn) {
     }
     counter("ack_timeouts")++;
     ++qp->counters.local_ack_timeout_err;
+    HCASIM_LOG(sim::LogLevel::Debug, path(), "QP " << qpn << ": ACK timeout, acknowledged to PSN " << qp->req.acked_psn
+                                                << ", " << int(qp->req.retries_left) << " retries left");
     if (qp->req.retries_left == 0) {
         // An armed QP fails over to its alternate path and retries there.
         if (!m_migration || !m_migration->fail_over(*qp, now)) {
@@ -316,7 +321,14 @@ void Completer::ack_timeout(std::uint32_t qpn) {
     } else {
         --qp->req.retries_left;
     }
-    m_requester->rewind(*qp, oldest->first_psn, now);
+    // Resume at the oldest packet no ACK covered, not at the message start:
+    // a long SEND or WRITE resent whole under a short timeout would spend
+    // each period on duplicates and fail without being lost. A READ or
+    // atomic is asked again whole (Requester::rewind).
+    const std::uint32_t unacked = psn_add(qp->req.acked_psn, 1);
+    const std::int32_t into = psn_diff(unacked, oldest->first_psn);
+    const bool inside = into > 0 && into < static_cast<std::int32_t>(oldest->npsn);
+    m_requester->rewind(*qp, inside ? unacked : oldest->first_psn, now);
     arm_ack_timer(*qp, now);
 }
 

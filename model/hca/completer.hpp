@@ -49,9 +49,9 @@ private:
     void response_complete(QpContext& qp, SendWork& w, sim::Tick t);
     void handle_read_response(QpContext& qp, const packet::Parsed& p, const packet::PacketPtr& pkt,
                               const std::uint8_t* payload, sim::Tick t);
-    // Every WQE up to and including psn is acknowledged.
     bool implied_nak(QpContext& qp, const SendWork& answered, sim::Tick t);
     void release_read_resource(QpContext& qp, const SendWork& w);
+    // Every WQE up to and including psn is acknowledged.
     void ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t);
     void fail_wqe(QpContext& qp, std::uint32_t psn, CqeStatus status, sim::Tick t);
     void restart_ack_timer(QpContext& qp, sim::Tick t);

@@ -290,6 +290,9 @@ void Requester::rewind(QpContext& qp, std::uint32_t psn, sim::Tick resume_at) {
         qp.req.next_psn = psn;
         qp.req.tx_hold_until = resume_at;
         counter("rewinds")++;
+        HCASIM_LOG(sim::LogLevel::Debug, path(), "QP " << qp.qpn << ": resend from PSN " << psn << " (WQE "
+                                                     << w.wqe_index << ", PSNs " << w.first_psn << " to "
+                                                     << psn_add(w.first_psn, w.npsn - 1) << ")");
         m_w.tx.kick(qp, resume_at);
         return;
     }

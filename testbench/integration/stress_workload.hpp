@@ -776,8 +776,11 @@ private:
         const int j = t.sig[static_cast<std::size_t>(t.next_sig)];
         const Msg& m = s.msgs[static_cast<std::size_t>(j)];
         if (w.status != IBV_WC_SUCCESS) {
+            // An error completes its own WR, signaled or not: name that one.
+            const auto failed = static_cast<int>(w.wr_id & 0xffffffffu);
+            const bool own = w.wr_id == send_wr_id(q, failed) && failed < static_cast<int>(s.msgs.size());
             std::ostringstream os;
-            os << where(s, j) << ": send completion " << ibv_wc_status_str(w.status) << " (status " << w.status
+            os << where(s, own ? failed : j) << ": send completion " << ibv_wc_status_str(w.status) << " (status " << w.status
                << ", vendor_err " << w.vendor_err << ", wr_id " << (w.wr_id & 0xffffffffu) << ")";
             error(os.str());
             t.dead = true;
