@@ -189,7 +189,7 @@ void Completer::handle_atomic_ack(QpContext& qp, const packet::Parsed& p, sim::T
 // answers (the last max_dest_rd_atomic) must still hold the oldest one the
 // requester waits for, or a lost answer could never be had again.
 void Completer::release_read_resource(QpContext& qp, const SendWork& w) {
-    if ((w.op == WqeOpcode::RdmaRead || is_atomic(w.op)) && w.started && qp.req.outstanding_reads)
+    if (is_read_or_atomic(w.op) && w.started && qp.req.outstanding_reads)
         --qp.req.outstanding_reads;
 }
 
@@ -201,7 +201,7 @@ bool Completer::implied_nak(QpContext& qp, const SendWork& answered, sim::Tick t
     for (const auto& w : qp.req.send_q) {
         // Not started again: a rewind already has it going out again.
         if (&w == &answered || !w.started) return false;
-        if ((w.op == WqeOpcode::RdmaRead || is_atomic(w.op)) && !w.acked) {
+        if (is_read_or_atomic(w.op) && !w.acked) {
             counter("implied_naks")++;
         ++qp.counters.implied_nak_seq_err;
             ack_received(qp, psn_add(w.first_psn, kPsnMask), t);
@@ -226,7 +226,7 @@ void Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
         if (!w.started || !w.fully_sent) break;
         // READs, atomics and memory management operations are done by
         // their own events, not by ACKs.
-        if (w.op == WqeOpcode::RdmaRead || is_atomic(w.op) || is_local_operation(w.op)) {
+        if (is_read_or_atomic(w.op) || is_local_operation(w.op)) {
             if (!w.acked) {
                 // Acknowledged past it: its answer was lost (implied NAK).
                 if (!is_local_operation(w.op) && psn_diff(psn, last_psn(w)) >= 0) {

@@ -39,6 +39,9 @@ static_assert(sizeof(AtomicSeg) == 16, "atomic segment is 16 bytes");
 inline constexpr std::uint32_t kAtomicBytes = 8;
 
 inline bool is_atomic(WqeOpcode op) { return op == WqeOpcode::AtomicCompareSwap || op == WqeOpcode::AtomicFetchAdd; }
+// Answered by the responder with data (READ response, ATOMIC ACKNOWLEDGE),
+// not by an ACK: each holds one of the QP's max_rd_atomic.
+inline bool is_read_or_atomic(WqeOpcode op) { return op == WqeOpcode::RdmaRead || is_atomic(op); }
 
 // A bind WQE: control, then this. The window gets [addr, addr+length) of
 // the region, the rights and the new key; a type 1 bind of length 0 with

@@ -64,7 +64,7 @@ void Requester::finish_unsent(QpContext& qp, SendWork& w, sim::Tick t) {
 
 bool Requester::start(QpContext& qp, SendWork& w, sim::Tick now, sim::Tick& start_at) {
     // READs and atomics write their answer into the local buffer.
-    const bool is_read = w.op == WqeOpcode::RdmaRead || is_atomic(w.op);
+    const bool is_read = is_read_or_atomic(w.op);
     if (!qp.service().connected && w.length > m_max_datagram) {
         // A datagram is one packet: longer than the MTU is a local length error.
         HCASIM_LOG(sim::LogLevel::Info, path(), "QP " << qp.qpn << " WQE " << w.wqe_index << ": " << w.length
@@ -163,7 +163,7 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
         return false;
     }
     // Outstanding READs and atomics share the max_rd_atomic responder resources.
-    const bool is_read = w.op == WqeOpcode::RdmaRead || is_atomic(w.op);
+    const bool is_read = is_read_or_atomic(w.op);
     if ((w.flags & kWqeFence) && qp.req.outstanding_reads > 0 && !w.started) return false;
     if (is_read && !w.started && qp.req.outstanding_reads >= std::max<std::uint32_t>(1, qp.qpc.max_rd_atomic)) return false;
     if (is_local_operation(w.op)) {
@@ -269,14 +269,13 @@ void Requester::rewind(QpContext& qp, std::uint32_t psn, sim::Tick resume_at) {
         if (d < 0 || d >= static_cast<std::int32_t>(w.npsn)) continue;
         for (std::size_t j = i; j < qp.req.send_q.size(); ++j) {
             SendWork& later = qp.req.send_q[j];
-            const bool read_or_atomic = later.op == WqeOpcode::RdmaRead || is_atomic(later.op);
-            if (later.started && read_or_atomic && qp.req.outstanding_reads > 0)
+            if (later.started && is_read_or_atomic(later.op) && qp.req.outstanding_reads > 0)
                 --qp.req.outstanding_reads;
             later.started = j == i;
             later.fully_sent = false;
         }
         qp.req.tx_index = i;
-        if (w.op == WqeOpcode::RdmaRead || is_atomic(w.op)) {
+        if (is_read_or_atomic(w.op)) {
             // Asked again whole, under its own PSNs: the responder answers
             // a repeated READ from its first PSN and a repeated atomic from
             // its saved result.
