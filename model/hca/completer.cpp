@@ -364,6 +364,10 @@ void Completer::report_drained(QpContext& qp, sim::Tick t) {
 }
 
 void Completer::retire_acknowledged(QpContext& qp, sim::Tick t) {
+    // A WQE behind a fence or behind max_rd_atomic waits for a READ or atomic
+    // to retire, which an ACK to an earlier WQE may do as well as its own
+    // answer: the requester is woken whichever it is.
+    const std::uint32_t reads_before = qp.req.outstanding_reads;
     while (!qp.req.send_q.empty() && qp.qpc.state != QpState::Err) {
         SendWork& w = qp.req.send_q.front();
         if (!w.acked) break;
@@ -401,6 +405,8 @@ void Completer::retire_acknowledged(QpContext& qp, sim::Tick t) {
         if (qp.req.tx_index > 0) --qp.req.tx_index;
         counter("wqes_completed")++;
     }
+    if (qp.req.outstanding_reads < reads_before && (qp.qpc.state == QpState::Rts || qp.qpc.state == QpState::Sqd))
+        m_w.tx.kick(qp, t);
 }
 
 }  // namespace hcasim::hca

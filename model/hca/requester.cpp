@@ -75,7 +75,8 @@ bool Requester::start(QpContext& qp, SendWork& w, sim::Tick now, sim::Tick& star
     }
     w.started = true;
     w.sent = true;
-    w.first_psn = qp.req.next_psn;
+    // A READ asked again for the rest of its answer starts past its first PSN.
+    w.first_psn = psn_add(qp.req.next_psn, (kPsnMask + 1) - qp.req.tx_offset / mtu_of(qp));
     w.npsn = packets_for(w.length, mtu_of(qp));
     w.spans.clear();
     if (!(w.flags & kWqeInline)) {
@@ -111,9 +112,10 @@ std::uint32_t Requester::build_headers(QpContext& qp, const SendWork& w, packet:
         return 0;
     }
     if (w.op == WqeOpcode::RdmaRead) {
+        // From tx_offset on: the part of the answer not yet in.
         h.bth.opcode = base | op(Opcode::RcReadRequest);
-        h.bth.psn = w.first_psn;
-        h.reth = packet::Reth{w.raddr, w.rkey, w.length};
+        h.bth.psn = psn_add(w.first_psn, qp.req.tx_offset / mtu);
+        h.reth = packet::Reth{w.raddr + qp.req.tx_offset, w.rkey, w.length - qp.req.tx_offset};
         qp.req.next_psn = psn_add(w.first_psn, w.npsn);
         last = true;
         return 0;
@@ -276,13 +278,15 @@ void Requester::rewind(QpContext& qp, std::uint32_t psn, sim::Tick resume_at) {
         }
         qp.req.tx_index = i;
         if (is_read_or_atomic(w.op)) {
-            // Asked again whole, under its own PSNs: the responder answers
-            // a repeated READ from its first PSN and a repeated atomic from
-            // its saved result.
-            qp.req.tx_offset = 0;
+            // Asked again under its own PSNs: a READ for the part of its
+            // answer not yet in (the responder serves a repeated READ from
+            // the PSN, address and length it asks for), an atomic whole
+            // (answered from the responder's saved result). A long READ
+            // asked again whole over a lossy link would seldom get its
+            // answer through without a loss.
+            qp.req.tx_offset = w.op == WqeOpcode::RdmaRead ? w.read_received : 0;
             w.started = false;
-            w.read_received = 0;
-            psn = w.first_psn;
+            psn = psn_add(w.first_psn, qp.req.tx_offset / mtu_of(qp));
         } else {
             qp.req.tx_offset = static_cast<std::uint32_t>(d) * mtu_of(qp);
         }
