@@ -397,9 +397,9 @@ void receiver(const ViPlan& p, Host& h, Record& rec) {
     h.barrier("end");
 }
 
-RunResult run_vi_plan(const ViPlan& p) {
-    Overrides cfg;
-    if (p.lossy) cfg = {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}};
+RunResult run_vi_plan(const ViPlan& p, const char* dma = "systemc") {
+    Overrides cfg{{"hca.dma.impl", dma}};
+    if (p.lossy) cfg.insert(cfg.end(), {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}});
     if (const char* level = std::getenv("HCASIM_STRESS_LOG")) cfg.emplace_back("sim.log_level", level);
     return run_pair(
         cfg, [&p](Host& h, Record& rec) { sender(p, h, rec); }, [&p](Host& h, Record& rec) { receiver(p, h, rec); });
@@ -414,15 +414,15 @@ std::vector<std::uint64_t> vi_seeds(std::uint64_t first, int normal) {
     return out;
 }
 
-void run_vi_seeds(std::uint64_t first, int normal, bool lossy) {
+void run_vi_seeds(std::uint64_t first, int normal, bool lossy, const char* dma = "systemc") {
     for (std::uint64_t seed : vi_seeds(first, normal)) {
         const ViPlan p = make_vi_plan(seed, lossy);
         if (std::getenv("HCASIM_STRESS_DUMP"))
             for (std::size_t v = 0; v < p.vis.size(); ++v)
                 for (std::size_t j = 0; j < p.vis[v].msgs.size(); ++j) std::printf("%s\n", where(v, j, p.vis[v].msgs[j]).c_str());
-        const RunResult r = run_vi_plan(p);
+        const RunResult r = run_vi_plan(p, dma);
         if (std::getenv("HCASIM_STRESS_SEEDS") || std::getenv("HCASIM_STRESS_VERBOSE"))
-            std::printf("kvipl stress %s: %s, %.0f us simulated\n", p.describe().c_str(),
+            std::printf("kvipl stress %s, dma %s: %s, %.0f us simulated\n", p.describe().c_str(), dma,
                         r.ok && r.num("sender.errors") == 0 && r.num("receiver.errors") == 0 ? "ok" : "FAILED",
                         static_cast<double>(r.num("receiver.end_ps")) / 1e6);
         INFO(p.describe() << ", replay with HCASIM_STRESS_SEED=" << seed << ": " << r.error << r.get("sender.first_errors")
@@ -443,6 +443,11 @@ TEST_CASE("random kvipl traffic on many vis moves every byte and completes every
 TEST_CASE("random kvipl traffic over links that drop and corrupt 1% of packets moves every byte on the reliable levels",
           "[kvipl][stress][lossy]") {
     run_vi_seeds(9501, 4, true);
+}
+
+TEST_CASE("random kvipl traffic through the rtl dma engine moves every byte and completes every descriptor",
+          "[kvipl][stress][rtl]") {
+    run_vi_seeds(9803, 4, false, "rtl");
 }
 
 // Seeds the lossy case failed over 200 seeds. 9525: a 249855 B RDMA read
