@@ -2,6 +2,7 @@
 // random chain of sends, RDMA writes and RDMA reads (with and without
 // immediate data, some fenced) of random sizes, gathered from and scattered
 // to random segments at odd offsets, posted in random bursts across the VIs.
+// The work queues are polled, or complete to completion queues (KvipCQDone).
 // Every descriptor's status, length and immediate data and every byte that
 // lands is checked, on each reliability level, lossless and (reliable
 // levels) over links that drop and corrupt packets. HCASIM_STRESS_SEEDS=N
@@ -47,6 +48,7 @@ struct ViPlan {
     std::uint64_t seed = 0;
     KVIP_RELIABILITY_LEVEL reliability = KVIP_SERVICE_RELIABLE_DELIVERY;
     bool lossy = false;
+    bool cq = false;  // the work queues complete to a completion queue, polled with KvipCQDone
     std::vector<ViStream> vis;
     std::string describe() const {
         std::size_t n = 0, bytes = 0;
@@ -59,7 +61,7 @@ struct ViPlan {
         os << "seed " << seed << " (" << (reliability == KVIP_SERVICE_UNRELIABLE         ? "unreliable"
                                           : reliability == KVIP_SERVICE_RELIABLE_DELIVERY ? "reliable delivery"
                                                                                           : "reliable reception")
-           << (lossy ? ", lossy links" : "") << ", " << vis.size() << " VIs, " << n << " descriptors, " << bytes << " B)";
+           << (lossy ? ", lossy links" : "") << (cq ? ", completion queues" : "") << ", " << vis.size() << " VIs, " << n << " descriptors, " << bytes << " B)";
         return os.str();
     }
 };
@@ -99,6 +101,8 @@ ViPlan make_vi_plan(std::uint64_t seed, bool lossy) {
     ViPlan p;
     p.seed = seed;
     p.lossy = lossy;
+    // Drawn apart, so that the rest of a seed's plan stays as it was.
+    p.cq = SplitMix64{seed ^ 0xc0c0}.chance(40);
     const std::uint64_t level = lossy ? r.range(1, 2) : r.below(3);
     p.reliability = level == 0 ? KVIP_SERVICE_UNRELIABLE
                     : level == 1 ? KVIP_SERVICE_RELIABLE_DELIVERY
@@ -145,9 +149,11 @@ std::uint64_t receiver_pattern(const ViPlan& p, std::size_t vi) { return p.seed 
 
 std::string disc(std::size_t vi) { return "vi" + std::to_string(vi); }
 
-ViOptions vi_options(const ViPlan& p, std::size_t bytes, std::size_t descriptors) {
+ViOptions vi_options(const ViPlan& p, std::size_t bytes, std::size_t descriptors, bool recv_side) {
     ViOptions o;
     o.reliability = p.reliability;
+    o.send_cq = p.cq && !recv_side;
+    o.recv_cq = p.cq && recv_side;
     o.data_bytes = (bytes + 4095) / 4096 * 4096;
     o.descriptors = std::max<std::size_t>(descriptors, 1);
     return o;
@@ -176,6 +182,29 @@ struct Errors {
     }
 };
 
+// The next done descriptor of a work queue: from the queue, or, when it
+// completes to a CQ, once the CQ names this VI and queue. An entry the queue
+// then has no done descriptor for is an error (KVIP_ERROR_RESOURCE here).
+KVIP_RETURN next_done(const ViPlan& p, ViEnd& e, bool recv, KVIP_DESCRIPTOR** got, std::string& wrong) {
+    if (p.cq) {
+        KVIP_VI_HANDLE vi = nullptr;
+        KVIP_BOOLEAN rq = KVIP_FALSE;
+        const KVIP_RETURN rc = KvipCQDone(e.cq, &vi, &rq);
+        if (rc == KVIP_NOT_DONE) return rc;
+        if (rc != KVIP_SUCCESS || vi != e.vi || (rq != KVIP_FALSE) != recv) {
+            wrong = "KvipCQDone returned " + std::to_string(rc) + (vi != e.vi ? " for another VI" : "") +
+                    ((rq != KVIP_FALSE) != recv ? " for the other queue" : "");
+            return KVIP_ERROR_RESOURCE;
+        }
+    }
+    const KVIP_RETURN rc = recv ? KvipRecvDone(e.vi, got) : KvipSendDone(e.vi, got);
+    if (p.cq && rc == KVIP_NOT_DONE) {
+        wrong = "a completion queue entry without a done descriptor";
+        return KVIP_ERROR_RESOURCE;
+    }
+    return rc;
+}
+
 std::string where(std::size_t vi, std::size_t j, const ViMsg& m) {
     std::ostringstream os;
     os << "VI " << vi << " descriptor " << j << " ("
@@ -199,7 +228,7 @@ void sender(const ViPlan& p, Host& h, Record& rec) {
     Errors err(rec, "sender");
     std::vector<std::unique_ptr<ViEnd>> ends;
     for (std::size_t v = 0; v < p.vis.size(); ++v) {
-        ends.push_back(std::make_unique<ViEnd>(vi_options(p, p.vis[v].sender_bytes, p.vis[v].msgs.size())));
+        ends.push_back(std::make_unique<ViEnd>(vi_options(p, p.vis[v].sender_bytes, p.vis[v].msgs.size(), false)));
         fill_pattern(ends[v]->data, p.vis[v].sender_bytes, sender_pattern(p, v));
     }
     for (std::size_t v = 0; v < p.vis.size(); ++v)
@@ -245,10 +274,16 @@ void sender(const ViPlan& p, Host& h, Record& rec) {
             ViEnd& e = *ends[v];
             while (done[v] < posted[v]) {
                 KVIP_DESCRIPTOR* got = nullptr;
-                const KVIP_RETURN rc = KvipSendDone(e.vi, &got);
+                std::string wrong;
+                const KVIP_RETURN rc = next_done(p, e, false, &got, wrong);
                 if (rc == KVIP_NOT_DONE) break;
                 const std::size_t j = done[v]++;
                 const ViMsg& m = p.vis[v].msgs[j];
+                if (!wrong.empty()) {
+                    err(where(v, j, m) + ": " + wrong);
+                    done[v] = posted[v] = p.vis[v].msgs.size();
+                    break;
+                }
                 if (got != reinterpret_cast<KVIP_DESCRIPTOR*>(e.desc_area + j * ViEnd::kSlot)) {
                     err(where(v, j, m) + ": KvipSendDone returned another descriptor (" + std::to_string(rc) + ")");
                     done[v] = posted[v] = p.vis[v].msgs.size();
@@ -299,7 +334,7 @@ void receiver(const ViPlan& p, Host& h, Record& rec) {
     Errors err(rec, "receiver");
     std::vector<std::unique_ptr<ViEnd>> ends;
     for (std::size_t v = 0; v < p.vis.size(); ++v) {
-        ends.push_back(std::make_unique<ViEnd>(vi_options(p, p.vis[v].receiver_bytes, p.vis[v].receives)));
+        ends.push_back(std::make_unique<ViEnd>(vi_options(p, p.vis[v].receiver_bytes, p.vis[v].receives, true)));
         ViEnd& e = *ends[v];
         fill_pattern(e.data, p.vis[v].receiver_bytes, receiver_pattern(p, v));
         e.publish(h, disc(v));
@@ -342,12 +377,18 @@ void receiver(const ViPlan& p, Host& h, Record& rec) {
             ViEnd& e = *ends[v];
             while (next[v] < p.vis[v].msgs.size()) {
                 KVIP_DESCRIPTOR* got = nullptr;
-                const KVIP_RETURN rc = KvipRecvDone(e.vi, &got);
+                std::string wrong;
+                const KVIP_RETURN rc = next_done(p, e, true, &got, wrong);
                 if (rc == KVIP_NOT_DONE) break;
                 const std::size_t j = next[v]++;
                 const ViMsg& m = p.vis[v].msgs[j];
                 const std::size_t s = static_cast<std::size_t>(slot[v]++);
                 skip(v);
+                if (!wrong.empty()) {
+                    err(where(v, j, m) + ": " + wrong);
+                    next[v] = p.vis[v].msgs.size();
+                    break;
+                }
                 if (got != reinterpret_cast<KVIP_DESCRIPTOR*>(e.desc_area + s * ViEnd::kSlot)) {
                     err(where(v, j, m) + ": KvipRecvDone returned another descriptor (" + std::to_string(rc) + ")");
                     next[v] = p.vis[v].msgs.size();
