@@ -63,8 +63,9 @@ struct ViEnd {
         KeInitializeEvent(&cq_event, NotificationEvent, KVIP_FALSE);
         need_kvip(KvipOpenNic(L"hcasim0", &err_event, &nic), "KvipOpenNic");
         need_kvip(KvipCreatePtag(nic, &ptag), "KvipCreatePtag");
-        desc_area = static_cast<std::uint8_t*>(std::aligned_alloc(4096, o.descriptors * kSlot));
-        data = static_cast<std::uint8_t*>(std::aligned_alloc(4096, o.data_bytes));
+        // aligned_alloc wants a whole number of alignments.
+        desc_area = static_cast<std::uint8_t*>(std::aligned_alloc(4096, pages(o.descriptors * kSlot)));
+        data = static_cast<std::uint8_t*>(std::aligned_alloc(4096, pages(o.data_bytes)));
         std::memset(desc_area, 0, o.descriptors * kSlot);
         std::memset(data, 0, o.data_bytes);
         KVIP_MEM_ATTRIBUTES ma{ptag, KVIP_FALSE, KVIP_FALSE};
@@ -85,6 +86,7 @@ struct ViEnd {
         std::free(desc_area);
         std::free(data);
     }
+    static std::size_t pages(std::size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
     ViEnd(const ViEnd&) = delete;
     ViEnd& operator=(const ViEnd&) = delete;
 
