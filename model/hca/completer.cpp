@@ -323,8 +323,8 @@ void Completer::ack_timeout(std::uint32_t qpn) {
     }
     // Resume at the oldest packet no ACK covered, not at the message start:
     // a long SEND or WRITE resent whole under a short timeout would spend
-    // each period on duplicates and fail without being lost. A READ or
-    // atomic is asked again whole (Requester::rewind).
+    // each period on duplicates and fail without being lost. Requester::rewind
+    // asks a READ again for the part of its answer not yet in, an atomic whole.
     const std::uint32_t unacked = psn_add(qp->req.acked_psn, 1);
     const std::int32_t into = psn_diff(unacked, oldest->first_psn);
     const bool inside = into > 0 && into < static_cast<std::int32_t>(oldest->npsn);

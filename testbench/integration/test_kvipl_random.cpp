@@ -183,9 +183,11 @@ struct Errors {
 };
 
 // The next done descriptor of a work queue: from the queue, or, when it
-// completes to a CQ, once the CQ names this VI and queue. An entry the queue
-// then has no done descriptor for is an error (KVIP_ERROR_RESOURCE here).
-KVIP_RETURN next_done(const ViPlan& p, ViEnd& e, bool recv, KVIP_DESCRIPTOR** got, std::string& wrong) {
+// completes to a CQ, once the CQ names this VI and queue. wrong says what
+// went wrong: a CQ entry for another queue or without a done descriptor, or
+// a descriptor other than want.
+KVIP_RETURN next_done(const ViPlan& p, ViEnd& e, bool recv, const KVIP_DESCRIPTOR* want, KVIP_DESCRIPTOR** got,
+                      std::string& wrong) {
     if (p.cq) {
         KVIP_VI_HANDLE vi = nullptr;
         KVIP_BOOLEAN rq = KVIP_FALSE;
@@ -202,6 +204,9 @@ KVIP_RETURN next_done(const ViPlan& p, ViEnd& e, bool recv, KVIP_DESCRIPTOR** go
         wrong = "a completion queue entry without a done descriptor";
         return KVIP_ERROR_RESOURCE;
     }
+    if (rc != KVIP_NOT_DONE && *got != want)
+        wrong = std::string(recv ? "KvipRecvDone" : "KvipSendDone") + " returned another descriptor (" +
+                std::to_string(rc) + ")";
     return rc;
 }
 
@@ -240,6 +245,9 @@ void sender(const ViPlan& p, Host& h, Record& rec) {
         raddr[v] = h.get_value<std::uint64_t>(disc(v) + "/addr");
         rmh[v] = h.get_value<KVIP_MEM_HANDLE>(disc(v) + "/mh");
     }
+    // What each VI's peer filled its memory with: the reads' sources.
+    std::vector<std::vector<std::uint8_t>> peer;
+    for (std::size_t v = 0; v < p.vis.size(); ++v) peer.push_back(pattern(p.vis[v].receiver_bytes, receiver_pattern(p, v)));
     SplitMix64 r{p.seed ^ 0x5e4d};
     std::vector<std::size_t> posted(p.vis.size(), 0), done(p.vis.size(), 0);
     auto post = [&](std::size_t v) {
@@ -275,17 +283,14 @@ void sender(const ViPlan& p, Host& h, Record& rec) {
             while (done[v] < posted[v]) {
                 KVIP_DESCRIPTOR* got = nullptr;
                 std::string wrong;
-                const KVIP_RETURN rc = next_done(p, e, false, &got, wrong);
+                const std::size_t j = done[v];
+                const auto* want = reinterpret_cast<const KVIP_DESCRIPTOR*>(e.desc_area + j * ViEnd::kSlot);
+                const KVIP_RETURN rc = next_done(p, e, false, want, &got, wrong);
                 if (rc == KVIP_NOT_DONE) break;
-                const std::size_t j = done[v]++;
+                ++done[v];
                 const ViMsg& m = p.vis[v].msgs[j];
                 if (!wrong.empty()) {
                     err(where(v, j, m) + ": " + wrong);
-                    done[v] = posted[v] = p.vis[v].msgs.size();
-                    break;
-                }
-                if (got != reinterpret_cast<KVIP_DESCRIPTOR*>(e.desc_area + j * ViEnd::kSlot)) {
-                    err(where(v, j, m) + ": KvipSendDone returned another descriptor (" + std::to_string(rc) + ")");
                     done[v] = posted[v] = p.vis[v].msgs.size();
                     break;
                 }
@@ -297,10 +302,8 @@ void sender(const ViPlan& p, Host& h, Record& rec) {
                     continue;
                 }
                 if (m.op == ViOp::Read) {
-                    std::vector<std::uint8_t> src(m.remote + m.len);
-                    fill_pattern(src.data(), src.size(), receiver_pattern(p, v));
                     const auto got_bytes = gather(e.data, m.local, m.len);
-                    const long long bad = first_mismatch(got_bytes.data(), src.data() + m.remote, m.len);
+                    const long long bad = first_mismatch(got_bytes.data(), peer[v].data() + m.remote, m.len);
                     if (bad >= 0) err(where(v, j, m) + ": read byte " + std::to_string(bad) + " differs");
                 }
             }
@@ -366,6 +369,9 @@ void receiver(const ViPlan& p, Host& h, Record& rec) {
         while (next[v] < p.vis[v].msgs.size() && !p.vis[v].msgs[next[v]].consumes_receive()) ++next[v];
     };
     for (std::size_t v = 0; v < p.vis.size(); ++v) skip(v);
+    // What each VI's peer sends and writes from.
+    std::vector<std::vector<std::uint8_t>> peer;
+    for (std::size_t v = 0; v < p.vis.size(); ++v) peer.push_back(pattern(p.vis[v].sender_bytes, sender_pattern(p, v)));
     auto all = [&]() {
         for (std::size_t v = 0; v < p.vis.size(); ++v)
             if (next[v] < p.vis[v].msgs.size()) return false;
@@ -378,19 +384,16 @@ void receiver(const ViPlan& p, Host& h, Record& rec) {
             while (next[v] < p.vis[v].msgs.size()) {
                 KVIP_DESCRIPTOR* got = nullptr;
                 std::string wrong;
-                const KVIP_RETURN rc = next_done(p, e, true, &got, wrong);
+                const auto s = static_cast<std::size_t>(slot[v]);
+                const auto* slot_desc = reinterpret_cast<const KVIP_DESCRIPTOR*>(e.desc_area + s * ViEnd::kSlot);
+                const KVIP_RETURN rc = next_done(p, e, true, slot_desc, &got, wrong);
                 if (rc == KVIP_NOT_DONE) break;
+                ++slot[v];
                 const std::size_t j = next[v]++;
                 const ViMsg& m = p.vis[v].msgs[j];
-                const std::size_t s = static_cast<std::size_t>(slot[v]++);
                 skip(v);
                 if (!wrong.empty()) {
                     err(where(v, j, m) + ": " + wrong);
-                    next[v] = p.vis[v].msgs.size();
-                    break;
-                }
-                if (got != reinterpret_cast<KVIP_DESCRIPTOR*>(e.desc_area + s * ViEnd::kSlot)) {
-                    err(where(v, j, m) + ": KvipRecvDone returned another descriptor (" + std::to_string(rc) + ")");
                     next[v] = p.vis[v].msgs.size();
                     break;
                 }
@@ -407,9 +410,7 @@ void receiver(const ViPlan& p, Host& h, Record& rec) {
                     continue;
                 }
                 if (m.op == ViOp::Send) {
-                    std::vector<std::uint8_t> src(p.vis[v].sender_bytes);
-                    fill_pattern(src.data(), src.size(), sender_pattern(p, v));
-                    const auto want_bytes = gather(src.data(), m.local, m.len);
+                    const auto want_bytes = gather(peer[v].data(), m.local, m.len);
                     const auto got_bytes = gather(e.data, m.recv, m.len);
                     const long long bad = first_mismatch(got_bytes.data(), want_bytes.data(), m.len);
                     if (bad >= 0) err(where(v, j, m) + ": received byte " + std::to_string(bad) + " differs");
@@ -423,12 +424,10 @@ void receiver(const ViPlan& p, Host& h, Record& rec) {
     // Unreliable writes are done when they leave the sender: let them land.
     h.sleep(us(1000));
     for (std::size_t v = 0; v < p.vis.size(); ++v) {
-        std::vector<std::uint8_t> src(p.vis[v].sender_bytes);
-        fill_pattern(src.data(), src.size(), sender_pattern(p, v));
         for (std::size_t j = 0; j < p.vis[v].msgs.size(); ++j) {
             const ViMsg& m = p.vis[v].msgs[j];
             if (m.op != ViOp::Write) continue;
-            const auto want_bytes = gather(src.data(), m.local, m.len);
+            const auto want_bytes = gather(peer[v].data(), m.local, m.len);
             const long long bad = first_mismatch(ends[v]->data + m.remote, want_bytes.data(), m.len);
             if (bad >= 0) err(where(v, j, m) + ": written byte " + std::to_string(bad) + " differs");
         }
