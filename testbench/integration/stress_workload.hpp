@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "testbench/integration/harness.hpp"
+#include "testbench/integration/stress_seeds.hpp"
 
 namespace hcasim::test::stress {
 
@@ -1107,26 +1108,10 @@ inline std::string joined(const std::vector<std::string>& v) {
     return s;
 }
 
-inline const char* env(const char* name) {
-    const char* v = std::getenv(name);
-    return v && *v ? v : nullptr;
-}
-
-// The seeds a test runs: its normal count; HCASIM_STRESS_SEEDS=N (long
-// mode) runs N instead, and HCASIM_STRESS_SEED=S only seed S.
-inline std::vector<std::uint64_t> seeds(std::uint64_t first, int normal) {
-    if (const char* one = env("HCASIM_STRESS_SEED")) return {std::strtoull(one, nullptr, 0)};
-    int n = normal;
-    if (const char* many = env("HCASIM_STRESS_SEEDS")) n = std::atoi(many);
-    std::vector<std::uint64_t> out;
-    for (int i = 0; i < n; ++i) out.push_back(first + static_cast<std::uint64_t>(i));
-    return out;
-}
-
 // Runs every seed in its own child and checks each; a failure names the
 // seed, its plan and what went wrong.
 inline void run_seeds(const Shape& shape, std::uint64_t first, int normal) {
-    const bool verbose = env("HCASIM_STRESS_SEEDS") || env("HCASIM_STRESS_VERBOSE");
+    const bool verbose = long_mode();
     int failed = 0;
     for (std::uint64_t seed : seeds(first, normal)) {
         const Plan plan = make_plan(seed, shape);

@@ -5,13 +5,14 @@
 // The work queues are polled, or complete to completion queues (KvipCQDone).
 // Every descriptor's status, length and immediate data and every byte that
 // lands is checked, on each reliability level, lossless and (reliable
-// levels) over links that drop and corrupt packets. HCASIM_STRESS_SEEDS=N
-// runs N seeds per case, HCASIM_STRESS_SEED=S seed S only.
+// levels) over links that drop and corrupt packets. The seeds are chosen
+// as in every stress test (stress_seeds.hpp).
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
 
 #include "testbench/integration/kvipl_harness.hpp"
+#include "testbench/integration/stress_seeds.hpp"
 #include "testbench/system/split_mix.hpp"
 
 namespace hcasim::test {
@@ -445,23 +446,14 @@ RunResult run_vi_plan(const ViPlan& p, const char* dma = "systemc") {
         cfg, [&p](Host& h, Record& rec) { sender(p, h, rec); }, [&p](Host& h, Record& rec) { receiver(p, h, rec); });
 }
 
-std::vector<std::uint64_t> vi_seeds(std::uint64_t first, int normal) {
-    if (const char* one = std::getenv("HCASIM_STRESS_SEED")) return {std::strtoull(one, nullptr, 0)};
-    int n = normal;
-    if (const char* many = std::getenv("HCASIM_STRESS_SEEDS")) n = std::max(1, std::atoi(many));
-    std::vector<std::uint64_t> out;
-    for (int i = 0; i < n; ++i) out.push_back(first + static_cast<std::uint64_t>(i));
-    return out;
-}
-
 void run_vi_seeds(std::uint64_t first, int normal, bool lossy, const char* dma = "systemc") {
-    for (std::uint64_t seed : vi_seeds(first, normal)) {
+    for (std::uint64_t seed : stress::seeds(first, normal)) {
         const ViPlan p = make_vi_plan(seed, lossy);
         if (std::getenv("HCASIM_STRESS_DUMP"))
             for (std::size_t v = 0; v < p.vis.size(); ++v)
                 for (std::size_t j = 0; j < p.vis[v].msgs.size(); ++j) std::printf("%s\n", where(v, j, p.vis[v].msgs[j]).c_str());
         const RunResult r = run_vi_plan(p, dma);
-        if (std::getenv("HCASIM_STRESS_SEEDS") || std::getenv("HCASIM_STRESS_VERBOSE"))
+        if (stress::long_mode())
             std::printf("kvipl stress %s, dma %s: %s, %.0f us simulated\n", p.describe().c_str(), dma,
                         r.ok && r.num("sender.errors") == 0 && r.num("receiver.errors") == 0 ? "ok" : "FAILED",
                         static_cast<double>(r.num("receiver.end_ps")) / 1e6);

@@ -5,12 +5,13 @@
 // intact; the k-th fetch-and-add of a QP returns k and the k-th
 // compare-and-swap succeeds with k, so an atomic executed twice or lost
 // shows at once; the final counters equal the number of atomics.
-// HCASIM_STRESS_SEEDS=N runs N seeds per case, HCASIM_STRESS_SEED=S seed S only.
+// The seeds are chosen as in every stress test (stress_seeds.hpp).
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
 
 #include "testbench/integration/harness.hpp"
+#include "testbench/integration/stress_seeds.hpp"
 #include "testbench/system/split_mix.hpp"
 
 namespace hcasim::test {
@@ -319,7 +320,7 @@ void lossy_receiver(Host& h, Record& rec, const LossyPlan& p, std::uint8_t timeo
 // Runs the plan of one seed through the DMA engine dma and checks it;
 // returns its number of operations.
 long long run_lossy_seed(const char* dma, std::uint64_t seed, int ops, const Overrides& faults) {
-    const bool verbose = std::getenv("HCASIM_STRESS_VERBOSE") != nullptr;
+    const bool verbose = stress::long_mode();
     const std::uint8_t timeout = 6;  // 262 us
     const LossyPlan plan = LossyPlan::make(seed, ops);
     Overrides cfg = faults;
@@ -347,19 +348,16 @@ long long run_lossy_seed(const char* dma, std::uint64_t seed, int ops, const Ove
 
 // Runs seeds of `ops` operations each through the DMA engine dma.
 long long run_lossy(const char* dma, std::uint64_t first_seed, int default_seeds, int ops, const Overrides& faults) {
-    // HCASIM_STRESS_SEED=S replays seed S alone (a failure names its seed).
-    if (const char* one = std::getenv("HCASIM_STRESS_SEED")) return run_lossy_seed(dma, std::strtoull(one, nullptr, 0), ops, faults);
-    const char* env = std::getenv("HCASIM_STRESS_SEEDS");
-    const int seeds = env ? std::max(1, std::atoi(env)) : default_seeds;
+    // The seeds are chosen as in every stress test (stress_seeds.hpp).
     long long total = 0;
-    for (int i = 0; i < seeds; ++i) total += run_lossy_seed(dma, first_seed + static_cast<std::uint64_t>(i), ops, faults);
+    for (const std::uint64_t seed : stress::seeds(first_seed, default_seeds)) total += run_lossy_seed(dma, seed, ops, faults);
     return total;
 }
 
-// What run_lossy must deliver: default_seeds seeds of ops each, or one seed
-// when HCASIM_STRESS_SEED replays a single one.
-long long lossy_required(int default_seeds, int ops) {
-    return static_cast<long long>(std::getenv("HCASIM_STRESS_SEED") ? 1 : default_seeds) * ops;
+// What run_lossy must deliver: ops for each seed it runs (default_seeds of
+// them normally, one when HCASIM_STRESS_SEED replays a single one).
+long long lossy_required(std::uint64_t first_seed, int default_seeds, int ops) {
+    return static_cast<long long>(stress::seeds(first_seed, default_seeds).size()) * ops;
 }
 
 const Overrides kOnePercent{{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}};
@@ -377,12 +375,12 @@ constexpr int kOpsPerSeed = 25000;
 
 TEST_CASE("rc over links dropping and corrupting 1% of packets delivers 100000 mixed operations exactly once",
           "[lossy][stress]") {
-    CHECK(run_lossy("systemc", 71000, 4, kOpsPerSeed, kOnePercent) >= lossy_required(4, kOpsPerSeed));
+    CHECK(run_lossy("systemc", 71000, 4, kOpsPerSeed, kOnePercent) >= lossy_required(71000, 4, kOpsPerSeed));
 }
 
 TEST_CASE("rc over lossy links through the rtl dma engine delivers 100000 mixed operations exactly once",
           "[lossy][stress][rtl]") {
-    CHECK(run_lossy("rtl", 72000, 4, kOpsPerSeed, kOnePercent) >= lossy_required(4, kOpsPerSeed));
+    CHECK(run_lossy("rtl", 72000, 4, kOpsPerSeed, kOnePercent) >= lossy_required(72000, 4, kOpsPerSeed));
 }
 
 // Seed 72099 of the RTL engine's run (found over 100 seeds): after an

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "testbench/integration/harness.hpp"
+#include "testbench/integration/stress_seeds.hpp"
 
 namespace hcasim::test {
 namespace {
@@ -330,10 +331,7 @@ RunResult random_run(std::uint64_t seed) {
 
 TEST_CASE("seeded random rdma_cm connections: every event, private data byte and message byte as the seed decides",
           "[rdma_cm][stress]") {
-    const char* env = std::getenv("HCASIM_STRESS_SEEDS");
-    const int seeds = env ? std::max(1, std::atoi(env)) : 20;
-    for (int i = 0; i < seeds; ++i) {
-        const std::uint64_t seed = 9001 + static_cast<std::uint64_t>(i);
+    for (const std::uint64_t seed : stress::seeds(9001, 20)) {
         const RunResult r = random_run(seed);
         INFO("seed " << seed << ": " << r.error);
         for (const auto& [k, v] : r.kv)

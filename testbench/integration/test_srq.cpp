@@ -5,6 +5,7 @@
 // order (a QP delivers in order) and compare every byte of the slot the
 // completion names, plus the guard bytes around it.
 #include "testbench/integration/harness.hpp"
+#include "testbench/integration/stress_seeds.hpp"
 
 namespace hcasim::test {
 namespace {
@@ -287,17 +288,18 @@ TEST_CASE("the SRQ limit event fires each time the SRQ runs low and is armed aga
 
 namespace {
 
-// Random SRQ traffic over seeds (HCASIM_STRESS_SEEDS overrides the count)
-// through the DMA engine dma names.
+// Random SRQ traffic over seeds (chosen as in every stress test,
+// stress_seeds.hpp) through the DMA engine dma names. A seed draws the shape;
+// its traffic is drawn from the plan seed, as far on from first_plan_seed as
+// the seed is from first_seed; odd steps mix RC, UC and UD.
 void srq_stress(const char* dma, int default_seeds, std::uint64_t first_seed, std::uint64_t first_plan_seed) {
-    const char* env = std::getenv("HCASIM_STRESS_SEEDS");
-    const int seeds = env ? std::max(1, std::atoi(env)) : default_seeds;
-    for (int i = 0; i < seeds; ++i) {
-        SplitMix64 r{first_seed + static_cast<std::uint64_t>(i)};
+    for (const std::uint64_t seed : stress::seeds(first_seed, default_seeds)) {
+        const std::uint64_t step = seed - first_seed;
+        SplitMix64 r{seed};
         SrqPlan p;
-        p.seed = first_plan_seed + static_cast<std::uint64_t>(i);
+        p.seed = first_plan_seed + step;
         const int qps = static_cast<int>(r.range(2, 24));
-        const bool mixed = i % 2 == 1;
+        const bool mixed = step % 2 == 1;
         for (int q = 0; q < qps; ++q)
             p.types.push_back(!mixed ? IBV_QPT_RC : q % 3 == 0 ? IBV_QPT_RC : q % 3 == 1 ? IBV_QPT_UC : IBV_QPT_UD);
         p.msgs_per_qp = static_cast<int>(r.range(1, 12));
@@ -315,7 +317,9 @@ void srq_stress(const char* dma, int default_seeds, std::uint64_t first_seed, st
             p.slots = static_cast<int>(p.srq_wr);
             p.initial_posts = p.slots;
         }
-        INFO(dma << " dma engine, plan seed " << p.seed);
+        INFO(dma << " dma engine, plan seed " << p.seed << ", replay with HCASIM_STRESS_SEED=" << seed);
+        if (stress::long_mode())
+            std::printf("srq stress, seed %llu: %d QPs%s\n", static_cast<unsigned long long>(seed), qps, mixed ? " (RC, UC, UD)" : "");
         check_srq(run_srq(p, {{"hca.dma.impl", dma}}), p);
     }
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "testbench/integration/harness.hpp"
+#include "testbench/integration/stress_seeds.hpp"
 
 using namespace hcasim;
 using namespace hcasim::test;
@@ -257,12 +258,10 @@ TEST_CASE("perftest's ib_send_lat and ib_write_lat through hcasim run agree with
 
 TEST_CASE("a seeded random verbs program moves every byte and completion right over many seeds", "[run][stress]") {
     const std::string program = binary_dir() + "/programs/verbs_stress";
-    const char* env = std::getenv("HCASIM_STRESS_SEEDS");
-    const int seeds = env ? std::atoi(env) : 6;
-    for (int seed = 1; seed <= seeds; ++seed) {
+    for (const std::uint64_t seed : stress::seeds(1, 6)) {
         const std::string p = program + " -s " + std::to_string(seed);
         const CommandResult r = run_pair(p);
-        INFO("seed " << seed << "\n" << r.out);
+        INFO("seed " << seed << " (replay with HCASIM_STRESS_SEED=" << seed << ")\n" << r.out);
         REQUIRE(r.exit_code == 0);
         CHECK(lines_with(r.out, " 0 errors").size() == 2);
     }

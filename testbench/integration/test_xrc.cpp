@@ -9,6 +9,7 @@
 #include <array>
 
 #include "testbench/integration/harness.hpp"
+#include "testbench/integration/stress_seeds.hpp"
 
 namespace hcasim::test {
 namespace {
@@ -458,13 +459,11 @@ std::uint64_t xrc_msg_seed(std::uint64_t seed, int q, int j) { return seed * 777
 
 namespace {
 
-// Random XRC traffic over seeds (HCASIM_STRESS_SEEDS overrides the count)
-// through the DMA engine dma names.
+// Random XRC traffic over seeds (chosen as in every stress test,
+// stress_seeds.hpp) through the DMA engine dma names.
 void xrc_stress(const char* dma, int default_seeds, std::uint64_t first_seed) {
-    const char* env = std::getenv("HCASIM_STRESS_SEEDS");
-    const int seeds = env ? std::max(1, std::atoi(env)) : default_seeds;
-    for (int sd = 0; sd < seeds; ++sd) {
-        const XrcStressPlan plan = XrcStressPlan::make(first_seed + static_cast<std::uint64_t>(sd));
+    for (const std::uint64_t seed : stress::seeds(first_seed, default_seeds)) {
+        const XrcStressPlan plan = XrcStressPlan::make(seed);
         auto sender = [plan](Host& h, Record& rec) {
             SideOptions o;
             o.qps = 0;
