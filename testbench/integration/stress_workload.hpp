@@ -38,9 +38,15 @@
 // every packet (the path through GID index 0 or 1): UD completions must then
 // carry IBV_WC_GRH and the GRH area a GRH from the peer's GID to ours, else
 // stay untouched.
+//
+// Shape::extended_verbs creates the QPs with ibv_create_qp_ex and the CQs
+// with ibv_create_cq_ex; the node's random stream then posts each chain by
+// the ibv_wr_* calls or by ibv_post_send, and polls by ibv_start_poll /
+// ibv_next_poll or by ibv_poll_cq, with the same checks.
 #pragma once
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -70,6 +76,7 @@ struct Shape {
     bool global = false;                    // UC and UD: a GRH on every packet
     Overrides extra;                        // more configuration (fault injection)
     int timeout = 14;                       // RC local ACK timeout exponent (4.096 us << timeout)
+    bool extended_verbs = false;            // also post with ibv_wr_* and poll with ibv_start_poll
 };
 
 inline const char* qp_type_name(ibv_qp_type t) { return t == IBV_QPT_RC ? "RC" : t == IBV_QPT_UC ? "UC" : "UD"; }
@@ -172,6 +179,7 @@ struct Plan {
                << ", ";
         os << "dma " << shape.dma;
         if (type() == IBV_QPT_RC) os << ", rnr_retry " << shape.rnr_retry;
+        if (shape.extended_verbs) os << ", extended verbs";
         os << ", " << qps << " QPs, "
            << (both ? "both directions" : "node 0 to node 1") << ", MTU " << (128 << mtu) << ", sq depth " << sq_depth
            << ", max_inline " << max_inline << ", " << messages() << " messages, " << bytes() << " B)";
@@ -501,8 +509,24 @@ private:
         }
         // Room for every completion that can be outstanding: nothing may
         // overflow whatever the timing.
-        m_scq = ibv_create_cq(m_ctx, std::max(16, sends), nullptr, nullptr, 0);
-        m_rcq = ibv_create_cq(m_ctx, std::max(16, receives), nullptr, nullptr, 0);
+        if (extended()) {
+            // Extended CQs that report every field ibv_poll_cq does.
+            auto create = [this](int cqe) {
+                ibv_cq_init_attr_ex a{};
+                a.cqe = static_cast<std::uint32_t>(cqe);
+                a.wc_flags = IBV_WC_STANDARD_FLAGS;
+                ibv_cq_ex* cq = ibv_create_cq_ex(m_ctx, &a);
+                need(cq != nullptr, "ibv_create_cq_ex");
+                return cq;
+            };
+            m_scqx = create(std::max(16, sends));
+            m_rcqx = create(std::max(16, receives));
+            m_scq = ibv_cq_ex_to_cq(m_scqx);
+            m_rcq = ibv_cq_ex_to_cq(m_rcqx);
+        } else {
+            m_scq = ibv_create_cq(m_ctx, std::max(16, sends), nullptr, nullptr, 0);
+            m_rcq = ibv_create_cq(m_ctx, std::max(16, receives), nullptr, nullptr, 0);
+        }
         need(m_scq && m_rcq, "ibv_create_cq");
         for (int q = 0; q < m_plan.qps; ++q) {
             ibv_qp_init_attr init{};
@@ -514,7 +538,23 @@ private:
             init.cap.max_send_sge = 4;
             init.cap.max_recv_sge = 4;
             init.cap.max_inline_data = m_plan.max_inline;
-            ibv_qp* qp = ibv_create_qp(m_pd, &init);
+            ibv_qp* qp = nullptr;
+            if (extended()) {
+                ibv_qp_init_attr_ex x{};
+                x.send_cq = init.send_cq;
+                x.recv_cq = init.recv_cq;
+                x.qp_type = init.qp_type;
+                x.cap = init.cap;
+                x.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+                x.pd = m_pd;
+                x.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+                if (m_plan.type() != IBV_QPT_UD)
+                    x.send_ops_flags |= IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+                qp = ibv_create_qp_ex(m_ctx, &x);
+                need(qp != nullptr && ibv_qp_to_qp_ex(qp) != nullptr, "ibv_create_qp_ex");
+            } else {
+                qp = ibv_create_qp(m_pd, &init);
+            }
             need(qp != nullptr, "ibv_create_qp");
             m_qps.push_back(qp);
         }
@@ -733,10 +773,22 @@ private:
             }
             w.next = i + 1 < k ? &wrs[static_cast<std::size_t>(i + 1)] : nullptr;
         }
-        ibv_send_wr* bad = nullptr;
-        const int rc = ibv_post_send(m_qps[static_cast<std::size_t>(s.qp)], wrs.data(), &bad);
+        ibv_qp* qp = m_qps[static_cast<std::size_t>(s.qp)];
+        const bool by_builders = extended() && m_rng.chance(50);
+        int rc = 0;
+        if (by_builders) {
+            // Now and then a whole batch is built and aborted first: nothing
+            // of it may go out.
+            if (m_rng.chance(15)) build_batch(qp, wrs, t, false), ibv_wr_abort(ibv_qp_to_qp_ex(qp));
+            build_batch(qp, wrs, t, true);
+            rc = ibv_wr_complete(ibv_qp_to_qp_ex(qp));
+        } else {
+            ibv_send_wr* bad = nullptr;
+            rc = ibv_post_send(qp, wrs.data(), &bad);
+        }
         if (rc) {
-            error(where(s, t.next) + ": ibv_post_send of a chain of " + std::to_string(k) + " returned " + std::to_string(rc));
+            error(where(s, t.next) + (by_builders ? ": ibv_wr_complete" : ": ibv_post_send") + " of a chain of " +
+                  std::to_string(k) + " returned " + std::to_string(rc));
             t.dead = true;
             return false;
         }
@@ -752,6 +804,46 @@ private:
         }
         t.next += k;
         return true;
+    }
+
+    // The chain wrs again through the ibv_wr_* calls of the extended QP,
+    // each piece of data by one of the setters that can carry it. Inline
+    // data is copied when its setter returns, so on the batch that is
+    // posted (scribble) the source is overwritten at once.
+    void build_batch(ibv_qp* qp, const std::vector<ibv_send_wr>& wrs, Tx& t, bool scribble) {
+        ibv_qp_ex* x = ibv_qp_to_qp_ex(qp);
+        ibv_wr_start(x);
+        for (const ibv_send_wr& w : wrs) {
+            x->wr_id = w.wr_id;
+            x->wr_flags = w.send_flags & ~static_cast<unsigned int>(IBV_SEND_INLINE);
+            switch (w.opcode) {
+            case IBV_WR_RDMA_WRITE: ibv_wr_rdma_write(x, w.wr.rdma.rkey, w.wr.rdma.remote_addr); break;
+            case IBV_WR_RDMA_WRITE_WITH_IMM:
+                ibv_wr_rdma_write_imm(x, w.wr.rdma.rkey, w.wr.rdma.remote_addr, w.imm_data);
+                break;
+            case IBV_WR_SEND: ibv_wr_send(x); break;
+            default: ibv_wr_send_imm(x, w.imm_data); break;
+            }
+            if (m_plan.type() == IBV_QPT_UD) ibv_wr_set_ud_addr(x, w.wr.ud.ah, w.wr.ud.remote_qpn, w.wr.ud.remote_qkey);
+            const auto n = static_cast<std::size_t>(w.num_sge);
+            if (w.send_flags & IBV_SEND_INLINE) {
+                std::vector<ibv_data_buf> bufs;
+                for (std::size_t i = 0; i < n; ++i)
+                    bufs.push_back({reinterpret_cast<void*>(static_cast<std::uintptr_t>(w.sg_list[i].addr)), w.sg_list[i].length});
+                if (n == 1 && m_rng.chance(50)) ibv_wr_set_inline_data(x, bufs[0].addr, bufs[0].length);
+                else ibv_wr_set_inline_data_list(x, n, bufs.data());
+                if (scribble)
+                    for (std::size_t i = 0; i < n; ++i) {
+                        std::memset(bufs[i].addr, 0xee, bufs[i].length);
+                        std::memset(t.src.want.data() + (static_cast<std::uint8_t*>(bufs[i].addr) - t.src.buf), 0xee,
+                                    bufs[i].length);
+                    }
+            } else if (n == 1 && m_rng.chance(50)) {
+                ibv_wr_set_sge(x, w.sg_list[0].lkey, w.sg_list[0].addr, w.sg_list[0].length);
+            } else {
+                ibv_wr_set_sge_list(x, n, w.sg_list);
+            }
+        }
     }
 
     int qp_index(std::uint32_t qpn) const {
@@ -889,7 +981,8 @@ private:
             bool progress = false;
             ibv_wc wc[16];
             for (ibv_cq* cq : {m_rcq, m_scq}) {
-                const int n = ibv_poll_cq(cq, 16, wc);
+                const int n = extended() && m_rng.chance(50) ? poll_extended(cq == m_scq ? m_scqx : m_rcqx, 16, wc)
+                                                             : ibv_poll_cq(cq, 16, wc);
                 if (n < 0) throw std::runtime_error("ibv_poll_cq returned " + std::to_string(n));
                 for (int i = 0; i < n; ++i) {
                     trace(wc[i]);
@@ -929,6 +1022,39 @@ private:
                       std::to_string(w.qp_num) + " wr_id " + std::to_string(w.wr_id) + " status " + std::to_string(w.status));
         }
     }
+
+    // Up to max completions through ibv_start_poll / ibv_next_poll, each
+    // read field by field into wc.
+    int poll_extended(ibv_cq_ex* cq, int max, ibv_wc* wc) {
+        ibv_poll_cq_attr attr{};
+        int rc = ibv_start_poll(cq, &attr);
+        if (rc == ENOENT) return 0;
+        if (rc) throw std::runtime_error("ibv_start_poll returned " + std::to_string(rc));
+        int n = 0;
+        while (rc == 0) {
+            ibv_wc& w = wc[n++];
+            w = ibv_wc{};
+            w.wr_id = cq->wr_id;
+            w.status = cq->status;
+            w.opcode = ibv_wc_read_opcode(cq);
+            w.vendor_err = ibv_wc_read_vendor_err(cq);
+            w.byte_len = ibv_wc_read_byte_len(cq);
+            w.imm_data = ibv_wc_read_imm_data(cq);
+            w.qp_num = ibv_wc_read_qp_num(cq);
+            w.src_qp = ibv_wc_read_src_qp(cq);
+            w.wc_flags = ibv_wc_read_wc_flags(cq);
+            w.slid = static_cast<std::uint16_t>(ibv_wc_read_slid(cq));
+            w.sl = ibv_wc_read_sl(cq);
+            w.dlid_path_bits = ibv_wc_read_dlid_path_bits(cq);
+            if (n == max) break;
+            rc = ibv_next_poll(cq);
+            if (rc != 0 && rc != ENOENT) throw std::runtime_error("ibv_next_poll returned " + std::to_string(rc));
+        }
+        ibv_end_poll(cq);
+        return n;
+    }
+
+    bool extended() const { return m_plan.shape.extended_verbs; }
 
     // What was polled when, folded into one hash: two runs of a plan agree
     // on it only if every completion came at the same time with the same fields.
@@ -1060,6 +1186,8 @@ private:
     ibv_pd* m_pd = nullptr;
     ibv_cq* m_scq = nullptr;
     ibv_cq* m_rcq = nullptr;
+    ibv_cq_ex* m_scqx = nullptr;         // extended verbs: the same CQs
+    ibv_cq_ex* m_rcqx = nullptr;
     std::vector<ibv_qp*> m_qps;
     std::map<std::uint32_t, int> m_qpn_index;
     Published m_peer{};                  // the peer's LID and GIDs

@@ -122,6 +122,17 @@ TEST_CASE("random rc traffic with every lone work request written by BlueFlame, 
     run_seeds(shape, 9801, 6);
 }
 
+TEST_CASE("random rc traffic posted with the ibv_wr_* calls and polled with ibv_start_poll delivers every byte and "
+          "every completion",
+          "[stress][verbs-ex]") {
+    // Extended QPs and CQs: each chain goes by ibv_wr_* (now and then built
+    // and aborted first) or by ibv_post_send, each poll by ibv_start_poll or
+    // ibv_poll_cq, as the seed draws.
+    Shape shape;
+    shape.extended_verbs = true;
+    run_seeds(shape, 9901, 6);
+}
+
 // Long mode (hidden: run it by its tag): the same four configurations on 16
 // to 32 QPs with longer streams, HCASIM_STRESS_SEEDS seeds each (25 if unset).
 TEST_CASE("random rc traffic on 16 to 32 qps delivers every byte and every completion on both dma engines (long mode)",

@@ -116,3 +116,15 @@ TEST_CASE("the same uc and ud random plans run twice give identical records", "[
         CHECK(a.run.kv == b.run.kv);
     }
 }
+
+TEST_CASE("random uc and ud traffic posted with the ibv_wr_* calls and polled with ibv_start_poll delivers every byte "
+          "and every completion",
+          "[stress][uc][ud][verbs-ex]") {
+    // UD datagrams name their address handle, QPN and Q_Key by
+    // ibv_wr_set_ud_addr; completions are read field by field.
+    for (ibv_qp_type type : {IBV_QPT_UC, IBV_QPT_UD}) {
+        Shape shape = unreliable(type, type == IBV_QPT_UD);
+        shape.extended_verbs = true;
+        run_seeds(shape, type == IBV_QPT_UC ? 9901 : 9951, 3);
+    }
+}
