@@ -39,6 +39,13 @@
 // carry IBV_WC_GRH and the GRH area a GRH from the peer's GID to ours, else
 // stay untouched.
 //
+// Shape::reads_atomics (RC) turns some messages into RDMA READs of a
+// pattern the peer holds, scattered over 1-4 pieces, and atomics on one
+// 8-byte cell per stream in the peer's region; planned in order, every
+// atomic's original value is known. Some WRs carry IBV_SEND_FENCE, and
+// max_rd_atomic is 1 to 16. When a completion retires WRs, what their READs
+// and atomics fetched must already be in the sender's memory.
+//
 // Shape::extended_verbs creates the QPs with ibv_create_qp_ex and the CQs
 // with ibv_create_cq_ex; the node's random stream then posts each chain by
 // the ibv_wr_* calls or by ibv_post_send, and polls by ibv_start_poll /
@@ -77,6 +84,7 @@ struct Shape {
     Overrides extra;                        // more configuration (fault injection)
     int timeout = 14;                       // RC local ACK timeout exponent (4.096 us << timeout)
     bool extended_verbs = false;            // also post with ibv_wr_* and poll with ibv_start_poll
+    bool reads_atomics = false;             // RC: RDMA READs, fetch-and-adds and compare-and-swaps too
 };
 
 inline const char* qp_type_name(ibv_qp_type t) { return t == IBV_QPT_RC ? "RC" : t == IBV_QPT_UC ? "UC" : "UD"; }
@@ -84,7 +92,7 @@ inline const char* qp_type_name(ibv_qp_type t) { return t == IBV_QPT_RC ? "RC" :
 // Bytes a UD receive buffer holds ahead of the payload, for the GRH.
 inline constexpr std::uint32_t kGrhArea = 40;
 
-enum class Op { Write, WriteImm, Send, SendImm };
+enum class Op { Write, WriteImm, Send, SendImm, Read, FetchAdd, CmpSwap };
 
 inline const char* op_name(Op op) {
     switch (op) {
@@ -92,12 +100,19 @@ inline const char* op_name(Op op) {
     case Op::WriteImm: return "WRITE_WITH_IMM";
     case Op::Send: return "SEND";
     case Op::SendImm: return "SEND_WITH_IMM";
+    case Op::Read: return "READ";
+    case Op::FetchAdd: return "FETCH_AND_ADD";
+    case Op::CmpSwap: return "COMPARE_AND_SWAP";
     }
     return "?";
 }
 inline bool has_imm(Op op) { return op == Op::WriteImm || op == Op::SendImm; }
-inline bool consumes_recv(Op op) { return op != Op::Write; }
+inline bool consumes_recv(Op op) { return op == Op::WriteImm || op == Op::Send || op == Op::SendImm; }
 inline bool is_write(Op op) { return op == Op::Write || op == Op::WriteImm; }
+inline bool is_atomic(Op op) { return op == Op::FetchAdd || op == Op::CmpSwap; }
+// READs and atomics: the sender's pieces are where the answer lands, and
+// Msg::dst is in the receiver's region what is read or operated on.
+inline bool is_fetch(Op op) { return op == Op::Read || is_atomic(op); }
 
 struct Area {
     std::size_t off;  // in the region
@@ -116,6 +131,9 @@ struct Msg {
     std::uint32_t imm = 0;
     std::uint64_t pattern = 0;  // seed of the payload bytes
     bool own_qkey = false;      // UD: remote_qkey with bit 31 set (the sending QP's own Q_Key)
+    bool fence = false;         // IBV_SEND_FENCE
+    std::uint64_t compare_add = 0, swap = 0;  // atomics: the WR's operands
+    std::uint64_t original = 0;               // atomics: the value it must return
 };
 
 struct Recv {
@@ -138,6 +156,8 @@ struct Stream {
     int qp = 0;
     std::vector<Msg> msgs;
     std::vector<Recv> recvs;
+    Area cell{0, 0};  // reads_atomics: the 8 bytes in the receiver's region its atomics work on
+    std::uint64_t cell_first = 0, cell_last = 0;  // the cell's value before and after them
     std::size_t src_bytes = 0, dst_bytes = 0;  // region sizes
     RecvMode mode = RecvMode::UpFront;
     int window = 0;                // Trickle: receives kept posted ahead
@@ -155,6 +175,7 @@ struct Plan {
     ibv_mtu mtu = IBV_MTU_4096;    // UD: the port's MTU (port.max_mtu)
     std::uint8_t sgid_index = 0;   // global: the GID index of the path
     std::vector<std::uint32_t> qkey;  // UD: the Q_Key of each QP pair
+    std::uint8_t rd_atomic = 16;      // max_rd_atomic and max_dest_rd_atomic
     std::vector<Stream> streams;
 
     ibv_qp_type type() const { return shape.qp_type; }
@@ -180,6 +201,7 @@ struct Plan {
         os << "dma " << shape.dma;
         if (type() == IBV_QPT_RC) os << ", rnr_retry " << shape.rnr_retry;
         if (shape.extended_verbs) os << ", extended verbs";
+        if (shape.reads_atomics) os << ", READs and atomics, max_rd_atomic " << int(rd_atomic);
         os << ", " << qps << " QPs, "
            << (both ? "both directions" : "node 0 to node 1") << ", MTU " << (128 << mtu) << ", sq depth " << sq_depth
            << ", max_inline " << max_inline << ", " << messages() << " messages, " << bytes() << " B)";
@@ -239,6 +261,14 @@ inline Area place(SplitMix64& r, std::size_t& cursor, std::uint32_t len) {
     return a;
 }
 
+// The same on an 8-byte boundary, as atomics need.
+inline Area place_aligned(SplitMix64& r, std::size_t& cursor, std::uint32_t len) {
+    cursor = (cursor + kGuard + r.below(512) + 7) & ~std::size_t(7);
+    const Area a{cursor, len};
+    cursor += len;
+    return a;
+}
+
 inline std::vector<Area> place_pieces(SplitMix64& r, std::size_t& cursor, std::uint32_t total, int n) {
     std::vector<Area> out;
     for (std::uint32_t len : split(r, total, std::min<int>(n, static_cast<int>(total)))) out.push_back(place(r, cursor, len));
@@ -260,6 +290,11 @@ inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
     static const ibv_mtu mtus[] = {IBV_MTU_4096, IBV_MTU_4096, IBV_MTU_2048, IBV_MTU_1024, IBV_MTU_256};
     p.mtu = mtus[r.below(5)];
     const bool rc = shape.qp_type == IBV_QPT_RC, ud = shape.qp_type == IBV_QPT_UD;
+    const bool fetches = rc && shape.reads_atomics;
+    if (fetches) {
+        static const std::uint8_t depths[] = {1, 2, 4, 8, 16};
+        p.rd_atomic = depths[SplitMix64{mix(seed, 3)}.below(5)];
+    }
     if (!rc) {
         // Drawn apart, so that RC seeds plan what they always did.
         SplitMix64 x{mix(seed, 2)};
@@ -276,6 +311,14 @@ inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
             const int n = static_cast<int>(sr.range(static_cast<std::uint64_t>(shape.min_msgs), static_cast<std::uint64_t>(shape.max_msgs)));
             std::size_t src = 0, dst = 0;
             int since_signal = 0;
+            // READs and atomics are drawn apart, so that other shapes plan
+            // what they always did.
+            SplitMix64 fr{mix(seed, 3000 + static_cast<std::uint64_t>(from * 1000 + q))};
+            std::uint64_t cell = 0;
+            if (fetches) {
+                s.cell = place_aligned(fr, dst, 8);
+                s.cell_first = cell = fr.next();
+            }
             for (int j = 0; j < n; ++j) {
                 Msg m;
                 const std::uint64_t o = sr.below(100);
@@ -284,14 +327,39 @@ inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
                 // The stream ends with a SEND: once its receive completes, IB
                 // ordering has placed every WRITE before it.
                 if (j == n - 1 && is_write(m.op)) m.op = m.op == Op::Write ? Op::Send : Op::SendImm;
-                m.size = ud ? draw_datagram_size(sr, p.mtu_bytes()) : draw_size(sr, shape.max_size);
-                if (!rc && !ud && sr.chance(4)) m.size = 0;  // UC: empty messages too
-                const int src_sges = static_cast<int>(sr.range(1, 4));
-                if (m.size > 0) m.src = place_pieces(sr, src, m.size, src_sges);
-                m.inline_data = m.size <= p.max_inline && sr.chance(70);
+                if (fetches) {
+                    const std::uint64_t f = fr.below(100);
+                    if (j < n - 1 && f < 30) m.op = f < 18 ? Op::Read : f < 24 ? Op::FetchAdd : Op::CmpSwap;
+                    m.fence = fr.chance(10);
+                }
+                if (is_atomic(m.op)) {
+                    // The k-th atomic of a stream sees what the ones before
+                    // it left: the responder runs them in the QP's order.
+                    m.size = 8;
+                    m.src = {place_aligned(fr, src, 8)};
+                    m.dst = s.cell;
+                    m.original = cell;
+                    if (m.op == Op::FetchAdd) {
+                        m.compare_add = fr.chance(20) ? ~std::uint64_t{0} - fr.below(8) : fr.next();  // wraps too
+                        cell += m.compare_add;
+                    } else {
+                        const bool match = fr.chance(70);
+                        m.compare_add = match ? cell : cell ^ (1 + fr.below(0xffff));
+                        m.swap = fr.next();
+                        if (match) cell = m.swap;
+                    }
+                }
+                if (!is_atomic(m.op)) {
+                    m.size = ud ? draw_datagram_size(sr, p.mtu_bytes()) : draw_size(sr, shape.max_size);
+                    if (!rc && !ud && sr.chance(4)) m.size = 0;  // UC: empty messages too
+                    const int src_sges = static_cast<int>(sr.range(1, 4));
+                    if (m.size > 0) m.src = place_pieces(sr, src, m.size, src_sges);
+                    m.inline_data = m.size <= p.max_inline && sr.chance(70);
+                }
+                if (is_fetch(m.op)) m.inline_data = false;  // a READ's or atomic's pieces receive
                 m.imm = static_cast<std::uint32_t>(sr.next());
                 m.pattern = mix(seed, 0x10000 + static_cast<std::uint64_t>(from) * 0x1000000 + static_cast<std::uint64_t>(q) * 0x10000 + static_cast<std::uint64_t>(j));
-                if (is_write(m.op)) m.dst = place(sr, dst, m.size);
+                if (is_write(m.op) || m.op == Op::Read) m.dst = place(sr, dst, m.size);
                 if (consumes_recv(m.op)) {
                     Recv rv;
                     rv.msg = j;
@@ -314,6 +382,7 @@ inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
                 if (ud) m.own_qkey = sr.chance(30);
                 s.msgs.push_back(m);
             }
+            s.cell_last = cell;
             // Chains of 2-4 WRs per post; a quarter are lone WRs, which the
             // driver writes by BlueFlame when the WQE is small.
             for (int j = 0; j < n;) {
@@ -361,13 +430,14 @@ inline std::string Plan::dump() const {
             os << "  " << j << (m.chain ? " post " + std::to_string(m.chain) : std::string(7, ' ')) << " " << op_name(m.op)
                << " " << m.size << " B, src";
             for (const Area& a : m.src) os << " " << a.off << "+" << a.len;
-            if (is_write(m.op)) os << ", dst " << m.dst.off;
+            if (is_write(m.op) || is_fetch(m.op)) os << ", dst " << m.dst.off;
+            if (is_atomic(m.op)) os << ", operands " << m.compare_add << " " << m.swap << ", returns " << m.original;
             if (m.recv >= 0) {
                 os << ", receive " << m.recv << " (phase " << s.recvs[static_cast<std::size_t>(m.recv)].phase << "):";
                 for (const Area& a : s.recvs[static_cast<std::size_t>(m.recv)].sges) os << " " << a.off << "+" << a.len;
             }
             os << (m.inline_data ? ", inline" : "") << (m.signaled ? ", signaled" : "") << (m.own_qkey ? ", own Q_Key" : "")
-               << "\n";
+               << (m.fence ? ", fenced" : "") << "\n";
         }
     }
     return os.str();
@@ -411,6 +481,14 @@ inline void put_payload(std::uint8_t* base, const std::vector<Area>& pieces, con
         if (n) std::memcpy(base + a.off + s, data.data() + k, n);
         k += n;
     }
+}
+
+// What a READ or atomic brings back into the sender's pieces.
+inline std::vector<std::uint8_t> fetched(const Msg& m) {
+    if (m.op == Op::Read) return pattern(m.size, m.pattern);
+    std::vector<std::uint8_t> v(8);
+    std::memcpy(v.data(), &m.original, 8);
+    return v;
 }
 
 // The first n bytes of the scatter list pieces.
@@ -550,6 +628,9 @@ private:
                 x.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
                 if (m_plan.type() != IBV_QPT_UD)
                     x.send_ops_flags |= IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+                if (m_plan.type() == IBV_QPT_RC && m_plan.shape.reads_atomics)
+                    x.send_ops_flags |= IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+                                        IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP;
                 qp = ibv_create_qp_ex(m_ctx, &x);
                 need(qp != nullptr && ibv_qp_to_qp_ex(qp) != nullptr, "ibv_create_qp_ex");
             } else {
@@ -570,10 +651,14 @@ private:
                 t.src.init(m_plan.seed, static_cast<int>(i), s.src_bytes);
                 for (std::size_t j = 0; j < s.msgs.size(); ++j) {
                     const Msg& m = s.msgs[j];
-                    put_payload(t.src.want.data(), m.src, pattern(m.size, m.pattern));
+                    if (!is_fetch(m.op)) put_payload(t.src.want.data(), m.src, pattern(m.size, m.pattern));
                     if (m.signaled) t.sig.push_back(static_cast<int>(j));
                 }
                 std::memcpy(t.src.buf, t.src.want.data(), t.src.bytes);
+                // What READs and atomics bring back: only once they are done
+                // may it be in memory.
+                for (const Msg& m : s.msgs)
+                    if (is_fetch(m.op)) put_payload(t.src.want.data(), m.src, fetched(m));
                 t.src.mr = ibv_reg_mr(m_pd, t.src.buf, t.src.bytes, IBV_ACCESS_LOCAL_WRITE);
                 need(t.src.mr != nullptr, "ibv_reg_mr");
             } else {
@@ -584,10 +669,18 @@ private:
                 const std::size_t grh = m_plan.type() == IBV_QPT_UD ? kGrhArea : 0;
                 for (const Msg& m : s.msgs) {
                     const auto data = pattern(m.size, m.pattern);
-                    if (is_write(m.op)) put_payload(r.dst.want.data(), {m.dst}, data);
-                    else put_payload(r.dst.want.data(), s.recvs[static_cast<std::size_t>(m.recv)].sges, data, grh);
+                    if (is_write(m.op) || m.op == Op::Read) put_payload(r.dst.want.data(), {m.dst}, data);
+                    else if (m.recv >= 0) put_payload(r.dst.want.data(), s.recvs[static_cast<std::size_t>(m.recv)].sges, data, grh);
+                    // What a READ reads is there from the start, and stays.
+                    if (m.op == Op::Read) put_payload(r.dst.buf, {m.dst}, data);
                 }
-                r.dst.mr = ibv_reg_mr(m_pd, r.dst.buf, r.dst.bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+                int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+                if (m_plan.shape.reads_atomics && m_plan.type() == IBV_QPT_RC) {
+                    access |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+                    std::memcpy(r.dst.buf + s.cell.off, &s.cell_first, 8);
+                    std::memcpy(r.dst.want.data() + s.cell.off, &s.cell_last, 8);
+                }
+                r.dst.mr = ibv_reg_mr(m_pd, r.dst.buf, r.dst.bytes, access);
                 need(r.dst.mr != nullptr, "ibv_reg_mr");
             }
         }
@@ -609,6 +702,8 @@ private:
         c.timeout = static_cast<std::uint8_t>(m_plan.shape.timeout);
         c.mtu = m_plan.mtu;
         c.qp_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+        if (m_plan.shape.reads_atomics) c.qp_access |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+        c.max_rd_atomic = m_plan.rd_atomic;
         for (int q = 0; q < m_plan.qps; ++q) {
             const auto peer = m_h.get_value<Published>("stress/" + std::to_string(1 - m_me) + "/" + std::to_string(q));
             Tx& t = m_tx[static_cast<std::size_t>(q)];
@@ -758,12 +853,22 @@ private:
             w.opcode = m.op == Op::Write      ? IBV_WR_RDMA_WRITE
                        : m.op == Op::WriteImm ? IBV_WR_RDMA_WRITE_WITH_IMM
                        : m.op == Op::Send     ? IBV_WR_SEND
-                                              : IBV_WR_SEND_WITH_IMM;
-            w.send_flags = (m.signaled ? unsigned(IBV_SEND_SIGNALED) : 0u) | (m.inline_data ? unsigned(IBV_SEND_INLINE) : 0u);
+                       : m.op == Op::SendImm  ? IBV_WR_SEND_WITH_IMM
+                       : m.op == Op::Read     ? IBV_WR_RDMA_READ
+                       : m.op == Op::FetchAdd ? IBV_WR_ATOMIC_FETCH_AND_ADD
+                                              : IBV_WR_ATOMIC_CMP_AND_SWP;
+            w.send_flags = (m.signaled ? unsigned(IBV_SEND_SIGNALED) : 0u) | (m.inline_data ? unsigned(IBV_SEND_INLINE) : 0u) |
+                           (m.fence ? unsigned(IBV_SEND_FENCE) : 0u);
             if (has_imm(m.op)) w.imm_data = m.imm;
-            if (is_write(m.op)) {
+            if (is_write(m.op) || m.op == Op::Read) {
                 w.wr.rdma.remote_addr = t.raddr + m.dst.off;
                 w.wr.rdma.rkey = t.rkey;
+            }
+            if (is_atomic(m.op)) {
+                w.wr.atomic.remote_addr = t.raddr + m.dst.off;
+                w.wr.atomic.rkey = t.rkey;
+                w.wr.atomic.compare_add = m.compare_add;
+                w.wr.atomic.swap = m.swap;
             }
             if (m_plan.type() == IBV_QPT_UD) {
                 w.wr.ud.ah = m_ah;
@@ -822,7 +927,15 @@ private:
                 ibv_wr_rdma_write_imm(x, w.wr.rdma.rkey, w.wr.rdma.remote_addr, w.imm_data);
                 break;
             case IBV_WR_SEND: ibv_wr_send(x); break;
-            default: ibv_wr_send_imm(x, w.imm_data); break;
+            case IBV_WR_SEND_WITH_IMM: ibv_wr_send_imm(x, w.imm_data); break;
+            case IBV_WR_RDMA_READ: ibv_wr_rdma_read(x, w.wr.rdma.rkey, w.wr.rdma.remote_addr); break;
+            case IBV_WR_ATOMIC_FETCH_AND_ADD:
+                ibv_wr_atomic_fetch_add(x, w.wr.atomic.rkey, w.wr.atomic.remote_addr, w.wr.atomic.compare_add);
+                break;
+            default:
+                ibv_wr_atomic_cmp_swp(x, w.wr.atomic.rkey, w.wr.atomic.remote_addr, w.wr.atomic.compare_add,
+                                      w.wr.atomic.swap);
+                break;
             }
             if (m_plan.type() == IBV_QPT_UD) ibv_wr_set_ud_addr(x, w.wr.ud.ah, w.wr.ud.remote_qpn, w.wr.ud.remote_qkey);
             const auto n = static_cast<std::size_t>(w.num_sge);
@@ -885,9 +998,35 @@ private:
             t.dead = true;
             return;
         }
-        const int want_op = is_write(m.op) ? IBV_WC_RDMA_WRITE : IBV_WC_SEND;
+        const int want_op = is_write(m.op)          ? IBV_WC_RDMA_WRITE
+                            : m.op == Op::Read      ? IBV_WC_RDMA_READ
+                            : m.op == Op::FetchAdd  ? IBV_WC_FETCH_ADD
+                            : m.op == Op::CmpSwap   ? IBV_WC_COMP_SWAP
+                                                    : IBV_WC_SEND;
         if (w.opcode != want_op)
             error(where(s, j) + ": send completion opcode " + std::to_string(w.opcode) + ", want " + std::to_string(want_op));
+        if (is_fetch(m.op) && w.byte_len != m.size)
+            error(where(s, j) + ": send completion byte_len " + std::to_string(w.byte_len) + ", want " + std::to_string(m.size));
+        // This completion retires every WR up to it: what the READs and
+        // atomics among them fetched is in memory now.
+        for (int i = t.retired; i <= j; ++i) {
+            const Msg& f = s.msgs[static_cast<std::size_t>(i)];
+            if (!is_fetch(f.op)) continue;
+            const auto got = get_scatter(t.src.buf, f.src, f.size), want = fetched(f);
+            if (got == want) continue;
+            std::ostringstream os;
+            os << where(s, i) << ": when " << (i == j ? "it completes" : "message " + std::to_string(j) + " completes");
+            if (is_atomic(f.op)) {
+                std::uint64_t v = 0;
+                std::memcpy(&v, got.data(), 8);
+                os << ", its buffer holds " << v << ", not the original value " << f.original;
+            } else {
+                const auto d = std::mismatch(got.begin(), got.end(), want.begin()).first - got.begin();
+                os << ", " << std::count_if(got.begin(), got.end(), [&, k = std::size_t{0}](std::uint8_t b) mutable { return b != want[k++]; })
+                   << " of the bytes read differ, the first at byte " << d;
+            }
+            error(os.str());
+        }
         ++t.next_sig;
         t.retired = j + 1;
     }
@@ -1093,7 +1232,7 @@ private:
                 for (std::size_t k = 0; k < m.src.size(); ++k)
                     if (in(m.src[k])) return "message " + std::to_string(j) + " source SGE " + std::to_string(k);
             } else {
-                if (is_write(m.op) && in(m.dst)) return "message " + std::to_string(j) + " (" + op_name(m.op) + ") byte " + std::to_string(off - m.dst.off);
+                if ((is_write(m.op) || is_fetch(m.op)) && in(m.dst)) return "message " + std::to_string(j) + " (" + op_name(m.op) + ") byte " + std::to_string(off - m.dst.off);
                 if (m.recv >= 0) {
                     const auto& sg = s.recvs[static_cast<std::size_t>(m.recv)].sges;
                     for (std::size_t k = 0; k < sg.size(); ++k)

@@ -130,7 +130,38 @@ TEST_CASE("random rc traffic posted with the ibv_wr_* calls and polled with ibv_
     // ibv_poll_cq, as the seed draws.
     Shape shape;
     shape.extended_verbs = true;
+    shape.reads_atomics = true;
     run_seeds(shape, 9901, 6);
+}
+
+TEST_CASE("random rc traffic with rdma reads, fetch-and-adds and compare-and-swaps among the writes and sends "
+          "delivers every byte, every answer and every completion",
+          "[stress][atomic]") {
+    // READs of 1 B to 256 KiB scattered over 1-4 pieces, atomics on one
+    // cell per stream whose every answer follows from the ones before, some
+    // WRs fenced, max_rd_atomic 1 to 16; each answer must be in memory when
+    // a completion retires its WR.
+    Shape shape;
+    shape.reads_atomics = true;
+    run_seeds(shape, 10001, 8);
+}
+
+TEST_CASE("random rc traffic with reads and atomics through the rtl dma engine delivers every byte and answer",
+          "[stress][atomic][rtl]") {
+    Shape shape;
+    shape.dma = "rtl";
+    shape.reads_atomics = true;
+    run_seeds(shape, 10101, 3);
+}
+
+TEST_CASE("random rc traffic with reads and atomics over links that drop and corrupt 1% of packets delivers every "
+          "byte and answer exactly once",
+          "[stress][atomic][lossy]") {
+    Shape shape;
+    shape.reads_atomics = true;
+    shape.extra = {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}};
+    shape.timeout = 6;
+    run_seeds(shape, 10201, 4);
 }
 
 // Long mode (hidden: run it by its tag): the same four configurations on 16
