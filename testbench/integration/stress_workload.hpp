@@ -44,7 +44,10 @@
 // 8-byte cell per stream in the peer's region; planned in order, every
 // atomic's original value is known. Some WRs carry IBV_SEND_FENCE, and
 // max_rd_atomic is 1 to 16. When a completion retires WRs, what their READs
-// and atomics fetched must already be in the sender's memory.
+// and atomics fetched must already be in the sender's memory. Some fenced
+// SENDs and WRITEs carry what an earlier READ brought in, from the very
+// pieces it scattered to: without the fence they would send what was there
+// before.
 //
 // Shape::extended_verbs creates the QPs with ibv_create_qp_ex and the CQs
 // with ibv_create_cq_ex; the node's random stream then posts each chain by
@@ -132,6 +135,7 @@ struct Msg {
     std::uint64_t pattern = 0;  // seed of the payload bytes
     bool own_qkey = false;      // UD: remote_qkey with bit 31 set (the sending QP's own Q_Key)
     bool fence = false;         // IBV_SEND_FENCE
+    int echo = -1;              // a fenced SEND or WRITE of what message echo READ brought in
     std::uint64_t compare_add = 0, swap = 0;  // atomics: the WR's operands
     std::uint64_t original = 0;               // atomics: the value it must return
 };
@@ -315,6 +319,7 @@ inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
             // what they always did.
             SplitMix64 fr{mix(seed, 3000 + static_cast<std::uint64_t>(from * 1000 + q))};
             std::uint64_t cell = 0;
+            int last_read = -1;
             if (fetches) {
                 s.cell = place_aligned(fr, dst, 8);
                 s.cell_first = cell = fr.next();
@@ -359,6 +364,18 @@ inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
                 if (is_fetch(m.op)) m.inline_data = false;  // a READ's or atomic's pieces receive
                 m.imm = static_cast<std::uint32_t>(sr.next());
                 m.pattern = mix(seed, 0x10000 + static_cast<std::uint64_t>(from) * 0x1000000 + static_cast<std::uint64_t>(q) * 0x10000 + static_cast<std::uint64_t>(j));
+                if (fetches && m.op == Op::Read) last_read = j;
+                if (fetches && !is_fetch(m.op) && last_read >= 0 && fr.chance(12)) {
+                    // Sends on what an earlier READ brings in: only the fence
+                    // makes it wait until that is there.
+                    const Msg& r = s.msgs[static_cast<std::size_t>(last_read)];
+                    m.echo = last_read;
+                    m.fence = true;
+                    m.inline_data = false;
+                    m.size = r.size;
+                    m.src = r.src;
+                    m.pattern = r.pattern;
+                }
                 if (is_write(m.op) || m.op == Op::Read) m.dst = place(sr, dst, m.size);
                 if (consumes_recv(m.op)) {
                     Recv rv;
@@ -437,7 +454,8 @@ inline std::string Plan::dump() const {
                 for (const Area& a : s.recvs[static_cast<std::size_t>(m.recv)].sges) os << " " << a.off << "+" << a.len;
             }
             os << (m.inline_data ? ", inline" : "") << (m.signaled ? ", signaled" : "") << (m.own_qkey ? ", own Q_Key" : "")
-               << (m.fence ? ", fenced" : "") << "\n";
+               << (m.fence ? ", fenced" : "") << (m.echo >= 0 ? ", sends what READ " + std::to_string(m.echo) + " read" : "")
+               << "\n";
         }
     }
     return os.str();
@@ -562,7 +580,7 @@ private:
         std::ostringstream os;
         os << "QP " << s.qp << " (node " << s.from << " -> " << 1 - s.from << ") message " << j << " (" << op_name(m.op)
            << " " << m.size << " B, " << m.src.size() << " SGE" << (m.inline_data ? ", inline" : "")
-           << (m.signaled ? ", signaled" : "") << ")";
+           << (m.signaled ? ", signaled" : "") << (m.fence ? ", fenced" : "") << ")";
         return os.str();
     }
 
@@ -651,7 +669,7 @@ private:
                 t.src.init(m_plan.seed, static_cast<int>(i), s.src_bytes);
                 for (std::size_t j = 0; j < s.msgs.size(); ++j) {
                     const Msg& m = s.msgs[j];
-                    if (!is_fetch(m.op)) put_payload(t.src.want.data(), m.src, pattern(m.size, m.pattern));
+                    if (!is_fetch(m.op) && m.echo < 0) put_payload(t.src.want.data(), m.src, pattern(m.size, m.pattern));
                     if (m.signaled) t.sig.push_back(static_cast<int>(j));
                 }
                 std::memcpy(t.src.buf, t.src.want.data(), t.src.bytes);
