@@ -139,6 +139,10 @@ void Completer::handle_read_response(QpContext& qp, const packet::Parsed& p, con
         }
         w.read_received += len;
         w.done_at = std::max(w.done_at, t);
+        // Each answer packet in order is forward progress, as an ACK past
+        // the ones before is: a long READ on a lossy link is not failed for
+        // losses spread over its many answer packets.
+        progressed(qp, t);
         if (info.ends_message()) {
             if (w.read_received != w.length) {
                 fail_wqe(qp, psn, CqeStatus::BadResponse, t);
@@ -156,9 +160,7 @@ void Completer::handle_read_response(QpContext& qp, const packet::Parsed& p, con
 void Completer::response_complete(QpContext& qp, SendWork& w, sim::Tick t) {
     w.acked = true;
     counter("progress_acks")++;
-    qp.req.rnr_retries_left = qp.qpc.rnr_retry;
-    qp.req.retries_left = qp.qpc.retry_cnt;
-    restart_ack_timer(qp, t);
+    progressed(qp, t);
     retire(qp, t);
     m_w.tx.kick(qp, t);
 }
@@ -247,9 +249,7 @@ void Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
     }
     if (progress) {
         counter("progress_acks")++;
-        qp.req.rnr_retries_left = qp.qpc.rnr_retry;
-        qp.req.retries_left = qp.qpc.retry_cnt;
-        restart_ack_timer(qp, t);
+        progressed(qp, t);
     }
     retire(qp, t);
 }
@@ -284,6 +284,12 @@ void Completer::arm_ack_timer(QpContext& qp, sim::Tick t) {
 void Completer::restart_ack_timer(QpContext& qp, sim::Tick t) {
     if (qp.qpc.timeout == 0) return;
     qp.req.ack_deadline = t + ack_timeout_ps(qp);
+}
+
+void Completer::progressed(QpContext& qp, sim::Tick t) {
+    qp.req.rnr_retries_left = qp.qpc.rnr_retry;
+    qp.req.retries_left = qp.qpc.retry_cnt;
+    restart_ack_timer(qp, t);
 }
 
 void Completer::ack_timeout(std::uint32_t qpn) {

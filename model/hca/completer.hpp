@@ -55,6 +55,8 @@ private:
     void ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t);
     void fail_wqe(QpContext& qp, std::uint32_t psn, CqeStatus status, sim::Tick t);
     void restart_ack_timer(QpContext& qp, sim::Tick t);
+    // Forward progress: both retry counters full again, the ACK timer from now.
+    void progressed(QpContext& qp, sim::Tick t);
     void ack_timeout(std::uint32_t qpn);
     // Writes back one VI send descriptor; false if the QP broke.
     bool retire_vi(QpContext& qp, sim::Tick t);

@@ -108,6 +108,7 @@ Responder::Step Responder::check_psn(QpContext& qp, Request& r) {
         ++qp.counters.duplicate_request;
         for (const auto& saved : qp.resp.atomic_results) {
             if (saved.psn != r.psn) continue;
+            drop_superseded_answers(qp, r.psn);
             queue_atomic_ack(qp, r.t, saved.psn, saved.orig, saved.msn);
             return Step::Done;
         }
@@ -374,6 +375,7 @@ Responder::Step Responder::execute_read(QpContext& qp, Request& r, bool repeated
         qp.resp.epsn = psn_add(r.psn, n);
     }
     job.msn = qp.resp.msn;
+    if (repeated) drop_superseded_answers(qp, r.psn);
     qp.resp.read_jobs.push_back(std::move(job));
     m_w.tx.kick(qp, tr.ready);
     return Step::Done;
@@ -453,6 +455,25 @@ Responder::Step Responder::invalidate_rkey(QpContext& qp, Request& r) {
                                                   << to_string(res.status));
     fail(qp, r.t, packet::kNakInvalidRequest, CqeStatus::RemoteInvalidRequest, r.psn, std::nullopt);
     return Step::Done;
+}
+
+// A READ or atomic asked again means the requester went back to its PSN
+// and asks again for everything after it: answers still queued for that
+// PSN or later go unsent, as the adapter's one response context per READ
+// starts over. Sent anyway, a repeated READ's answer would queue behind
+// older copies of later ones, which the requester takes as lost answers
+// (implied NAK) and goes back again, for ever; and ACKs wait behind them.
+void Responder::drop_superseded_answers(QpContext& qp, std::uint32_t psn) {
+    auto& jobs = qp.resp.read_jobs;
+    const std::uint32_t mtu = qp.qpc.path_mtu;
+    const auto before = jobs.size();
+    jobs.erase(std::remove_if(jobs.begin(), jobs.end(),
+                              [&](const ReadResponseJob& j) {
+                                  const std::uint32_t n = j.atomic || j.length == 0 ? 1 : (j.length + mtu - 1) / mtu;
+                                  return psn_diff(psn_add(j.first_psn, n - 1), psn) >= 0;
+                              }),
+               jobs.end());
+    counter("read_answers_dropped") += before - jobs.size();
 }
 
 void Responder::queue_atomic_ack(QpContext& qp, sim::Tick ready, std::uint32_t psn, std::uint64_t orig,

@@ -66,6 +66,8 @@ private:
     Step invalidate_rkey(QpContext& qp, Request& r);
     // The ATOMIC ACKNOWLEDGE goes out in order behind earlier responses.
     void queue_atomic_ack(QpContext& qp, sim::Tick ready, std::uint32_t psn, std::uint64_t orig, std::uint32_t msn);
+    // Drops queued answers a READ or atomic asked again at psn supersedes.
+    void drop_superseded_answers(QpContext& qp, std::uint32_t psn);
     void acknowledge(QpContext& qp, Request& r);
 
     // Sends an ACK or NAK, behind any READ responses still to go.

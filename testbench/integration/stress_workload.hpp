@@ -1374,6 +1374,8 @@ inline Outcome run_plan(const Plan& plan) {
     cfg.insert(cfg.end(), plan.shape.extra.begin(), plan.shape.extra.end());
     // UD: a datagram is one packet of up to the port's MTU.
     if (plan.type() == IBV_QPT_UD) cfg.emplace_back("port.max_mtu", std::to_string(plan.mtu_bytes()));
+    // HCASIM_STRESS_LOG=debug: the model's log of a replayed seed.
+    if (const char* level = env("HCASIM_STRESS_LOG")) cfg.emplace_back("sim.log_level", level);
     o.run = run_pair(cfg, prog, prog);
     o.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!o.run.ok) o.errors.push_back("run failed: " + o.run.error);
