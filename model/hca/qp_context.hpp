@@ -151,6 +151,7 @@ struct TransmitState {
     sim::Tick last_wire_end = 0;    // ... and on the wire
     bool scheduled = false;         // in the scheduler's ring
     bool context_held = false;      // the send side keeps the QP context on chip
+    bool responded_last = false;    // the QP's last packet was a response: requests have the next turn
 };
 
 // The responder's state of the inbound request stream.

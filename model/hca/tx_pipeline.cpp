@@ -43,9 +43,23 @@ bool TxPipeline::has_work(const QpContext& qp) const {
     return m_responses->has_work(qp) || m_requests->has_work(qp);
 }
 
+// A QP that both answers and asks takes turns: a response, then a request,
+// when both wait. Answers alone first would starve the QP's own requests
+// behind a peer's long READs, and their ACK timers would run out.
 bool TxPipeline::produce(QpContext& qp, sim::Tick now) {
-    if (m_responses->has_work(qp)) return m_responses->produce(qp, now);
-    return m_requests->produce(qp, now);
+    const bool answer = m_responses->has_work(qp);
+    const bool ask = m_requests->has_work(qp);
+    if (answer && (!ask || !qp.tx.responded_last)) {
+        qp.tx.responded_last = true;
+        return m_responses->produce(qp, now);
+    }
+    if (!ask) return false;
+    qp.tx.responded_last = false;
+    if (m_requests->produce(qp, now)) return true;
+    // The request could not go (a fence, max_rd_atomic, an RNR wait): the answer does.
+    if (!answer) return false;
+    qp.tx.responded_last = true;
+    return m_responses->produce(qp, now);
 }
 
 void TxPipeline::pump() {

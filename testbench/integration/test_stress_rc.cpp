@@ -68,6 +68,27 @@ TEST_CASE("an ack timeout resends a long write from its first unacknowledged pac
     CHECK(o.run.num("timeouts.n0") + o.run.num("timeouts.n1") > 0);
 }
 
+// Two seeds of the reads-and-atomics case over lossy links (found over 300
+// seeds, at MTU 256). Seed 10246: a READ asked again many times had an answer
+// queued per asking; ACKs waited behind them until the peer's ACK timer ran
+// out eight times. A repeated READ now restarts the answer instead, and each
+// answer packet in order counts as progress. Seed 10239: the QP's answers to
+// the peer's long READs went out before its own requests every turn, and its
+// requests starved until their ACK timer ran out eight times; a QP now takes
+// turns between answering and asking.
+TEST_CASE("repeated reads over lossy links neither bury the acks nor starve the qp's own requests", "[lossy][atomic]") {
+    for (const std::uint64_t seed : {10246u, 10239u}) {
+        Shape shape;
+        shape.reads_atomics = true;
+        shape.extra = {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}};
+        shape.timeout = 6;
+        const Plan plan = make_plan(seed, shape);
+        const Outcome o = run_plan(plan);
+        INFO(plan.describe() << ":" << joined(o.errors));
+        CHECK(o.errors.empty());
+    }
+}
+
 TEST_CASE("random rc traffic through three transmit and three receive packet engines, over links that drop 1% of "
           "packets, delivers every byte and every completion exactly once",
           "[stress][engines]") {
