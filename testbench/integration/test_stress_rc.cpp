@@ -185,6 +185,29 @@ TEST_CASE("random rc traffic with reads and atomics over links that drop and cor
     run_seeds(shape, 10201, 4);
 }
 
+// The same plan run twice: identical completions at identical times (a hash
+// of every polled completion and when it was polled), counters and end time,
+// here with READs, atomics, the extended verbs and lossy links together.
+TEST_CASE("the same rc random plan with reads, atomics and the extended verbs over lossy links run twice gives "
+          "identical records",
+          "[stress][determinism][atomic][lossy]") {
+    Shape shape;
+    shape.reads_atomics = true;
+    shape.extended_verbs = true;
+    shape.max_qps = 5;
+    shape.extra = {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}};
+    shape.timeout = 6;
+    const Plan plan = make_plan(10301, shape);
+    const Outcome a = run_plan(plan);
+    const Outcome b = run_plan(plan);
+    INFO(plan.describe() << joined(a.errors) << joined(b.errors));
+    REQUIRE(a.errors.empty());
+    REQUIRE(b.errors.empty());
+    CHECK(a.run.num("polled.n0") > 0);
+    CHECK(a.run.num("lost.n0") > 0);
+    CHECK(a.run.kv == b.run.kv);
+}
+
 // Long mode (hidden: run it by its tag): the same four configurations on 16
 // to 32 QPs with longer streams, HCASIM_STRESS_SEEDS seeds each (25 if unset).
 TEST_CASE("random rc traffic on 16 to 32 qps delivers every byte and every completion on both dma engines (long mode)",
