@@ -68,6 +68,19 @@ TEST_CASE("an ack timeout resends a long write from its first unacknowledged pac
     CHECK(o.run.num("timeouts.n0") + o.run.num("timeouts.n1") > 0);
 }
 
+TEST_CASE("random rc traffic with reads and atomics through three packet engines each way and context caches of a "
+          "few entries, over links that drop 1% of packets, delivers every byte and answer exactly once",
+          "[stress][atomic][engines][context_cache]") {
+    // Answers and requests of many QPs out of each other's order through the
+    // engines, contexts missing at both ends, resends and re-asked READs.
+    Shape shape;
+    shape.reads_atomics = true;
+    shape.extra = {{"hca.tx_engines", "3"}, {"hca.rx_engines", "3"}, {"hca.qpc_cache_entries", "3"},
+                   {"hca.cqc_cache_entries", "1"}, {"fault.drop", "0.01"}};
+    shape.timeout = 6;
+    run_seeds(shape, 10401, 4);
+}
+
 // Two seeds of the reads-and-atomics case over lossy links (found over 300
 // seeds, at MTU 256). Seed 10246: a READ asked again many times had an answer
 // queued per asking; ACKs waited behind them until the peer's ACK timer ran
