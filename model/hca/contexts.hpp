@@ -225,6 +225,8 @@ struct ReadResponseJob {
 
 inline constexpr std::uint32_t kPsnMask = 0xffffff;
 inline std::uint32_t psn_add(std::uint32_t a, std::uint32_t b) { return (a + b) & kPsnMask; }
+// Packets (and PSNs) a message of len bytes takes at this MTU: one when empty.
+inline std::uint32_t packets_for(std::uint32_t len, std::uint32_t mtu) { return len == 0 ? 1 : (len + mtu - 1) / mtu; }
 // Signed distance b - a in 24-bit PSN space.
 inline std::int32_t psn_diff(std::uint32_t b, std::uint32_t a) {
     std::int32_t d = static_cast<std::int32_t>((b - a) & kPsnMask);

@@ -14,8 +14,6 @@ namespace {
 
 std::uint8_t op(Opcode o) { return static_cast<std::uint8_t>(o); }
 
-std::uint32_t packets_for(std::uint32_t len, std::uint32_t mtu) { return len == 0 ? 1 : (len + mtu - 1) / mtu; }
-
 // The RC opcode of a packet of a SEND or RDMA WRITE by its place in the message.
 Opcode request_opcode(WqeOpcode wop, bool first, bool last) {
     const bool imm = wop == WqeOpcode::SendImm || wop == WqeOpcode::RdmaWriteImm;

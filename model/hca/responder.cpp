@@ -371,8 +371,7 @@ Responder::Step Responder::execute_read(QpContext& qp, Request& r, bool repeated
     job.first_psn = r.psn;
     if (!repeated) {
         qp.resp.msn = psn_add(qp.resp.msn, 1);
-        const std::uint32_t n = reth.dma_len == 0 ? 1 : (reth.dma_len + qp.qpc.path_mtu - 1) / qp.qpc.path_mtu;
-        qp.resp.epsn = psn_add(r.psn, n);
+        qp.resp.epsn = psn_add(r.psn, packets_for(reth.dma_len, qp.qpc.path_mtu));
     }
     job.msn = qp.resp.msn;
     if (repeated) drop_superseded_answers(qp, r.psn);
@@ -465,11 +464,10 @@ Responder::Step Responder::invalidate_rkey(QpContext& qp, Request& r) {
 // (implied NAK) and goes back again, for ever; and ACKs wait behind them.
 void Responder::drop_superseded_answers(QpContext& qp, std::uint32_t psn) {
     auto& jobs = qp.resp.read_jobs;
-    const std::uint32_t mtu = qp.qpc.path_mtu;
     const auto before = jobs.size();
     jobs.erase(std::remove_if(jobs.begin(), jobs.end(),
                               [&](const ReadResponseJob& j) {
-                                  const std::uint32_t n = j.atomic || j.length == 0 ? 1 : (j.length + mtu - 1) / mtu;
+                                  const std::uint32_t n = j.atomic ? 1 : packets_for(j.length, qp.qpc.path_mtu);
                                   return psn_diff(psn_add(j.first_psn, n - 1), psn) >= 0;
                               }),
                jobs.end());

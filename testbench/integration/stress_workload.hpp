@@ -116,6 +116,8 @@ inline bool is_atomic(Op op) { return op == Op::FetchAdd || op == Op::CmpSwap; }
 // READs and atomics: the sender's pieces are where the answer lands, and
 // Msg::dst is in the receiver's region what is read or operated on.
 inline bool is_fetch(Op op) { return op == Op::Read || is_atomic(op); }
+// WRITEs and READs: Msg::dst is the peer's area the WR names (wr.rdma).
+inline bool is_rdma(Op op) { return is_write(op) || op == Op::Read; }
 
 struct Area {
     std::size_t off;  // in the region
@@ -183,6 +185,7 @@ struct Plan {
     std::vector<Stream> streams;
 
     ibv_qp_type type() const { return shape.qp_type; }
+    bool fetches() const { return shape.reads_atomics && type() == IBV_QPT_RC; }  // READs and atomics planned
     std::uint32_t mtu_bytes() const { return 128u << static_cast<int>(mtu); }
 
     std::size_t messages() const {
@@ -294,7 +297,7 @@ inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
     static const ibv_mtu mtus[] = {IBV_MTU_4096, IBV_MTU_4096, IBV_MTU_2048, IBV_MTU_1024, IBV_MTU_256};
     p.mtu = mtus[r.below(5)];
     const bool rc = shape.qp_type == IBV_QPT_RC, ud = shape.qp_type == IBV_QPT_UD;
-    const bool fetches = rc && shape.reads_atomics;
+    const bool fetches = p.fetches();
     if (fetches) {
         static const std::uint8_t depths[] = {1, 2, 4, 8, 16};
         p.rd_atomic = depths[SplitMix64{mix(seed, 3)}.below(5)];
@@ -353,8 +356,7 @@ inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
                         m.swap = fr.next();
                         if (match) cell = m.swap;
                     }
-                }
-                if (!is_atomic(m.op)) {
+                } else {
                     m.size = ud ? draw_datagram_size(sr, p.mtu_bytes()) : draw_size(sr, shape.max_size);
                     if (!rc && !ud && sr.chance(4)) m.size = 0;  // UC: empty messages too
                     const int src_sges = static_cast<int>(sr.range(1, 4));
@@ -376,7 +378,7 @@ inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
                     m.src = r.src;
                     m.pattern = r.pattern;
                 }
-                if (is_write(m.op) || m.op == Op::Read) m.dst = place(sr, dst, m.size);
+                if (is_rdma(m.op)) m.dst = place(sr, dst, m.size);
                 if (consumes_recv(m.op)) {
                     Recv rv;
                     rv.msg = j;
@@ -646,7 +648,7 @@ private:
                 x.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
                 if (m_plan.type() != IBV_QPT_UD)
                     x.send_ops_flags |= IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
-                if (m_plan.type() == IBV_QPT_RC && m_plan.shape.reads_atomics)
+                if (m_plan.fetches())
                     x.send_ops_flags |= IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
                                         IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP;
                 qp = ibv_create_qp_ex(m_ctx, &x);
@@ -687,13 +689,13 @@ private:
                 const std::size_t grh = m_plan.type() == IBV_QPT_UD ? kGrhArea : 0;
                 for (const Msg& m : s.msgs) {
                     const auto data = pattern(m.size, m.pattern);
-                    if (is_write(m.op) || m.op == Op::Read) put_payload(r.dst.want.data(), {m.dst}, data);
+                    if (is_rdma(m.op)) put_payload(r.dst.want.data(), {m.dst}, data);
                     else if (m.recv >= 0) put_payload(r.dst.want.data(), s.recvs[static_cast<std::size_t>(m.recv)].sges, data, grh);
                     // What a READ reads is there from the start, and stays.
                     if (m.op == Op::Read) put_payload(r.dst.buf, {m.dst}, data);
                 }
                 int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-                if (m_plan.shape.reads_atomics && m_plan.type() == IBV_QPT_RC) {
+                if (m_plan.fetches()) {
                     access |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
                     std::memcpy(r.dst.buf + s.cell.off, &s.cell_first, 8);
                     std::memcpy(r.dst.want.data() + s.cell.off, &s.cell_last, 8);
@@ -720,7 +722,7 @@ private:
         c.timeout = static_cast<std::uint8_t>(m_plan.shape.timeout);
         c.mtu = m_plan.mtu;
         c.qp_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-        if (m_plan.shape.reads_atomics) c.qp_access |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+        if (m_plan.fetches()) c.qp_access |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
         c.max_rd_atomic = m_plan.rd_atomic;
         for (int q = 0; q < m_plan.qps; ++q) {
             const auto peer = m_h.get_value<Published>("stress/" + std::to_string(1 - m_me) + "/" + std::to_string(q));
@@ -878,7 +880,7 @@ private:
             w.send_flags = (m.signaled ? unsigned(IBV_SEND_SIGNALED) : 0u) | (m.inline_data ? unsigned(IBV_SEND_INLINE) : 0u) |
                            (m.fence ? unsigned(IBV_SEND_FENCE) : 0u);
             if (has_imm(m.op)) w.imm_data = m.imm;
-            if (is_write(m.op) || m.op == Op::Read) {
+            if (is_rdma(m.op)) {
                 w.wr.rdma.remote_addr = t.raddr + m.dst.off;
                 w.wr.rdma.rkey = t.rkey;
             }
@@ -1039,9 +1041,10 @@ private:
                 std::memcpy(&v, got.data(), 8);
                 os << ", its buffer holds " << v << ", not the original value " << f.original;
             } else {
-                const auto d = std::mismatch(got.begin(), got.end(), want.begin()).first - got.begin();
-                os << ", " << std::count_if(got.begin(), got.end(), [&, k = std::size_t{0}](std::uint8_t b) mutable { return b != want[k++]; })
-                   << " of the bytes read differ, the first at byte " << d;
+                std::size_t differ = 0, first = got.size();
+                for (std::size_t k = got.size(); k-- > 0;)
+                    if (got[k] != want[k]) ++differ, first = k;
+                os << ", " << differ << " of the bytes read differ, the first at byte " << first;
             }
             error(os.str());
         }
@@ -1393,6 +1396,19 @@ inline std::string joined(const std::vector<std::string>& v) {
     std::string s;
     for (const auto& e : v) s += "\n  " + e;
     return s;
+}
+
+// Runs plan twice and checks that both runs are clean and recorded the same:
+// every completion at the same time with the same fields (the hash of what
+// was polled), the same counters and end time. Returns the first run.
+inline Outcome run_twice_alike(const Plan& plan) {
+    const Outcome a = run_plan(plan);
+    const Outcome b = run_plan(plan);
+    INFO(plan.describe() << joined(a.errors) << joined(b.errors));
+    REQUIRE(a.errors.empty());
+    REQUIRE(b.errors.empty());
+    CHECK(a.run.kv == b.run.kv);
+    return a;
 }
 
 // Runs every seed in its own child and checks each; a failure names the
