@@ -52,7 +52,7 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Host
       m_fetch("wqe_fetch", m_p, {*this, *m_dma, m_descriptors, m_srqs, *this, m_tx}),
       m_completer("completer", m_p, {*this, m_tx, *m_dma, *this, *this}),
       m_requester("requester", m_p, {m_tx, m_completer, m_fetch, m_translation, *m_dma}),
-      m_responder("responder", m_p, {m_tx, m_fetch, m_translation, *m_dma, *this, *this, m_srqs}),
+      m_responder("responder", m_p, {m_tx, m_fetch, m_translation, *m_dma, *this, *this, m_srqs, *this}),
       m_mcast("multicast", cfg, m_p.core_clock_mhz, {*this, m_responder}),
       m_rx("rx_pipeline", m_p, {*this, m_responder, m_completer, bus, m_ports, m_migration}),
       m_doorbell("doorbell_unit", m_p, {*this, bus, m_fetch, m_descriptors, m_completion, *this, m_tx}) {

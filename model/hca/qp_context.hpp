@@ -182,6 +182,10 @@ struct ResponderState {
     bool ack_deferred = false;
     std::uint8_t deferred_syndrome = 0;
     std::uint32_t deferred_psn = 0;
+    // A request failed behind READ responses still to be sent: they go
+    // first, then its NAK, and the QP enters the error state with the NAK;
+    // meanwhile it takes no further request.
+    bool error_deferred = false;
     // An XRC target's current message: the SRQ its first packet named, that
     // SRQ's CQ and the protection domain of the memory it may touch.
     std::uint32_t xrc_srqn = 0;

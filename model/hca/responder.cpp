@@ -47,6 +47,10 @@ void Responder::handle(QpContext& qp, const packet::Parsed& p, const packet::Pac
 }
 
 Responder::Step Responder::check_state(QpContext& qp, Request& r) {
+    if (qp.resp.error_deferred) {
+        counter("dropped_after_error")++;
+        return Step::Done;
+    }
     if (qp.qpc.state == QpState::Rtr || qp.qpc.state == QpState::Rts || qp.qpc.state == QpState::Sqd || qp.qpc.state == QpState::Sqe) {
         if (!qp.resp.comm_established) {
             // IBA 11.6.3: the first request a connected QP receives while in
@@ -525,10 +529,7 @@ bool Responder::produce(QpContext& qp, sim::Tick now) {
         qp.resp.read_jobs.pop_front();
         counter("atomic_acks")++;
         m_w.tx.launch(qp, std::move(pkt), ready);
-        if (qp.resp.read_jobs.empty() && qp.resp.ack_deferred) {
-            qp.resp.ack_deferred = false;
-            m_w.tx.send_ack(qp, now, qp.resp.deferred_syndrome, qp.resp.deferred_psn);
-        }
+        release_held_ack(qp, now);
         return true;
     }
     const std::uint32_t mtu = qp.qpc.path_mtu;
@@ -552,11 +553,42 @@ bool Responder::produce(QpContext& qp, sim::Tick now) {
     (*m_n_read_response_packets)++;
     if (last) qp.resp.read_jobs.pop_front();
     m_w.tx.launch(qp, std::move(pkt), data);
-    if (qp.resp.read_jobs.empty() && qp.resp.ack_deferred) {
-        qp.resp.ack_deferred = false;
-        m_w.tx.send_ack(qp, now, qp.resp.deferred_syndrome, qp.resp.deferred_psn);
-    }
+    release_held_ack(qp, now);
     return true;
+}
+
+// The ACK or NAK held behind the READ responses goes once the last of them
+// has; with a NAK for a failed request the QP then enters the error state
+// (scheduled, not from inside the transmit pipeline's turn).
+void Responder::release_held_ack(QpContext& qp, sim::Tick now) {
+    if (!qp.resp.read_jobs.empty() || !qp.resp.ack_deferred) return;
+    qp.resp.ack_deferred = false;
+    m_w.tx.send_ack(qp, now, qp.resp.deferred_syndrome, qp.resp.deferred_psn);
+    if (!qp.resp.error_deferred) return;
+    const std::uint32_t qpn = qp.qpn;
+    at(now, [this, qpn]() {
+        QpContext* q = m_w.qps.working_state(qpn);
+        if (!q || !q->resp.error_deferred) return;
+        q->resp.error_deferred = false;
+        m_w.errors.enter_error(*q, sim::now_ps());
+    });
+}
+
+// A failed request's NAK, and the error state it puts the QP in: at once,
+// or, when READ responses to earlier requests are still to be sent, after
+// them (IBA 9.7.5.1: responses leave in PSN order; a NAK ahead of them
+// would tell the requester its READs were done without their data).
+void Responder::nak_and_enter_error(QpContext& qp, sim::Tick t, std::uint8_t nak_code, std::uint32_t psn) {
+    if (qp.resp.read_jobs.empty()) {
+        m_w.tx.send_ack(qp, t, packet::kAethNak | nak_code, psn);
+        m_w.errors.enter_error(qp, t);
+        return;
+    }
+    counter("naks_held_behind_reads")++;
+    qp.resp.ack_deferred = true;
+    qp.resp.deferred_syndrome = packet::kAethNak | nak_code;
+    qp.resp.deferred_psn = psn;
+    qp.resp.error_deferred = true;
 }
 
 void Responder::complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed& p, CqeStatus status, bool rdma_imm,
@@ -633,11 +665,9 @@ void Responder::fail(QpContext& qp, sim::Tick t, std::uint8_t nak_code, CqeStatu
         qp.resp.recv_in_progress = false;
         qp.resp.write_in_progress = false;
         if (qp.qpc.vi == ViReliability::Unreliable) return;
-        m_w.tx.send_ack(qp, t, packet::kAethNak | nak_code, psn);
-        m_w.errors.enter_error(qp, t);
+        nak_and_enter_error(qp, t, nak_code, psn);
         return;
     }
-    m_w.tx.send_ack(qp, t, packet::kAethNak | nak_code, psn);
     if (recv_status != CqeStatus::Success && !qp.fetch.rq_cache.empty()) {
         packet::Parsed none;
         none.h.lrh.slid = qp.qpc.dlid;
@@ -649,7 +679,7 @@ void Responder::fail(QpContext& qp, sim::Tick t, std::uint8_t nak_code, CqeStatu
                                          : nak_code == packet::kNakRemoteAccessError ? AsyncEventType::QpAccessError
                                                                                      : AsyncEventType::QpRequestError,
                                          qp.qpn});
-    m_w.errors.enter_error(qp, t);
+    nak_and_enter_error(qp, t, nak_code, psn);
 }
 
 }  // namespace hcasim::hca

@@ -30,6 +30,7 @@ public:
         CompletionWriter& completions;
         QpErrorHandler& errors;
         SrqTable& srqs;
+        QpTable& qps;
     };
     Responder(const sc_core::sc_module_name& name, const HcaParams& p, Wiring w);
 
@@ -72,6 +73,8 @@ private:
 
     // Sends an ACK or NAK, behind any READ responses still to go.
     void respond(QpContext& qp, sim::Tick t, std::uint8_t syndrome, std::uint32_t psn);
+    void release_held_ack(QpContext& qp, sim::Tick now);
+    void nak_and_enter_error(QpContext& qp, sim::Tick t, std::uint8_t nak_code, std::uint32_t psn);
     // Ends a responder-side error: NAK to the requester, CQE for the
     // receive WQE if one was in use, QP to error.
     // ib_event: the affiliated event of an RC QP when not the one the NAK

@@ -333,7 +333,8 @@ TEST_CASE("responder on its own: sends, sequence errors, duplicates, RNR and a f
         StubCompletions cq;
         StubErrors err;
         StubSrqs srqs;
-        Responder resp("responder", p, {tx, fetch, tr, dma, cq, err, srqs});
+        StubQps qps;
+        Responder resp("responder", p, {tx, fetch, tr, dma, cq, err, srqs, qps});
         packet::PacketPool pool;
         auto deliver = [&](QpContext& qp, std::uint8_t opcode, std::uint32_t psn, std::vector<std::uint8_t> data,
                            std::optional<packet::AtomicEth> atomic = std::nullopt) {
