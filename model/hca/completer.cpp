@@ -214,7 +214,7 @@ bool Completer::implied_nak(QpContext& qp, const SendWork& answered, sim::Tick t
     return false;
 }
 
-void Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
+bool Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
     // An ACK past every PSN acknowledged before is forward progress even
     // inside a multi-packet message: the transport retry counter counts
     // retries without progress, so a long message on a lossy link is not
@@ -237,7 +237,7 @@ void Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
                     if (progress) restart_ack_timer(qp, t);
                     retire(qp, t);
                     m_requester->rewind(qp, w.first_psn, t);
-                    return;
+                    return true;
                 }
                 break;
             }
@@ -252,20 +252,30 @@ void Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {
         progressed(qp, t);
     }
     retire(qp, t);
+    return false;
 }
 
 void Completer::fail_wqe(QpContext& qp, std::uint32_t psn, CqeStatus status, sim::Tick t) {
-    ack_received(qp, psn_add(psn, kPsnMask), t);
+    // A NAK past a READ or atomic still missing part of its answer (lost on
+    // the way, though the responder sent it before the NAK) cannot complete
+    // that READ: it is asked again, and the NAK is dropped, as rxe drops a
+    // response past an unanswered READ. A responder that failed meanwhile
+    // answers no more, and the READ ends with the transport retry error.
+    if (ack_received(qp, psn_add(psn, kPsnMask), t)) return;
     if (qp.qpc.state == QpState::Err) return;
     for (auto& w : qp.req.send_q) {
-        if (!w.started) break;
+        if (!w.sent) break;
         const std::int32_t d = psn_diff(psn, w.first_psn);
         if (d >= 0 && d < static_cast<std::int32_t>(w.npsn)) {
+            // Failed, even if a rewind has it waiting to go out again: it
+            // retires with its error once the requester has passed it.
             w.error = status;
             w.acked = true;
             retire(qp, t);
             return;
         }
+        // One being asked again already (a rewind had it waiting to go out).
+        if (d > 0 && is_read_or_atomic(w.op) && !w.acked) return;
     }
     m_w.errors.enter_error(qp, t);
 }

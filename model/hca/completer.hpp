@@ -52,7 +52,9 @@ private:
     bool implied_nak(QpContext& qp, const SendWork& answered, sim::Tick t);
     void release_read_resource(QpContext& qp, const SendWork& w);
     // Every WQE up to and including psn is acknowledged.
-    void ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t);
+    // True when it found an earlier READ or atomic without its answer and
+    // asked it again (an implied NAK).
+    bool ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t);
     void fail_wqe(QpContext& qp, std::uint32_t psn, CqeStatus status, sim::Tick t);
     void restart_ack_timer(QpContext& qp, sim::Tick t);
     // Forward progress: both retry counters full again, the ACK timer from now.

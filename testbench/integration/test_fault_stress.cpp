@@ -114,6 +114,7 @@ struct FPlan {
     std::uint64_t seed = 0;
     ibv_mtu mtu = IBV_MTU_4096;
     bool atomics = false;  // each QP has a cell on node 1 for its atomics
+    bool lossy = false;    // links drop and corrupt 1 % of packets
     std::vector<FQp> qps;
     std::size_t bytes0 = 0, bytes1 = 0;  // buffer sizes; node 1's ends with kZone
     std::string describe() const {
@@ -124,7 +125,7 @@ struct FPlan {
         }
         std::ostringstream os;
         os << "seed " << seed << " (" << qps.size() << " QPs, " << wrs << " work requests, " << faults
-           << " bad, MTU " << (128 << mtu) << ")";
+           << " bad, MTU " << (128 << mtu) << (lossy ? ", lossy links" : "") << ")";
         return os.str();
     }
 };
@@ -271,24 +272,59 @@ struct Expect {
     std::size_t wr;  // the work request it reports (for messages)
 };
 
-// The completions node 0's send queue of QP q gives, in order.
-std::vector<Expect> send_expectations(const FQp& q, std::size_t qi) {
-    std::vector<Expect> out;
-    for (std::size_t j = 0; j < q.wrs.size(); ++j) {
-        const int jj = static_cast<int>(j);
-        ibv_wc_status st = IBV_WC_SUCCESS;
-        if (q.fault != Fault::None && jj == q.at)
-            st = q.fault == Fault::LocalKey                                          ? IBV_WC_LOC_PROT_ERR
-                 : q.fault == Fault::RecvTooSmall || q.fault == Fault::Misaligned ? IBV_WC_REM_INV_REQ_ERR
-                                                                                  : IBV_WC_REM_ACCESS_ERR;
-        else if (q.bad_before(jj))
-            st = IBV_WC_WR_FLUSH_ERR;  // flushed, signaled or not
-        else if (!q.wrs[j].signaled)
-            continue;
-        out.push_back({send_id(qi, j), st, j});
-    }
-    return out;
+// The status the bad request of q completes with.
+ibv_wc_status fault_status(const FQp& q) {
+    return q.fault == Fault::LocalKey                                            ? IBV_WC_LOC_PROT_ERR
+           : q.fault == Fault::RecvTooSmall || q.fault == Fault::Misaligned ? IBV_WC_REM_INV_REQ_ERR
+                                                                            : IBV_WC_REM_ACCESS_ERR;
 }
+
+// Node 0's send queue of one QP, followed completion by completion: the
+// signaled requests before the first that fails succeed, then one fails,
+// then every later one, signaled or not, is flushed in order. The first to
+// fail is the bad one with its status; over lossy links, where the NAK that
+// tells of it may be lost and the responder, in the error state, answers
+// nothing more, it may instead be the bad one or one before it whose ACK
+// was lost too, with IBV_WC_RETRY_EXC_ERR (the responder executed it all
+// the same).
+struct SendQueueCheck {
+    const FQp* q = nullptr;
+    bool lossy = false;
+    std::size_t next = 0;    // the first request not yet accounted for
+    int failed = -1;         // the first that failed
+    std::size_t ok_upto = 0; // requests known done: [0, ok_upto)
+    bool finished() const { return next == q->wrs.size(); }
+    // Empty when the completion of request j with status st is right.
+    std::string take(std::size_t j, ibv_wc_status st) {
+        auto says = [&](const char* what) {
+            return std::string(what) + " (" + ibv_wc_status_str(st) + ", the next unaccounted request " + std::to_string(next) + ")";
+        };
+        if (j < next || j >= q->wrs.size()) return says("a completion out of order");
+        if (failed >= 0) {
+            if (st != IBV_WC_WR_FLUSH_ERR || j != next) return says("after a failure every request must be flushed in order");
+            ++next;
+            return "";
+        }
+        for (std::size_t k = next; k < j; ++k)
+            if (q->wrs[k].signaled) return says("a signaled request was passed over");
+        const int jj = static_cast<int>(j);
+        if (st == IBV_WC_SUCCESS) {
+            if (!q->wrs[j].signaled) return says("an unsignaled request reported success");
+            if (q->bad_before(jj)) return says("the bad request or one after it succeeded");
+            next = ok_upto = j + 1;
+            return "";
+        }
+        const bool as_planned = jj == q->at && st == fault_status(*q);
+        const bool retries_out = lossy && q->fault != Fault::None && q->fault != Fault::LocalKey && jj <= q->at &&
+                                 st == IBV_WC_RETRY_EXC_ERR;
+        if (!as_planned && !retries_out)
+            return says(jj == q->at ? "the bad request failed otherwise" : "a request failed that should not have");
+        failed = jj;
+        ok_upto = j;
+        next = j + 1;
+        return "";
+    }
+};
 
 // The completions node 1's receive queue of QP q gives, in order. After a
 // bad gather the responder hears of nothing: the receives of the requests
@@ -422,6 +458,7 @@ SideOptions side_options(const FPlan& p, std::size_t bytes) {
 ConnOptions conn_options(const FPlan& p) {
     ConnOptions c;
     c.mtu = p.mtu;
+    if (p.lossy) c.timeout = 6;  // 262 us: a lost NAK costs the retries, 2 ms
     if (p.atomics) c.qp_access |= IBV_ACCESS_REMOTE_ATOMIC;
     return c;
 }
@@ -433,11 +470,9 @@ void requester(const FPlan& p, Host& h, Record& rec) {
     s.connect("f", 1, conn_options(p));
     h.barrier("posted");
     const std::size_t nq = p.qps.size();
-    std::vector<std::vector<Expect>> expect(nq);
-    for (std::size_t q = 0; q < nq; ++q) expect[q] = send_expectations(p.qps[q], q);
-    std::vector<std::size_t> posted(nq, 0), seen(nq, 0);
-    // done[q]: the requests of QP q known complete (through a signaled one).
-    std::vector<std::size_t> done(nq, 0);
+    std::vector<SendQueueCheck> check(nq);
+    for (std::size_t q = 0; q < nq; ++q) check[q] = SendQueueCheck{&p.qps[q], p.lossy};
+    std::vector<std::size_t> posted(nq, 0);
     const std::vector<std::uint8_t> mine = pattern(p.bytes0, pattern0(p));
     const std::vector<std::uint8_t> peer = pattern(p.bytes1, pattern1(p));
     std::vector<std::vector<std::uint64_t>> cells;
@@ -489,26 +524,30 @@ void requester(const FPlan& p, Host& h, Record& rec) {
                 std::size_t q = nq;
                 for (std::size_t k = 0; k < nq; ++k)
                     if (s.qps[k]->qp_num == c.qp_num) q = k;
-                if (q == nq || seen[q] == expect[q].size()) {
+                const std::size_t j = c.wr_id & 0xffffffffu;
+                if (q == nq || (c.wr_id >> 32) != q || j >= p.qps[q].wrs.size()) {
                     err("a completion no request asked for: wr_id " + std::to_string(c.wr_id) + ", status " + ibv_wc_status_str(c.status));
                     continue;
                 }
-                const Expect& e = expect[q][seen[q]++];
-                const FWr& w = p.qps[q].wrs[e.wr];
-                if (c.wr_id != e.wr_id || c.status != e.status) {
-                    err(where(p, q, e.wr) + ": completion wr_id " + std::to_string(c.wr_id) + " " + ibv_wc_status_str(c.status) +
-                        ", want " + std::to_string(e.wr_id) + " " + ibv_wc_status_str(e.status));
+                const std::string wrong = check[q].take(j, c.status);
+                if (!wrong.empty()) {
+                    err(where(p, q, j) + ": " + wrong);
                     continue;
                 }
+                const FWr& w = p.qps[q].wrs[j];
                 if (c.status == IBV_WC_SUCCESS && (w.op == FOp::Read || is_atomic(w.op)) && c.byte_len != w.len)
-                    err(where(p, q, e.wr) + ": completion byte_len " + std::to_string(c.byte_len));
-                done[q] = e.wr + 1;
+                    err(where(p, q, j) + ": completion byte_len " + std::to_string(c.byte_len));
             }
         }
     };
-    auto all = [&](const std::vector<std::size_t>& v, bool completions) {
+    auto all_posted = [&]() {
         for (std::size_t q = 0; q < nq; ++q)
-            if (v[q] < (completions ? expect[q].size() : p.qps[q].wrs.size())) return false;
+            if (posted[q] < p.qps[q].wrs.size()) return false;
+        return true;
+    };
+    auto all_accounted = [&]() {
+        for (const auto& c : check)
+            if (!c.finished()) return false;
         return true;
     };
     // A QP may post its next request unless that is a bad gather and the
@@ -516,11 +555,11 @@ void requester(const FPlan& p, Host& h, Record& rec) {
     auto may_post = [&](std::size_t q) {
         const FQp& fq = p.qps[q];
         if (posted[q] == fq.wrs.size()) return false;
-        return !(fq.fault == Fault::LocalKey && static_cast<int>(posted[q]) == fq.at && done[q] < posted[q]);
+        return !(fq.fault == Fault::LocalKey && static_cast<int>(posted[q]) == fq.at && check[q].ok_upto < posted[q]);
     };
     SplitMix64 r{p.seed ^ 0xfa17};
     const sim::Tick end = h.now() + us(kLimitUs);
-    while (!all(posted, false) && h.now() < end) {
+    while (!all_posted() && h.now() < end) {
         std::size_t q = r.below(nq);
         std::size_t tries = 0;
         while (!may_post(q) && tries++ < nq) q = (q + 1) % nq;
@@ -532,22 +571,32 @@ void requester(const FPlan& p, Host& h, Record& rec) {
         for (std::uint64_t k = r.range(1, 5); k > 0 && may_post(q); --k) post(q);
         if (r.chance(40)) reap();
     }
-    while (!all(seen, true) && h.now() < end) {
+    while (!all_accounted() && h.now() < end) {
         reap();
         h.sleep(200 * sim::kPsPerNs);
     }
     for (std::size_t q = 0; q < nq; ++q)
-        if (seen[q] < expect[q].size())
-            err("QP " + std::to_string(q) + ": " + std::to_string(seen[q]) + " of " + std::to_string(expect[q].size()) +
-                " send completions (" + std::to_string(posted[q]) + " of " + std::to_string(p.qps[q].wrs.size()) + " posted)");
+        if (!check[q].finished())
+            err("QP " + std::to_string(q) + ": the completions account for " + std::to_string(check[q].next) + " of " +
+                std::to_string(p.qps[q].wrs.size()) + " requests (" + std::to_string(posted[q]) + " posted)");
     h.barrier("completed");
     reap();  // nothing more may come
-    // Node 0's buffer: its pattern, with what each successful READ brought.
+    // Node 0's buffer: its pattern, with what each successful READ and
+    // atomic brought. Those the responder executed but whose answer the
+    // requester gave up on (a transport retry error before the bad request)
+    // may have brought some or all of it.
     std::vector<std::uint8_t> want = mine;
+    std::vector<bool> defined(want.size(), true);
     for (std::size_t q = 0; q < nq; ++q)
         for (std::size_t j = 0; j < p.qps[q].wrs.size(); ++j) {
             const FWr& w = p.qps[q].wrs[j];
             if (p.qps[q].bad_before(static_cast<int>(j))) continue;
+            if (check[q].failed >= 0 && static_cast<int>(j) >= check[q].failed) {
+                if (w.op == FOp::Read || is_atomic(w.op))
+                    for (const auto& pc : w.local)
+                        std::fill(defined.begin() + static_cast<long>(pc.off), defined.begin() + static_cast<long>(pc.off + pc.len), false);
+                continue;
+            }
             if (is_atomic(w.op)) {
                 std::memcpy(want.data() + w.local[0].off, &cells[q][j], 8);  // the original value
                 continue;
@@ -561,7 +610,7 @@ void requester(const FPlan& p, Host& h, Record& rec) {
         }
     g_plan = &p;
     g_node = 0;
-    compare(err, "node 0's buffer", s.buf, want, std::vector<bool>(want.size(), true));
+    compare(err, "node 0's buffer", s.buf, want, defined);
     const auto events = take_events(s);
     if (!events.empty()) err("node 0 asynchronous events:" + events_text(events) + ", want none");
     err.write();
@@ -701,14 +750,16 @@ void responder(const FPlan& p, Host& h, Record& rec) {
 
 RunResult run_fault_plan(const FPlan& p, const char* dma) {
     Overrides cfg{{"hca.dma.impl", dma}};
+    if (p.lossy) cfg.insert(cfg.end(), {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}});
     if (const char* level = std::getenv("HCASIM_STRESS_LOG")) cfg.emplace_back("sim.log_level", level);
     return run_pair(
         cfg, [&p](Host& h, Record& rec) { requester(p, h, rec); }, [&p](Host& h, Record& rec) { responder(p, h, rec); });
 }
 
-void run_fault_seeds(std::uint64_t first, int normal, const char* dma) {
+void run_fault_seeds(std::uint64_t first, int normal, const char* dma, bool lossy = false) {
     for (std::uint64_t seed : stress::seeds(first, normal)) {
-        const FPlan p = make_plan(seed);
+        FPlan p = make_plan(seed);
+        p.lossy = lossy;
         if (std::getenv("HCASIM_STRESS_DUMP"))
             for (std::size_t q = 0; q < p.qps.size(); ++q)
                 for (std::size_t j = 0; j < p.qps[q].wrs.size(); ++j) std::printf("%s\n", where(p, q, j).c_str());
@@ -749,4 +800,14 @@ TEST_CASE("a request that fails behind reads still being answered is nak'ed afte
         CHECK(r.num("node0.errors") == 0);
         CHECK(r.num("node1.errors") == 0);
     }
+}
+
+// Over lossy links the requester may give up on the bad request, or on one
+// before it, with IBV_WC_RETRY_EXC_ERR when the NAK is lost (the responder,
+// in the error state, answers no resend); everything else is as without
+// losses: the responder's side exactly, every other QP exactly.
+TEST_CASE("random rc traffic with bad work requests over links that drop and corrupt 1% of packets fails only those "
+          "qps and loses nothing else",
+          "[stress][errors][lossy]") {
+    run_fault_seeds(11201, 4, "systemc", true);
 }

@@ -423,7 +423,7 @@ TEST_CASE("completer on its own: ACKs retire in order, an RNR NAK rewinds, a NAK
         for (int i = 0; i < 3; ++i) {
             SendWork w = send_wqe(WqeOpcode::Send, 0x1000, 100);
             w.wqe_index = static_cast<std::uint16_t>(i);
-            w.started = w.fully_sent = true;
+            w.started = w.sent = w.fully_sent = true;
             w.first_psn = 100 + static_cast<std::uint32_t>(i);
             w.npsn = 1;
             qp.req.send_q.push_back(w);
