@@ -28,6 +28,10 @@
 // shows. A request posted right after a gather error would race with the
 // error (IB leaves its outcome open), so the bad gather is posted only once
 // the requests before it on its QP are complete.
+//
+// Over lossy links the requester may learn of the bad request as a transport
+// retry error instead (see SendQueueCheck). UC QPs take several bad requests
+// each and go on after them (see make_uc_plan).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -91,6 +95,7 @@ struct FWr {
     std::uint32_t imm = 0;
     std::uint64_t operand = 0;  // FETCH_AND_ADD: what it adds; CMP_AND_SWP: what it swaps in
     bool cas_match = false;     // CMP_AND_SWP: compares with the cell's value (else with another)
+    Fault bad = Fault::None;    // UC: this request is bad, and the QP goes on after it
 };
 
 struct FRecv {
@@ -106,6 +111,10 @@ struct FQp {
     int at = -1;           // the bad work request
     std::size_t cell = 0;  // node 1: the 8 bytes this QP's atomics work on
     bool bad_before(int j) const { return fault != Fault::None && j >= at; }
+    // How request j is bad: the RC QP's bad request, or a UC request of its own.
+    Fault fault_at(std::size_t j) const { return static_cast<int>(j) == at ? fault : wrs[j].bad; }
+    // Request j is carried out in full at the responder.
+    bool executed(std::size_t j) const { return !bad_before(static_cast<int>(j)) && wrs[j].bad == Fault::None; }
 };
 
 constexpr std::size_t kZone = 32 * 1024;  // the end of node 1's buffer: only out-of-range requests aim there
@@ -113,6 +122,7 @@ constexpr std::size_t kZone = 32 * 1024;  // the end of node 1's buffer: only ou
 struct FPlan {
     std::uint64_t seed = 0;
     ibv_mtu mtu = IBV_MTU_4096;
+    ibv_qp_type type = IBV_QPT_RC;
     bool atomics = false;  // each QP has a cell on node 1 for its atomics
     bool lossy = false;    // links drop and corrupt 1 % of packets
     std::vector<FQp> qps;
@@ -121,10 +131,11 @@ struct FPlan {
         int faults = 0, wrs = 0;
         for (const auto& q : qps) {
             faults += q.fault != Fault::None;
+            for (const auto& w : q.wrs) faults += w.bad != Fault::None;
             wrs += static_cast<int>(q.wrs.size());
         }
         std::ostringstream os;
-        os << "seed " << seed << " (" << qps.size() << " QPs, " << wrs << " work requests, " << faults
+        os << "seed " << seed << " (" << (type == IBV_QPT_UC ? "UC, " : "") << qps.size() << " QPs, " << wrs << " work requests, " << faults
            << " bad, MTU " << (128 << mtu) << (lossy ? ", lossy links" : "") << ")";
         return os.str();
     }
@@ -236,6 +247,56 @@ FPlan make_plan(std::uint64_t seed, bool atomics = true) {
     return p;
 }
 
+// UC: SENDs, WRITEs and WRITEs with immediate data, about one in seven of
+// them bad (a WRITE with an invalid rkey or past the region, a SEND longer
+// than its receive). A UC responder drops a bad WRITE without a word, and a
+// WRITE with immediate data dropped so takes no receive: the next message
+// that needs one gets it. The requester learns of nothing and goes on.
+FPlan make_uc_plan(std::uint64_t seed) {
+    SplitMix64 r{seed * 0x9e3779b97f4a7c15ull + 23};
+    FPlan p;
+    p.seed = seed;
+    p.type = IBV_QPT_UC;
+    p.mtu = static_cast<ibv_mtu>(r.range(IBV_MTU_256, IBV_MTU_4096));
+    p.qps.resize(r.range(2, 8));
+    std::size_t c0 = r.below(64), c1 = r.below(64);
+    for (auto& q : p.qps) {
+        const int n = static_cast<int>(r.range(4, 24));
+        for (int j = 0; j < n; ++j) {
+            FWr w;
+            const std::uint64_t c = r.below(100);
+            w.op = c < 45 ? FOp::Send : c < 75 ? FOp::Write : FOp::WriteImm;
+            if (r.chance(15))
+                w.bad = w.op == FOp::Send ? Fault::RecvTooSmall : r.chance(50) ? Fault::RemoteKey : Fault::RemoteBounds;
+            w.len = draw_len(r);
+            if (w.bad == Fault::RecvTooSmall || w.bad == Fault::RemoteBounds) w.len = std::max(w.len, 2u);
+            w.local = place(r, c0, w.len, 3);
+            if (w.op != FOp::Send) {
+                c1 += r.below(40);
+                w.remote = c1;
+                c1 += w.len;
+            }
+            w.imm = static_cast<std::uint32_t>(r.next());
+            w.signaled = r.chance(70);
+            if (w.op == FOp::Send || (w.op == FOp::WriteImm && w.bad == Fault::None)) {
+                FRecv rv;
+                rv.wr = j;
+                std::uint32_t room = w.op == FOp::Send ? w.len + (r.chance(30) ? static_cast<std::uint32_t>(r.range(1, 64)) : 0) : 0;
+                if (w.bad == Fault::RecvTooSmall) room = static_cast<std::uint32_t>(r.range(1, w.len - 1));
+                if (room > 0) rv.pieces = place(r, c1, room, 3);
+                rv.room = room;
+                w.recv = static_cast<int>(q.recvs.size());
+                q.recvs.push_back(rv);
+            }
+            q.wrs.push_back(w);
+        }
+        q.wrs.back().signaled = true;
+    }
+    p.bytes0 = (c0 + 64 + 4095) / 4096 * 4096;
+    p.bytes1 = (c1 + 64 + 4095) / 4096 * 4096 + kZone;
+    return p;
+}
+
 std::uint64_t send_id(std::size_t q, std::size_t j) { return (std::uint64_t(q) << 32) | j; }
 std::uint64_t recv_id(std::size_t q, std::size_t k) { return (std::uint64_t(1) << 62) | (std::uint64_t(q) << 32) | k; }
 
@@ -260,6 +321,7 @@ std::string where(const FPlan& p, std::size_t q, std::size_t j) {
     std::ostringstream os;
     os << "QP " << q << " WR " << j << " (" << fop_name(w.op) << ", " << w.len << " B, " << w.local.size() << " pieces"
        << (w.signaled ? "" : ", unsignaled");
+    if (w.bad != Fault::None) os << ", bad: " << fault_name(w.bad);
     if (fq.fault != Fault::None) os << "; " << fault_name(fq.fault) << " at WR " << fq.at;
     os << ")";
     return os.str();
@@ -333,7 +395,7 @@ std::vector<Expect> recv_expectations(const FQp& q, std::size_t qi, std::uint32_
     std::vector<Expect> out;
     for (std::size_t k = 0; k < q.recvs.size(); ++k) {
         const int j = q.recvs[k].wr;
-        ibv_wc_status st = IBV_WC_SUCCESS;
+        ibv_wc_status st = q.wrs[static_cast<std::size_t>(j)].bad == Fault::RecvTooSmall ? IBV_WC_LOC_LEN_ERR : IBV_WC_SUCCESS;
         if (q.bad_before(j)) {
             if (q.fault == Fault::LocalKey) break;
             // The receive a bad request consumes reports what was wrong
@@ -451,6 +513,7 @@ SideOptions side_options(const FPlan& p, std::size_t bytes) {
     o.max_send_wr = 64;
     o.max_recv_wr = 64;
     o.cq_depth = 1024;
+    o.qp_type = p.type;
     if (p.atomics) o.access |= IBV_ACCESS_REMOTE_ATOMIC;
     return o;
 }
@@ -460,6 +523,7 @@ ConnOptions conn_options(const FPlan& p) {
     c.mtu = p.mtu;
     if (p.lossy) c.timeout = 6;  // 262 us: a lost NAK costs the retries, 2 ms
     if (p.atomics) c.qp_access |= IBV_ACCESS_REMOTE_ATOMIC;
+    if (p.type == IBV_QPT_UC) c.qp_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
     return c;
 }
 
@@ -485,12 +549,11 @@ void requester(const FPlan& p, Host& h, Record& rec) {
         for (const auto& pc : w.local) sges.push_back(s.sge(pc.off, pc.len));
         std::uint64_t raddr = s.remote_addr + w.remote;
         std::uint32_t rkey = s.remote_rkey;
-        if (static_cast<int>(j) == fq.at) {
-            if (fq.fault == Fault::LocalKey) sges[static_cast<std::size_t>(w.imm % sges.size())].lkey ^= 0x5500;
-            if (fq.fault == Fault::RemoteKey) rkey ^= 0x7700;
-            if (fq.fault == Fault::RemoteBounds) raddr = s.remote_addr + p.bytes1 - (is_atomic(w.op) ? 0 : w.len / 2);
-            if (fq.fault == Fault::Misaligned) raddr += 4;
-        }
+        const Fault f = fq.fault_at(j);
+        if (f == Fault::LocalKey) sges[static_cast<std::size_t>(w.imm % sges.size())].lkey ^= 0x5500;
+        if (f == Fault::RemoteKey) rkey ^= 0x7700;
+        if (f == Fault::RemoteBounds) raddr = s.remote_addr + p.bytes1 - (is_atomic(w.op) ? 0 : w.len / 2);
+        if (f == Fault::Misaligned) raddr += 4;
         if (is_atomic(w.op)) {
             ibv_send_wr wr{};
             wr.wr_id = send_id(q, j);
@@ -697,8 +760,9 @@ void responder(const FPlan& p, Host& h, Record& rec) {
         for (std::size_t j = 0; j < fq.wrs.size(); ++j) {
             const FWr& w = fq.wrs[j];
             const int jj = static_cast<int>(j);
-            const bool ok = !fq.bad_before(jj);
-            const bool cut_off = jj == fq.at && (fq.fault == Fault::LocalKey || fq.fault == Fault::RecvTooSmall);
+            const bool ok = fq.executed(j);
+            const bool cut_off = (jj == fq.at && (fq.fault == Fault::LocalKey || fq.fault == Fault::RecvTooSmall)) ||
+                                 w.bad == Fault::RecvTooSmall;
             if (w.op == FOp::Write || w.op == FOp::WriteImm) {
                 if (ok) {
                     const auto bytes = gathered(peer, w);
@@ -756,9 +820,9 @@ RunResult run_fault_plan(const FPlan& p, const char* dma) {
         cfg, [&p](Host& h, Record& rec) { requester(p, h, rec); }, [&p](Host& h, Record& rec) { responder(p, h, rec); });
 }
 
-void run_fault_seeds(std::uint64_t first, int normal, const char* dma, bool lossy = false) {
+void run_fault_seeds(std::uint64_t first, int normal, const char* dma, bool lossy = false, bool uc = false) {
     for (std::uint64_t seed : stress::seeds(first, normal)) {
-        FPlan p = make_plan(seed);
+        FPlan p = uc ? make_uc_plan(seed) : make_plan(seed);
         p.lossy = lossy;
         if (std::getenv("HCASIM_STRESS_DUMP"))
             for (std::size_t q = 0; q < p.qps.size(); ++q)
@@ -810,4 +874,13 @@ TEST_CASE("random rc traffic with bad work requests over links that drop and cor
           "qps and loses nothing else",
           "[stress][errors][lossy]") {
     run_fault_seeds(11201, 4, "systemc", true);
+}
+
+// UC: the bad requests are dropped by the responder (a too-long SEND
+// completes its receive with IBV_WC_LOC_LEN_ERR), the sender completes them
+// all successfully, and every other message on the same QP and on the
+// others arrives intact.
+TEST_CASE("random uc traffic with bad work requests drops exactly those and delivers every other message intact",
+          "[stress][errors][uc]") {
+    run_fault_seeds(11301, 6, "systemc", false, true);
 }
