@@ -108,6 +108,57 @@ TEST_CASE("kvip_rdma_read_of_memory_without_rdma_read_raises_rdmar_prot_at_the_t
     CHECK(r.num("target.state") == KVIP_STATE_ERROR);
 }
 
+// The target answers an RDMA read of 64 KiB over many packets; the RDMA
+// write posted right behind it, into memory the target does not let be
+// written, fails there while the read's answer is still going out. The
+// answer goes first, then the NAK: the read completes with every byte and
+// the write with the protection error.
+TEST_CASE("kvip_an_rdma_write_that_fails_behind_an_rdma_read_still_being_answered_leaves_the_read_its_data",
+          "[kvipl][s3.8][errors]") {
+    constexpr std::size_t kRead = 64 * 1024;
+    const auto r = run_pair(
+        {},
+        [](Host& h, Record& rec) {
+            ViOptions o;
+            o.data_bytes = 2 * kRead;
+            ViEnd e(o);
+            dial(h, e, 1);
+            const auto raddr = h.get_value<std::uint64_t>("srv/addr");
+            const auto rmh = h.get_value<KVIP_MEM_HANDLE>("srv/mh");
+            KvipPostSend(e.vi, e.rdma(0, KVIP_CONTROL_OP_RDMAREAD, 0, kRead, raddr, rmh), e.desc_mh);
+            KvipPostSend(e.vi, e.rdma(1, KVIP_CONTROL_OP_RDMAWRITE, kRead, 100, raddr + kRead, rmh), e.desc_mh);
+            KVIP_DESCRIPTOR* got = nullptr;
+            rec.num("read", e.wait_done(false, &got, h));
+            rec.num("read_status", got ? got->CS.Status : 0);
+            std::vector<std::uint8_t> want(kRead);
+            fill_pattern(want.data(), want.size(), 8);
+            rec.bytes("read_data", e.data, want.data(), want.size());
+            rec.num("write", e.wait_done(false, &got, h));
+            rec.num("write_status", got ? got->CS.Status : 0);
+            h.barrier("end");
+        },
+        [](Host& h, Record& rec) {
+            ViOptions o;
+            o.data_bytes = 2 * kRead;
+            ViEnd e(o);
+            fill_pattern(e.data, kRead, 8);
+            KVIP_MEM_ATTRIBUTES ma{e.ptag, KVIP_FALSE, KVIP_TRUE};  // read, but not written
+            KvipSetMemAttributes(e.nic, e.data, e.data_mh, &ma);
+            e.publish(h, "srv");
+            serve(h, e);
+            next_error(h, e, rec, "target", 50);
+            h.barrier("end");
+        });
+    HCASIM_REQUIRE_RUN(r);
+    CHECK(r.num("read") == KVIP_SUCCESS);
+    CHECK(r.unum("read_status") == (KVIP_STATUS_DONE | KVIP_STATUS_OP_RDMA_READ));
+    CHECK(r.num("read_data.mismatch") == -1);
+    CHECK(r.num("write") == KVIP_DESCRIPTOR_ERROR);
+    CHECK(r.unum("write_status") == (KVIP_STATUS_DONE | KVIP_STATUS_RDMA_PROT_ERROR | KVIP_STATUS_OP_RDMA_WRITE));
+    CHECK(r.num("target.code") == KVIP_ERROR_RDMAW_PROT);
+    CHECK(r.num("target.state") == KVIP_STATE_ERROR);
+}
+
 TEST_CASE("kvip_send_to_an_empty_receive_queue_breaks_a_reliable_vi_but_not_an_unreliable_one", "[kvipl][s3.8]") {
     for (KVIP_RELIABILITY_LEVEL rel : {KVIP_SERVICE_RELIABLE_DELIVERY, KVIP_SERVICE_UNRELIABLE}) {
         const auto r = run_pair(

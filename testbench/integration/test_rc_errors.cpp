@@ -881,3 +881,49 @@ TEST_CASE("rdma write to a QP the peer does not have completes with IBV_WC_RETRY
     REQUIRE(r.num("completions") == 1);
     CHECK(r.num("wc.status") == IBV_WC_RETRY_EXC_ERR);
 }
+
+TEST_CASE("an rdma write that fails behind an rdma read still being answered leaves the read its data",
+          "[integration][errors]") {
+    // The responder answers a 64 KiB READ over many packets; the WRITE with
+    // a bad rkey posted right behind it fails there while the answer is
+    // still going out. The answer goes first, then the NAK.
+    constexpr std::uint32_t kRead = 64 * 1024;
+    const auto r = run_pair(
+        {},
+        [](Host& h, Record& rec) {
+            Side s(h, {});
+            s.connect("e", 1);
+            h.barrier("ready");
+            rec.num("post_read", s.post_send(s.qps[0], IBV_WR_RDMA_READ, {s.sge(0, kRead)}, IBV_SEND_SIGNALED, 1,
+                                             s.remote_addr, s.remote_rkey));
+            rec.num("post_write", s.post_send(s.qps[0], IBV_WR_RDMA_WRITE, {s.sge(kRead, 100)}, IBV_SEND_SIGNALED, 2,
+                                              s.remote_addr + kRead, s.remote_rkey ^ 0x7700));
+            const auto w = s.poll(s.send_cq, 2);
+            rec.num("completions", w.size());
+            for (std::size_t i = 0; i < w.size(); ++i) rec.wc("c" + std::to_string(i), w[i]);
+            std::vector<std::uint8_t> want(kRead);
+            fill_pattern(want.data(), want.size(), 9);
+            rec.bytes("read_data", s.buf, want.data(), want.size());
+            h.barrier("done");
+            s.close();
+        },
+        [](Host& h, Record& rec) {
+            Side s(h, {});
+            s.connect("e", 0);
+            fill_pattern(s.buf, kRead, 9);
+            h.barrier("ready");
+            record_async_event(s, rec, "event");
+            h.barrier("done");
+            s.close();
+        });
+    HCASIM_REQUIRE_RUN(r);
+    CHECK(r.num("post_read") == 0);
+    CHECK(r.num("post_write") == 0);
+    REQUIRE(r.num("completions") == 2);
+    CHECK(r.unum("c0.wr_id") == 1);
+    CHECK(r.num("c0.status") == IBV_WC_SUCCESS);
+    CHECK(r.num("read_data.mismatch") == -1);
+    CHECK(r.unum("c1.wr_id") == 2);
+    CHECK(r.num("c1.status") == IBV_WC_REM_ACCESS_ERR);
+    CHECK(r.num("event.type") == IBV_EVENT_QP_ACCESS_ERR);
+}
