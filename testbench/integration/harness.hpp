@@ -137,6 +137,23 @@ private:
     std::map<std::string, std::string> m_kv;
 };
 
+// What a program found wrong, for the test to check: <side>.errors counts
+// it and <side>.first_errors holds the first few, for the failure's message.
+struct ErrorTally {
+    ErrorTally(Record& r, std::string s) : rec(r), side(std::move(s)) {}
+    Record& rec;
+    std::string side;
+    int n = 0;
+    std::string first;
+    void operator()(const std::string& e) {
+        if (n++ < 6) first += " | " + e;
+    }
+    void write() {
+        rec.num(side + ".errors", n);
+        rec.set(side + ".first_errors", first);
+    }
+};
+
 struct RunResult {
     bool ok = false;    // the child finished and no program failed
     std::string error;  // why not

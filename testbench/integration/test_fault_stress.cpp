@@ -163,6 +163,39 @@ std::vector<Piece> place(SplitMix64& r, std::size_t& cursor, std::uint32_t len, 
     return out;
 }
 
+// The rest of request j of q once its operation is drawn: its size (at
+// least 2 bytes when it is to run past the region or overflow its receive),
+// its pieces, its remote range, immediate data, signalling and the receive
+// it takes (when it takes one; a too-short one lacks at least a byte).
+void draw_request(SplitMix64& r, FQp& q, FWr& w, int j, Fault f, bool takes_recv, std::size_t& c0, std::size_t& c1) {
+    w.len = draw_len(r);
+    if (f == Fault::RecvTooSmall || f == Fault::RemoteBounds) w.len = std::max(w.len, 2u);
+    w.local = place(r, c0, w.len, 3);
+    if (w.op != FOp::Send) {
+        c1 += r.below(40);
+        w.remote = c1;
+        c1 += w.len;
+    }
+    w.imm = static_cast<std::uint32_t>(r.next());
+    w.signaled = r.chance(70);
+    if (!takes_recv) return;
+    FRecv rv;
+    rv.wr = j;
+    // A SEND's receive has room to spare now and then.
+    std::uint32_t room = w.op == FOp::Send ? w.len + (r.chance(30) ? static_cast<std::uint32_t>(r.range(1, 64)) : 0) : 0;
+    if (f == Fault::RecvTooSmall) room = static_cast<std::uint32_t>(r.range(1, w.len - 1));
+    if (room > 0) rv.pieces = place(r, c1, room, 3);
+    rv.room = room;
+    w.recv = static_cast<int>(q.recvs.size());
+    q.recvs.push_back(rv);
+}
+
+// Whole pages past the last piece on each node; node 1's end with kZone.
+void size_buffers(FPlan& p, std::size_t c0, std::size_t c1) {
+    p.bytes0 = (c0 + 64 + 4095) / 4096 * 4096;
+    p.bytes1 = (c1 + 64 + 4095) / 4096 * 4096 + kZone;
+}
+
 // Plans without atomics are the plans of the seeds the RTL case first
 // failed, kept for their regression test.
 FPlan make_plan(std::uint64_t seed, bool atomics = true) {
@@ -213,27 +246,7 @@ FPlan make_plan(std::uint64_t seed, bool atomics = true) {
                 q.wrs.push_back(w);
                 continue;
             }
-            w.len = draw_len(r);
-            if (j == q.at && (q.fault == Fault::RecvTooSmall || q.fault == Fault::RemoteBounds)) w.len = std::max(w.len, 2u);
-            w.local = place(r, c0, w.len, 3);
-            if (w.op != FOp::Send) {
-                c1 += r.below(40);
-                w.remote = c1;
-                c1 += w.len;
-            }
-            w.imm = static_cast<std::uint32_t>(r.next());
-            w.signaled = r.chance(70);
-            if (w.op == FOp::Send || w.op == FOp::WriteImm) {
-                FRecv rv;
-                rv.wr = j;
-                // A SEND's receive has room to spare now and then; a too-short one lacks at least a byte.
-                std::uint32_t room = w.op == FOp::Send ? w.len + (r.chance(30) ? static_cast<std::uint32_t>(r.range(1, 64)) : 0) : 0;
-                if (j == q.at && q.fault == Fault::RecvTooSmall) room = static_cast<std::uint32_t>(r.range(1, w.len - 1));
-                if (room > 0) rv.pieces = place(r, c1, room, 3);
-                rv.room = room;
-                w.recv = static_cast<int>(q.recvs.size());
-                q.recvs.push_back(rv);
-            }
+            draw_request(r, q, w, j, j == q.at ? q.fault : Fault::None, w.op == FOp::Send || w.op == FOp::WriteImm, c0, c1);
             q.wrs.push_back(w);
         }
         // The bad request always reports; so does the last, and the one
@@ -242,8 +255,7 @@ FPlan make_plan(std::uint64_t seed, bool atomics = true) {
         if (q.fault == Fault::LocalKey && q.at > 0) q.wrs[static_cast<std::size_t>(q.at - 1)].signaled = true;
         q.wrs.back().signaled = true;
     }
-    p.bytes0 = (c0 + 64 + 4095) / 4096 * 4096;
-    p.bytes1 = (c1 + 64 + 4095) / 4096 * 4096 + kZone;
+    size_buffers(p, c0, c1);
     return p;
 }
 
@@ -268,52 +280,17 @@ FPlan make_uc_plan(std::uint64_t seed) {
             w.op = c < 45 ? FOp::Send : c < 75 ? FOp::Write : FOp::WriteImm;
             if (r.chance(15))
                 w.bad = w.op == FOp::Send ? Fault::RecvTooSmall : r.chance(50) ? Fault::RemoteKey : Fault::RemoteBounds;
-            w.len = draw_len(r);
-            if (w.bad == Fault::RecvTooSmall || w.bad == Fault::RemoteBounds) w.len = std::max(w.len, 2u);
-            w.local = place(r, c0, w.len, 3);
-            if (w.op != FOp::Send) {
-                c1 += r.below(40);
-                w.remote = c1;
-                c1 += w.len;
-            }
-            w.imm = static_cast<std::uint32_t>(r.next());
-            w.signaled = r.chance(70);
-            if (w.op == FOp::Send || (w.op == FOp::WriteImm && w.bad == Fault::None)) {
-                FRecv rv;
-                rv.wr = j;
-                std::uint32_t room = w.op == FOp::Send ? w.len + (r.chance(30) ? static_cast<std::uint32_t>(r.range(1, 64)) : 0) : 0;
-                if (w.bad == Fault::RecvTooSmall) room = static_cast<std::uint32_t>(r.range(1, w.len - 1));
-                if (room > 0) rv.pieces = place(r, c1, room, 3);
-                rv.room = room;
-                w.recv = static_cast<int>(q.recvs.size());
-                q.recvs.push_back(rv);
-            }
+            draw_request(r, q, w, j, w.bad, w.op == FOp::Send || (w.op == FOp::WriteImm && w.bad == Fault::None), c0, c1);
             q.wrs.push_back(w);
         }
         q.wrs.back().signaled = true;
     }
-    p.bytes0 = (c0 + 64 + 4095) / 4096 * 4096;
-    p.bytes1 = (c1 + 64 + 4095) / 4096 * 4096 + kZone;
+    size_buffers(p, c0, c1);
     return p;
 }
 
 std::uint64_t send_id(std::size_t q, std::size_t j) { return (std::uint64_t(q) << 32) | j; }
 std::uint64_t recv_id(std::size_t q, std::size_t k) { return (std::uint64_t(1) << 62) | (std::uint64_t(q) << 32) | k; }
-
-struct Errors {
-    Errors(Record& r, std::string s) : rec(r), side(std::move(s)) {}
-    Record& rec;
-    std::string side;
-    int n = 0;
-    std::string first;
-    void operator()(const std::string& e) {
-        if (n++ < 6) first += " | " + e;
-    }
-    void write() {
-        rec.num(side + ".errors", n);
-        rec.set(side + ".first_errors", first);
-    }
-};
 
 std::string where(const FPlan& p, std::size_t q, std::size_t j) {
     const FQp& fq = p.qps[q];
@@ -471,7 +448,7 @@ std::string what_is(std::size_t off) {
 }
 
 // Compares a node's buffer with what it should hold; where[i] false: any byte.
-void compare(Errors& err, const char* node, const std::uint8_t* got, const std::vector<std::uint8_t>& want,
+void compare(ErrorTally& err, const char* node, const std::uint8_t* got, const std::vector<std::uint8_t>& want,
              const std::vector<bool>& defined) {
     std::size_t bad = 0, first = 0;
     for (std::size_t i = 0; i < want.size(); ++i)
@@ -528,7 +505,7 @@ ConnOptions conn_options(const FPlan& p) {
 }
 
 void requester(const FPlan& p, Host& h, Record& rec) {
-    Errors err(rec, "node0");
+    ErrorTally err(rec, "node0");
     Side s(h, side_options(p, p.bytes0));
     fill_pattern(s.buf, p.bytes0, pattern0(p));
     s.connect("f", 1, conn_options(p));
@@ -682,7 +659,7 @@ void requester(const FPlan& p, Host& h, Record& rec) {
 }
 
 void responder(const FPlan& p, Host& h, Record& rec) {
-    Errors err(rec, "node1");
+    ErrorTally err(rec, "node1");
     Side s(h, side_options(p, p.bytes1));
     fill_pattern(s.buf, p.bytes1, pattern1(p));
     const std::size_t nq = p.qps.size();

@@ -185,22 +185,6 @@ KVIP_ULONG status_of(const ViMsg& m) {
     return KVIP_STATUS_DONE | op | (m.imm ? KVIP_STATUS_IMMEDIATE : 0);
 }
 
-// Errors found in a program: the count and the first few.
-struct Errors {
-    Errors(Record& r, std::string s) : rec(r), side(std::move(s)) {}
-    Record& rec;
-    std::string side;
-    int n = 0;
-    std::string first;
-    void operator()(const std::string& e) {
-        if (n++ < 6) first += " | " + e;
-    }
-    void write() {
-        rec.num(side + ".errors", n);
-        rec.set(side + ".first_errors", first);
-    }
-};
-
 std::string where(int from, std::size_t vi, std::size_t j, const ViMsg& m) {
     std::ostringstream os;
     os << "VI " << vi << " descriptor " << j << " from node " << from << " ("
@@ -228,7 +212,7 @@ constexpr double kLimitUs = 5e6;  // simulated; a lossy run waits out ACK timeou
 // Node 0 connects each VI to node 1.
 void node(const ViPlan& p, int self, Host& h, Record& rec) {
     const int peer_node = 1 - self;
-    Errors err(rec, "node" + std::to_string(self));
+    ErrorTally err(rec, "node" + std::to_string(self));
     const std::size_t n_vis = p.vis.size();
     std::vector<std::unique_ptr<ViEnd>> ends;
     std::vector<std::size_t> in_base(n_vis);  // where the incoming stream's area starts
