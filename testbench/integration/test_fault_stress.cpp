@@ -482,6 +482,16 @@ std::string events_text(const std::map<std::pair<int, long>, int>& m) {
 
 constexpr double kLimitUs = 50000;
 
+// Every completion a node polls, in order, with the simulated time it was
+// polled at, folded into one number: two runs of a plan must agree on it.
+struct CompletionLog {
+    std::uint64_t hash = 1469598103934665603ull;
+    void add(const ibv_wc& c, sim::Tick now) {
+        const std::uint64_t words[] = {c.wr_id, static_cast<std::uint64_t>(c.status), c.byte_len, c.qp_num, now};
+        hash = (hash ^ fnv1a(reinterpret_cast<const std::uint8_t*>(words), sizeof words)) * 1099511628211ull;
+    }
+};
+
 SideOptions side_options(const FPlan& p, std::size_t bytes) {
     SideOptions o;
     o.qps = static_cast<int>(p.qps.size());
@@ -554,6 +564,7 @@ void requester(const FPlan& p, Host& h, Record& rec) {
         const int rc = s.post_send(s.qps[q], op, sges, w.signaled ? unsigned{IBV_SEND_SIGNALED} : 0u, send_id(q, j), raddr, rkey, w.imm);
         if (rc != 0) err(where(p, q, j) + ": ibv_post_send returned " + std::to_string(rc));
     };
+    CompletionLog log;
     auto reap = [&]() {
         ibv_wc wc[16];
         for (;;) {
@@ -561,6 +572,7 @@ void requester(const FPlan& p, Host& h, Record& rec) {
             if (n <= 0) return;
             for (int i = 0; i < n; ++i) {
                 const ibv_wc& c = wc[i];
+                log.add(c, h.now());
                 std::size_t q = nq;
                 for (std::size_t k = 0; k < nq; ++k)
                     if (s.qps[k]->qp_num == c.qp_num) q = k;
@@ -653,6 +665,8 @@ void requester(const FPlan& p, Host& h, Record& rec) {
     compare(err, "node 0's buffer", s.buf, want, defined);
     const auto events = take_events(s);
     if (!events.empty()) err("node 0 asynchronous events:" + events_text(events) + ", want none");
+    rec.num("node0.completions", log.hash);
+    rec.num("node0.end_ps", h.now());
     err.write();
     h.barrier("end");
     s.close();
@@ -683,12 +697,14 @@ void responder(const FPlan& p, Host& h, Record& rec) {
     };
     const sim::Tick end = h.now() + us(kLimitUs);
     ibv_wc wc[16];
+    CompletionLog log;
     auto reap = [&]() {
         for (;;) {
             const int n = ibv_poll_cq(s.recv_cq, 16, wc);
             if (n <= 0) return;
             for (int i = 0; i < n; ++i) {
                 const ibv_wc& c = wc[i];
+                log.add(c, h.now());
                 std::size_t q = nq;
                 for (std::size_t k = 0; k < nq; ++k)
                     if (s.qps[k]->qp_num == c.qp_num) q = k;
@@ -784,6 +800,8 @@ void responder(const FPlan& p, Host& h, Record& rec) {
     }
     const auto events = take_events(s);
     if (events != want_events) err("node 1 asynchronous events:" + events_text(events) + ", want" + events_text(want_events));
+    rec.num("node1.completions", log.hash);
+    rec.num("node1.end_ps", h.now());
     err.write();
     h.barrier("end");
     s.close();
@@ -860,4 +878,16 @@ TEST_CASE("random rc traffic with bad work requests over links that drop and cor
 TEST_CASE("random uc traffic with bad work requests drops exactly those and delivers every other message intact",
           "[stress][errors][uc]") {
     run_fault_seeds(11301, 6, "systemc", false, true);
+}
+
+TEST_CASE("the same plan of bad work requests over lossy links run twice gives identical records",
+          "[stress][errors][determinism]") {
+    FPlan p = make_plan(11202);
+    p.lossy = true;
+    const RunResult a = run_fault_plan(p, "systemc");
+    const RunResult b = run_fault_plan(p, "systemc");
+    HCASIM_REQUIRE_RUN(a);
+    CHECK(a.num("node0.errors") == 0);
+    CHECK(a.kv == b.kv);
+    CHECK(a.num("node0.end_ps") > 0);
 }
