@@ -579,16 +579,12 @@ void Responder::release_held_ack(QpContext& qp, sim::Tick now) {
 // them (IBA 9.7.5.1: responses leave in PSN order; a NAK ahead of them
 // would tell the requester its READs were done without their data).
 void Responder::nak_and_enter_error(QpContext& qp, sim::Tick t, std::uint8_t nak_code, std::uint32_t psn) {
-    if (qp.resp.read_jobs.empty()) {
-        m_w.tx.send_ack(qp, t, packet::kAethNak | nak_code, psn);
+    const bool behind_reads = !qp.resp.read_jobs.empty();
+    respond(qp, t, packet::kAethNak | nak_code, psn);
+    if (behind_reads)
+        qp.resp.error_deferred = true;  // release_held_ack ends it
+    else
         m_w.errors.enter_error(qp, t);
-        return;
-    }
-    counter("naks_held_behind_reads")++;
-    qp.resp.ack_deferred = true;
-    qp.resp.deferred_syndrome = packet::kAethNak | nak_code;
-    qp.resp.deferred_psn = psn;
-    qp.resp.error_deferred = true;
 }
 
 void Responder::complete_recv(QpContext& qp, sim::Tick t, const packet::Parsed& p, CqeStatus status, bool rdma_imm,

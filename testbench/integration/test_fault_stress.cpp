@@ -100,7 +100,6 @@ struct FWr {
 
 struct FRecv {
     std::vector<Piece> pieces;  // on node 1
-    std::uint32_t room = 0;
     int wr = -1;  // the work request that consumes it
 };
 
@@ -185,7 +184,6 @@ void draw_request(SplitMix64& r, FQp& q, FWr& w, int j, Fault f, bool takes_recv
     std::uint32_t room = w.op == FOp::Send ? w.len + (r.chance(30) ? static_cast<std::uint32_t>(r.range(1, 64)) : 0) : 0;
     if (f == Fault::RecvTooSmall) room = static_cast<std::uint32_t>(r.range(1, w.len - 1));
     if (room > 0) rv.pieces = place(r, c1, room, 3);
-    rv.room = room;
     w.recv = static_cast<int>(q.recvs.size());
     q.recvs.push_back(rv);
 }
@@ -423,17 +421,13 @@ std::vector<std::uint8_t> gathered(const std::vector<std::uint8_t>& mem, const F
     return out;
 }
 
-// What a node's byte at offset off belongs to, for a failure's message.
-const FPlan* g_plan = nullptr;
-int g_node = 0;
-std::string what_is(std::size_t off) {
-    if (!g_plan) return "";
-    const FPlan& p = *g_plan;
+// What node's byte at offset off belongs to, for a failure's message.
+std::string what_is(const FPlan& p, int node, std::size_t off) {
     auto in = [off](std::size_t a, std::size_t n) { return off >= a && off < a + n; };
     for (std::size_t q = 0; q < p.qps.size(); ++q)
         for (std::size_t j = 0; j < p.qps[q].wrs.size(); ++j) {
             const FWr& w = p.qps[q].wrs[j];
-            if (g_node == 0) {
+            if (node == 0) {
                 for (const auto& pc : w.local)
                     if (in(pc.off, pc.len)) return " (in " + where(p, q, j) + "'s local piece)";
             } else {
@@ -447,15 +441,33 @@ std::string what_is(std::size_t off) {
     return " (in no request's range)";
 }
 
-// Compares a node's buffer with what it should hold; where[i] false: any byte.
-void compare(ErrorTally& err, const char* node, const std::uint8_t* got, const std::vector<std::uint8_t>& want,
+// Compares node's buffer with what it should hold; defined[i] false: any byte.
+void compare(ErrorTally& err, const FPlan& p, int node, const std::uint8_t* got, const std::vector<std::uint8_t>& want,
              const std::vector<bool>& defined) {
     std::size_t bad = 0, first = 0;
     for (std::size_t i = 0; i < want.size(); ++i)
         if (defined[i] && got[i] != want[i]) {
             if (bad++ == 0) first = i;
         }
-    if (bad > 0) err(std::string(node) + ": " + std::to_string(bad) + " bytes differ, the first at offset " + std::to_string(first) + what_is(first));
+    if (bad > 0)
+        err("node " + std::to_string(node) + "'s buffer: " + std::to_string(bad) + " bytes differ, the first at offset " +
+            std::to_string(first) + what_is(p, node, first));
+}
+
+// Puts the first n bytes of data into pieces of mem, in order.
+void scatter(std::vector<std::uint8_t>& mem, const std::vector<Piece>& pieces, const std::uint8_t* data, std::size_t n) {
+    std::size_t from = 0;
+    for (const auto& pc : pieces) {
+        const std::size_t k = std::min<std::size_t>(pc.len, n - from);
+        std::copy(data + from, data + from + k, mem.begin() + static_cast<long>(pc.off));
+        from += k;
+    }
+}
+
+// Marks pieces as holding whatever arrived.
+void undefine(std::vector<bool>& defined, const std::vector<Piece>& pieces) {
+    for (const auto& pc : pieces)
+        std::fill(defined.begin() + static_cast<long>(pc.off), defined.begin() + static_cast<long>(pc.off + pc.len), false);
 }
 
 // Takes n async events that are already queued and counts them by type and QP.
@@ -644,25 +656,16 @@ void requester(const FPlan& p, Host& h, Record& rec) {
             const FWr& w = p.qps[q].wrs[j];
             if (p.qps[q].bad_before(static_cast<int>(j))) continue;
             if (check[q].failed >= 0 && static_cast<int>(j) >= check[q].failed) {
-                if (w.op == FOp::Read || is_atomic(w.op))
-                    for (const auto& pc : w.local)
-                        std::fill(defined.begin() + static_cast<long>(pc.off), defined.begin() + static_cast<long>(pc.off + pc.len), false);
+                if (w.op == FOp::Read || is_atomic(w.op)) undefine(defined, w.local);
                 continue;
             }
             if (is_atomic(w.op)) {
                 std::memcpy(want.data() + w.local[0].off, &cells[q][j], 8);  // the original value
                 continue;
             }
-            if (w.op != FOp::Read) continue;
-            std::size_t from = w.remote;
-            for (const auto& pc : w.local) {
-                std::copy(peer.begin() + static_cast<long>(from), peer.begin() + static_cast<long>(from + pc.len), want.begin() + static_cast<long>(pc.off));
-                from += pc.len;
-            }
+            if (w.op == FOp::Read) scatter(want, w.local, peer.data() + w.remote, w.len);
         }
-    g_plan = &p;
-    g_node = 0;
-    compare(err, "node 0's buffer", s.buf, want, defined);
+    compare(err, p, 0, s.buf, want, defined);
     const auto events = take_events(s);
     if (!events.empty()) err("node 0 asynchronous events:" + events_text(events) + ", want none");
     rec.num("node0.completions", log.hash);
@@ -746,7 +749,8 @@ void responder(const FPlan& p, Host& h, Record& rec) {
     // SEND put there. A receive that failed (too short, or a SEND cut off by
     // a bad gather) and the range of a WRITE cut off that way hold whatever
     // arrived; nothing else may have changed.
-    std::vector<std::uint8_t> want = pattern(p.bytes1, pattern1(p));
+    const std::vector<std::uint8_t> initial = pattern(p.bytes1, pattern1(p));
+    std::vector<std::uint8_t> want = initial;
     std::vector<bool> defined(want.size(), true);
     for (std::size_t q = 0; q < nq; ++q) {
         const FQp& fq = p.qps[q];
@@ -761,36 +765,27 @@ void responder(const FPlan& p, Host& h, Record& rec) {
                     const auto bytes = gathered(peer, w);
                     std::copy(bytes.begin(), bytes.end(), want.begin() + static_cast<long>(w.remote));
                 } else if (cut_off) {
-                    std::fill(defined.begin() + static_cast<long>(w.remote), defined.begin() + static_cast<long>(w.remote + w.len), false);
+                    undefine(defined, {{w.remote, w.len}});
                 }
             }
             if (w.op == FOp::Send) {
                 const FRecv& rv = fq.recvs[static_cast<std::size_t>(w.recv)];
                 if (ok) {
                     const auto bytes = gathered(peer, w);
-                    std::size_t from = 0;
-                    for (const auto& pc : rv.pieces) {
-                        const std::size_t n = std::min<std::size_t>(pc.len, bytes.size() - from);
-                        std::copy(bytes.begin() + static_cast<long>(from), bytes.begin() + static_cast<long>(from + n), want.begin() + static_cast<long>(pc.off));
-                        from += n;
-                    }
+                    scatter(want, rv.pieces, bytes.data(), bytes.size());
                 } else if (cut_off) {
-                    for (const auto& pc : rv.pieces)
-                        std::fill(defined.begin() + static_cast<long>(pc.off), defined.begin() + static_cast<long>(pc.off + pc.len), false);
+                    undefine(defined, rv.pieces);
                 }
             }
         }
     }
     if (p.atomics) {
-        const std::vector<std::uint8_t> initial = pattern(p.bytes1, pattern1(p));
         for (const auto& fq : p.qps) {
             const std::uint64_t final_value = cell_values(fq, initial).back();
             std::memcpy(want.data() + fq.cell, &final_value, 8);
         }
     }
-    g_plan = &p;
-    g_node = 1;
-    compare(err, "node 1's buffer", s.buf, want, defined);
+    compare(err, p, 1, s.buf, want, defined);
     // One event for each QP a bad request reached.
     std::map<std::pair<int, long>, int> want_events;
     for (std::size_t q = 0; q < nq; ++q) {
