@@ -136,6 +136,12 @@ RemoteProgram::RemoteProgram(const LaunchSpec& spec, host::Driver& driver)
         if (spec.stdout_fd != 1) dup2(spec.stdout_fd, 1);
         if (spec.stderr_fd != 2) dup2(spec.stderr_fd, 2);
         environ = envp.data();
+        // Until the program's client library has a handler for it (it
+        // unblocks it then), the sample signal would kill the program.
+        sigset_t sample;
+        sigemptyset(&sample);
+        sigaddset(&sample, sample_signal());
+        sigprocmask(SIG_BLOCK, &sample, nullptr);
         execvp(argv[0], argv.data());
         const int err = errno;
         [[maybe_unused]] ssize_t w = ::write(status_pipe[1], &err, sizeof err);

@@ -159,11 +159,22 @@ __attribute__((destructor)) void detach() {
     bye.run();
 }
 
+// The simulator's sample signal kills a process that has no handler for it:
+// it is blocked from just before an exec until the new image has installed
+// its handler (a blocked signal stays pending across exec).
+void set_sample_signal_blocked(bool blocked) {
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, sample_signal());
+    sigprocmask(blocked ? SIG_BLOCK : SIG_UNBLOCK, &s, nullptr);
+}
+
 // A process the program started is not the program: it runs outside the
 // simulation, with the host's TSC (the trap is inherited across fork and
 // exec) and no channel.
 void detach_child(int fd) {
     prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
+    set_sample_signal_blocked(false);
     unsetenv(kChannelFdEnv);
     if (fd >= 0) close(fd);
 }
@@ -219,6 +230,9 @@ __attribute__((constructor)) void attach() {
     sample.sa_sigaction = on_sample;
     sample.sa_flags = SA_SIGINFO | SA_RESTART;
     sigaction(sample_signal(), &sample, nullptr);
+    // Blocked across the exec that started this image (for_exec), so that a
+    // sample could not kill it before the handler was there.
+    set_sample_signal_blocked(false);
     prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
     // Tell the simulator who this is.
     Call hello(Op::Hello);
@@ -376,12 +390,16 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t* t, const pt
 
 namespace {
 
+// An exec: the new image starts with the host's TSC and the sample signal
+// blocked; both are as before if the exec fails.
 template <typename F>
-auto with_host_tsc(F run) {
+auto for_exec(F run) {
     if (!g_channel) return run();
     prctl(PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0);
+    set_sample_signal_blocked(true);
     auto r = run();
     const int saved = errno;
+    set_sample_signal_blocked(false);
     prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
     errno = saved;
     return r;
@@ -407,23 +425,23 @@ extern "C" {
 
 __attribute__((visibility("default"))) int execve(const char* path, char* const argv[], char* const envp[]) {
     static auto real = next<int (*)(const char*, char* const[], char* const[])>("execve");
-    return with_host_tsc([&] { return real(path, argv, envp); });
+    return for_exec([&] { return real(path, argv, envp); });
 }
 __attribute__((visibility("default"))) int execv(const char* path, char* const argv[]) {
     static auto real = next<int (*)(const char*, char* const[])>("execv");
-    return with_host_tsc([&] { return real(path, argv); });
+    return for_exec([&] { return real(path, argv); });
 }
 __attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) {
     static auto real = next<int (*)(const char*, char* const[])>("execvp");
-    return with_host_tsc([&] { return real(file, argv); });
+    return for_exec([&] { return real(file, argv); });
 }
 __attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[], char* const envp[]) {
     static auto real = next<int (*)(const char*, char* const[], char* const[])>("execvpe");
-    return with_host_tsc([&] { return real(file, argv, envp); });
+    return for_exec([&] { return real(file, argv, envp); });
 }
 __attribute__((visibility("default"))) int fexecve(int fd, char* const argv[], char* const envp[]) {
     static auto real = next<int (*)(int, char* const[], char* const[])>("fexecve");
-    return with_host_tsc([&] { return real(fd, argv, envp); });
+    return for_exec([&] { return real(fd, argv, envp); });
 }
 __attribute__((visibility("default"))) int execl(const char* path, const char* arg, ...) {
     va_list ap;
@@ -453,7 +471,7 @@ __attribute__((visibility("default"))) int posix_spawn(pid_t* pid, const char* p
                                                       char* const envp[]) {
     static auto real = next<int (*)(pid_t*, const char*, const posix_spawn_file_actions_t*, const posix_spawnattr_t*,
                                     char* const[], char* const[])>("posix_spawn");
-    return with_host_tsc([&] { return real(pid, path, actions, attr, argv, envp); });
+    return for_exec([&] { return real(pid, path, actions, attr, argv, envp); });
 }
 __attribute__((visibility("default"))) int posix_spawnp(pid_t* pid, const char* file,
                                                        const posix_spawn_file_actions_t* actions,
@@ -461,15 +479,15 @@ __attribute__((visibility("default"))) int posix_spawnp(pid_t* pid, const char* 
                                                        char* const envp[]) {
     static auto real = next<int (*)(pid_t*, const char*, const posix_spawn_file_actions_t*, const posix_spawnattr_t*,
                                     char* const[], char* const[])>("posix_spawnp");
-    return with_host_tsc([&] { return real(pid, file, actions, attr, argv, envp); });
+    return for_exec([&] { return real(pid, file, actions, attr, argv, envp); });
 }
 __attribute__((visibility("default"))) int system(const char* command) {
     static auto real = next<int (*)(const char*)>("system");
-    return with_host_tsc([&] { return real(command); });
+    return for_exec([&] { return real(command); });
 }
 __attribute__((visibility("default"))) FILE* popen(const char* command, const char* type) {
     static auto real = next<FILE* (*)(const char*, const char*)>("popen");
-    return with_host_tsc([&] { return real(command, type); });
+    return for_exec([&] { return real(command, type); });
 }
 
 }  // extern "C"
