@@ -17,9 +17,10 @@
 namespace hcasim::remote {
 
 constexpr std::uint32_t kChannelMagic = 0x68636173;  // "hcas"
-constexpr std::uint32_t kChannelVersion = 6;
+constexpr std::uint32_t kChannelVersion = 7;
 constexpr std::uint32_t kSlots = 16;                 // threads of one program that make calls
 constexpr std::size_t kSlotBytes = 256 * 1024;       // arguments or results of one call
+constexpr std::uint32_t kMaxTscReads = 4096;         // TSC reads replaced by ud2 in one program (tsc_reads.hpp)
 
 // The signal by which the simulator asks a running thread where it is
 // (ChannelHeader::sample_*). Not one glibc keeps for itself.
@@ -97,6 +98,12 @@ struct alignas(64) ChannelHeader {
     std::uint64_t sample_ip;
     std::uint64_t sample_digest;
     std::uint64_t tsc_khz;         // the simulated TSC's rate
+    // Where rdtsc does not trap on this host: the addresses of the TSC reads
+    // the simulator replaced by ud2 in the program's code when it attached,
+    // ascending, with each instruction's length (2: rdtsc, 3: rdtscp).
+    std::uint32_t tsc_read_count;
+    std::uint64_t tsc_read_addr[kMaxTscReads];
+    std::uint8_t tsc_read_length[kMaxTscReads];
     std::uint64_t epoch_ns;        // CLOCK_REALTIME at simulated time 0
     std::uint32_t ip_network;      // the IPoIB subnet (host byte order) and its prefix length
     std::uint32_t ip_prefix_len;

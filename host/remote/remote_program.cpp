@@ -1,5 +1,6 @@
 #include "host/remote/remote_program.hpp"
 #include "host/remote/process_sync.hpp"
+#include "host/remote/tsc_reads.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -640,6 +641,29 @@ void RemoteProgram::serve() {
     m_driver.hca().pcie().memory().forget_shared(m_pid);
 }
 
+void RemoteProgram::replace_tsc_reads() {
+    m_channel->tsc_read_count = 0;
+    if (!m_spec.replace_tsc_reads) return;
+    std::string error;
+    std::vector<TscRead> reads = find_tsc_reads(m_pid, m_spec.lib_dir, error);
+    if (reads.size() > kMaxTscReads) {
+        error = std::to_string(reads.size()) + " TSC reads are more than the " + std::to_string(kMaxTscReads) +
+                " it can follow";
+        reads.resize(kMaxTscReads);
+    }
+    if (!error.empty())
+        std::fprintf(stderr, "hcasim: warning: %s: %s may read the host's TSC, not the simulated one\n", error.c_str(),
+                     name().c_str());
+    reads = hcasim::remote::replace_tsc_reads(m_pid, reads);
+    for (std::size_t k = 0; k < reads.size(); ++k) {
+        m_channel->tsc_read_addr[k] = reads[k].addr;
+        m_channel->tsc_read_length[k] = reads[k].length;
+    }
+    m_channel->tsc_read_count = static_cast<std::uint32_t>(reads.size());
+    if (std::FILE* log = sync_log())
+        std::fprintf(log, "%s: %zu TSC reads replaced by ud2\n", name().c_str(), reads.size());
+}
+
 void RemoteProgram::serve_slot(std::uint32_t i) {
     host::bind_current_thread(&m_driver);
     host::bind_current_address_space(m_pid);
@@ -653,7 +677,8 @@ void RemoteProgram::serve_slot(std::uint32_t i) {
         Writer out(reply.data(), reply.size());
         const auto op = static_cast<Op>(s.op);
         if (op == Op::Hello) {
-            // Nothing to do: the program announced itself.
+            // The program announced itself (again, if an image it exec'd).
+            replace_tsc_reads();
         } else if (op == Op::Exit) {
             m_exiting = true;
         } else if (op == Op::Sleep) {

@@ -58,6 +58,9 @@ struct LaunchSpec {
     int node = 0;
     std::string lib_dir;            // the drop-in libraries: libibverbs.so.1, libhcasim_client.so, ...
     std::uint64_t tsc_khz = 0;      // the simulated TSC's rate
+    // Its TSC reads are replaced by ud2 when it attaches (tsc_reads.hpp)
+    // rather than left to trap: where rdtsc does not trap, or on request.
+    bool replace_tsc_reads = false;
     std::uint64_t epoch_ns = 0;     // CLOCK_REALTIME at simulated time 0
     std::uint64_t clock_read_ps = 0;  // what one clock read costs the program
     std::uint64_t spin_cpu_ns = 0;    // CPU time without a call after which it is taken to spin on memory
@@ -133,6 +136,8 @@ public:
 
 private:
     void serve_slot(std::uint32_t i);
+    // Where rdtsc does not trap: the program's TSC reads become ud2 (tsc_reads.hpp).
+    void replace_tsc_reads();
     // What /proc says: every thread outside a call is blocked in the kernel.
     // runs: how often those threads have been on a CPU.
     bool threads_wait(int in_call, std::uint32_t started, std::uint64_t& runs) const;

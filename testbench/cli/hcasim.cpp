@@ -13,6 +13,7 @@
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
+#include "host/remote/tsc_reads.hpp"
 #include "model/hca/hca_params.hpp"
 #include "model/sim/tracer.hpp"
 #include "testbench/cli/calibrate.hpp"
@@ -125,6 +126,7 @@ struct Cli {
     std::vector<std::string> nodes;
     std::string timeout = "600";
     std::string serve;
+    std::string tsc = "auto";
     std::string trace, trace_window, trace_blocks;
     bool check = false;
     std::string reference;
@@ -144,7 +146,7 @@ const std::map<std::string, std::set<std::string>>& options_of() {
         return s;
     };
     static const std::map<std::string, std::set<std::string>> m{
-        {"run", with(workload, {"tx-depth", "qps", "node", "timeout", "serve"})},
+        {"run", with(workload, {"tx-depth", "qps", "node", "timeout", "serve", "tsc"})},
         {"lat", with(workload, {"op", "qp-type", "srq", "post-list", "verify", "cm"})},
         {"bw", with(workload, {"op", "tx-depth", "qps", "qp-type", "srq", "post-list", "verify", "cm", "dual-port"})},
         {"msgrate", with(config, {"op", "sizes", "iters", "tx-depth", "qps", "threads", "dual-port", "qp-type", "srq", "post-list", "verify", "mtu",
@@ -508,6 +510,12 @@ int cmd_programs(const Cli& c) {
     ProgramsOptions o;
     o.commands = c.nodes;
     o.timeout_s = static_cast<double>(cli::parse_int("--timeout", c.timeout, 1, 86400, "wall seconds"));
+    if (c.tsc != "auto" && c.tsc != "trap" && c.tsc != "replace")
+        throw std::invalid_argument("--tsc " + sim::printable(c.tsc) + ": expected auto, trap or replace");
+    o.tsc = c.tsc;
+    if (c.tsc == "trap" && !remote::tsc_trap_works())
+        std::cerr << "hcasim: warning: --tsc trap: rdtsc does not trap on this host (PR_SET_TSC has no effect here), so "
+                     "programs read the host's TSC; --tsc replace makes them read the simulated one\n";
     if (c.has("serve"))
         for (std::size_t at = 0; at <= c.serve.size();) {
             const std::size_t comma = std::min(c.serve.find(',', at), c.serve.size());
@@ -533,6 +541,7 @@ int cmd_run(Cli c) {
     if (c.has("node")) return cmd_programs(c);
     if (c.has("timeout")) throw std::invalid_argument("--timeout is for run --node");
     if (c.has("serve")) throw std::invalid_argument("--serve is for run --node");
+    if (c.has("tsc")) throw std::invalid_argument("--tsc is for run --node");
     // Both halves are checked before the banner: a bad option stops here.
     c.op = "write";
     const Workload lat = plan_workload(c, Kind::Latency, "2:65536");
@@ -960,6 +969,10 @@ int sc_main(int argc, char** argv) {
         ("node", po::value(&c.nodes),
          "run: a program to run on the next simulated node, as a shell-like command line (repeatable; node 0 first)")
         ("timeout", po::value(&c.timeout), "run --node: wall seconds before programs still running are killed (default 600)")
+        ("tsc", po::value(&c.tsc),
+         "run --node: how a program's rdtsc reads simulated time: trap (PR_SET_TSC makes rdtsc fault), replace (the "
+         "TSC reads in its code, found by objdump, become ud2, which faults), auto (default: trap where rdtsc traps on "
+         "this host, else replace)")
         ("serve", po::value(&c.serve),
          "run --node: nodes (comma-separated indices) whose programs serve the others and never end by themselves "
          "(ibv_asyncwatch, a looping server): once every other program has ended they are stopped (SIGTERM), "

@@ -4,12 +4,14 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "host/remote/tsc_reads.hpp"
 #include "testbench/integration/harness.hpp"
 #include "testbench/integration/stress_seeds.hpp"
 
@@ -421,4 +423,54 @@ TEST_CASE("perftest with -R connects through rdma_cm and agrees with the out-of-
     const CommandResult bw = run_pair("ib_write_bw -R -s 65536 -n 200");
     INFO(bw.out);
     CHECK(bw.exit_code == 0);
+}
+
+// Where rdtsc does not trap (PR_SET_TSC has no effect under some
+// hypervisors), --tsc auto replaces a program's TSC reads by ud2; either
+// way it reads the simulated TSC, here at 1000 MHz, one tick a ns.
+TEST_CASE("a program's rdtsc and rdtscp read the simulated tsc whether they trap or were replaced, and its own ud2 kills it",
+          "[run]") {
+    std::vector<std::string> modes{"auto", "replace"};
+    if (remote::tsc_trap_works()) modes.push_back("trap");
+    for (const auto& mode : modes) {
+        const CommandResult r = run_hcasim("run --tsc " + mode + " --set host.tsc_mhz=1000 --node '" + binary_dir() +
+                                               "/programs/tsc_reads ud2'",
+                                           true);
+        INFO("--tsc " << mode << ": " << r.out);
+        const auto line = lines_with(r.out, "node0: rdtsc ");
+        REQUIRE(line.size() == 1);
+        unsigned long long tsc = 0, tscp = 0;
+        long long ns = 0;
+        REQUIRE(std::sscanf(line[0].c_str(), "node0: rdtsc %llu rdtscp %llu monotonic_ns %lld", &tsc, &tscp, &ns) == 3);
+        CHECK(ns >= 10000000);
+        CHECK(tsc == tscp);
+        CHECK(static_cast<long long>(tsc) <= ns);
+        CHECK(static_cast<long long>(tsc) >= ns - 1000);  // the clock reads between them
+        CHECK(lines_with(r.out, "killed by signal 4 (Illegal instruction)").size() == 1);
+        CHECK(r.exit_code == 128 + 4);
+    }
+    const CommandResult bad = run_hcasim("run --tsc maybe --node true", true);
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.out.find("--tsc maybe: expected auto, trap or replace") != std::string::npos);
+    const CommandResult no_node = run_hcasim("run --tsc replace", true);
+    CHECK(no_node.exit_code == 2);
+    CHECK(no_node.out.find("--tsc is for run --node") != std::string::npos);
+}
+
+TEST_CASE("perftest with its tsc reads replaced by ud2 agrees with hcasim lat and with a trapped tsc", "[run][perftest]") {
+    const CommandResult r = run_pair("ib_write_lat -s 64 -n 300", "--tsc replace");
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    const auto row = perftest_row(r.out);  // bytes, iterations, t_min, t_max, t_typical, t_avg
+    REQUIRE(row.size() >= 6);
+    const CommandResult in = run_hcasim("lat --op write --sizes 64 -n 300 --mtu 2048");
+    const auto ref = hcasim_row(in.out);
+    REQUIRE(ref.size() >= 6);
+    CHECK(row[4] == Approx(ref[4]).epsilon(0.05));
+    if (remote::tsc_trap_works()) {
+        const CommandResult trapped = run_pair("ib_write_lat -s 64 -n 300", "--tsc trap");
+        INFO(trapped.out);
+        REQUIRE(trapped.exit_code == 0);
+        CHECK(perftest_row(trapped.out) == row);
+    }
 }

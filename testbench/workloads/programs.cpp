@@ -15,6 +15,7 @@
 
 #include "host/remote/process_sync.hpp"
 #include "host/remote/remote_program.hpp"
+#include "host/remote/tsc_reads.hpp"
 
 namespace hcasim::testbench {
 
@@ -182,6 +183,7 @@ ProgramsResult run_programs(System& sys, const ProgramsOptions& o, std::ostream&
         spec.node = static_cast<int>(i);
         spec.lib_dir = lib_dir;
         spec.tsc_khz = static_cast<std::uint64_t>(mhz * 1000.0 + 0.5);
+        spec.replace_tsc_reads = o.tsc == "replace" || (o.tsc == "auto" && !remote::tsc_trap_works());
         spec.epoch_ns = 1767225600ull * 1000000000ull;  // 2026-01-01 00:00:00 UTC: the same every run
         spec.clock_read_ps = sim::ns_to_ps(clock_read_ns);
         spec.spin_cpu_ns = static_cast<std::uint64_t>(sys.config().get_real("host.spin_cpu_us") * 1000.0);

@@ -17,6 +17,10 @@ struct ProgramsOptions {
     std::vector<std::string> commands;  // one per node, shell-split
     double timeout_s = 600;             // wall seconds before programs still running are killed
     std::string lib_dir;                // the drop-in libraries (empty: next to the hcasim binary)
+    // How a program's rdtsc reads simulated time: "trap" (PR_SET_TSC),
+    // "replace" (its TSC reads become ud2, which traps), "auto": trap where
+    // rdtsc traps on this host, else replace.
+    std::string tsc = "auto";
     // Nodes whose programs serve the others and never end by themselves
     // (ibv_asyncwatch, a server that loops): once every other program has
     // ended they are stopped (SIGTERM), and that counts as a clean end.

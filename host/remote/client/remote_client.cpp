@@ -87,6 +87,16 @@ std::uint64_t host_ns() {
     return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
+// The TSC read of length bytes (2: rdtsc, 3: rdtscp) at the trapping
+// instruction: the simulated TSC in edx:eax (and the node in ecx), then on.
+void emulate_tsc_read(ucontext_t* uc, int length) {
+    const std::uint64_t t = tsc_now();
+    uc->uc_mcontext.gregs[REG_RAX] = static_cast<greg_t>(t & 0xffffffffu);
+    uc->uc_mcontext.gregs[REG_RDX] = static_cast<greg_t>(t >> 32);
+    if (length == 3) uc->uc_mcontext.gregs[REG_RCX] = static_cast<greg_t>(hcasim_client_node());
+    uc->uc_mcontext.gregs[REG_RIP] += length;
+}
+
 // rdtsc (0f 31) and rdtscp (0f 01 f9) trap once PR_TSC_SIGSEGV is set: emulate them.
 void on_segv(int sig, siginfo_t* info, void* uc_void) {
     auto* uc = static_cast<ucontext_t*>(uc_void);
@@ -101,11 +111,28 @@ void on_segv(int sig, siginfo_t* info, void* uc_void) {
         if (info->si_code <= 0) raise(sig);
         return;
     }
-    const std::uint64_t t = tsc_now();
-    uc->uc_mcontext.gregs[REG_RAX] = static_cast<greg_t>(t & 0xffffffffu);
-    uc->uc_mcontext.gregs[REG_RDX] = static_cast<greg_t>(t >> 32);
-    if (length == 3) uc->uc_mcontext.gregs[REG_RCX] = static_cast<greg_t>(hcasim_client_node());
-    uc->uc_mcontext.gregs[REG_RIP] += length;
+    emulate_tsc_read(uc, length);
+}
+
+// Where rdtsc does not trap, the simulator replaced the program's TSC reads by
+// ud2 (channel.hpp, tsc_read_*): one of those is emulated as the read it was.
+void on_sigill(int sig, siginfo_t* info, void* uc_void) {
+    auto* uc = static_cast<ucontext_t*>(uc_void);
+    const auto ip = static_cast<std::uint64_t>(uc->uc_mcontext.gregs[REG_RIP]);
+    int length = 0;
+    if (g_channel && info->si_code > 0) {
+        const std::uint64_t* first = g_channel->tsc_read_addr;
+        const std::uint64_t* last = first + std::min(g_channel->tsc_read_count, kMaxTscReads);
+        const std::uint64_t* at = std::lower_bound(first, last, ip);
+        if (at != last && *at == ip) length = g_channel->tsc_read_length[at - first];
+    }
+    if (length == 0) {
+        // The program's own illegal instruction: it dies of it.
+        signal(sig, SIG_DFL);
+        if (info->si_code <= 0) raise(sig);
+        return;
+    }
+    emulate_tsc_read(uc, length);
 }
 
 // The simulator asks where this thread is, having seen it run long without
@@ -226,6 +253,12 @@ __attribute__((constructor)) void attach() {
     sa.sa_sigaction = on_segv;
     sa.sa_flags = SA_SIGINFO | SA_NODEFER;
     sigaction(SIGSEGV, &sa, nullptr);
+    // A table of the image that exec'd this one names none of this one's instructions.
+    ch->tsc_read_count = 0;
+    struct sigaction ill {};
+    ill.sa_sigaction = on_sigill;
+    ill.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigaction(SIGILL, &ill, nullptr);
     struct sigaction sample {};
     sample.sa_sigaction = on_sample;
     sample.sa_flags = SA_SIGINFO | SA_RESTART;
