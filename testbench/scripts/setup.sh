@@ -5,6 +5,8 @@ set -euo pipefail
 packages=(g++ cmake ninja-build pkg-config libsystemc-dev verilator libboost-dev libboost-program-options-dev
           catch2 libibverbs-dev librdmacm-dev nlohmann-json3-dev zlib1g-dev
           ibverbs-utils perftest rdmacm-utils time)
+# objdump: hcasim run finds the TSC reads of programs where rdtsc does not trap.
+packages+=(binutils)
 # hcasim sweep across machines (MPI) and hcasim plot (matplotlib for /usr/bin/python3).
 packages+=(openmpi-bin libopenmpi-dev python3-matplotlib)
 missing=()
