@@ -160,7 +160,7 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
         // A WQE the fetch engine could not parse: completes in order with
         // its error once everything before it has.
         finish_unsent(qp, w, now);
-        return false;
+        return true;  // a turn taken: an unreliable VI goes on with the next
     }
     // Outstanding READs and atomics share the max_rd_atomic responder resources.
     const bool is_read = is_read_or_atomic(w.op);
@@ -171,7 +171,9 @@ bool Requester::produce(QpContext& qp, sim::Tick now) {
         return true;
     }
     sim::Tick start_at = std::max(now, qp.req.local_op_done);
-    if (!w.started && !start(qp, w, now, start_at)) return false;
+    // A WQE that fails before its first packet has taken its turn: where
+    // the QP goes on (an unreliable VI), the next one goes next.
+    if (!w.started && !start(qp, w, now, start_at)) return true;
 
     // What follows (the payload's DMA, the packet) serves this WQE's work request.
     const std::uint64_t flow = sim::tracer().on() ? sim::Tracer::flow_of(path(), qp.qpn, w.wqe_index) : 0;

@@ -324,9 +324,10 @@ Responder::Step Responder::execute_write(QpContext& qp, Request& r) {
             const bool with_wqe = r.info.consumes_rwqe && !qp.fetch.rq_cache.empty();
             const bool to_desc = qp.is_vi() && with_wqe;
             const bool local_access = !qp.is_vi() && with_wqe && qp.service().acknowledged;
-            const CqeStatus status = to_desc        ? CqeStatus::RemoteAccess
-                                     : local_access ? CqeStatus::LocalAccess
-                                                    : CqeStatus::Success;
+            // The VI descriptor says what consumed it: a remote RDMA write,
+            // with its immediate data.
+            if (to_desc) complete_recv(qp, r.t, r.p, CqeStatus::RemoteAccess, true, 0);
+            const CqeStatus status = local_access ? CqeStatus::LocalAccess : CqeStatus::Success;
             fail(qp, r.t, packet::kNakRemoteAccessError, status, r.psn,
                  to_desc ? std::nullopt : std::optional(AsyncEventType::ViRdmaWriteProtection));
             return Step::Done;

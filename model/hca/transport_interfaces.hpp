@@ -267,8 +267,9 @@ class PacketProducer {
 public:
     virtual ~PacketProducer() = default;
     virtual bool has_work(const QpContext& qp) const = 0;
-    // Produces (launches) at most one packet of qp, or executes one memory
-    // management operation of it; true if it did.
+    // Produces (launches) at most one packet of qp, executes one memory
+    // management operation of it, or completes one WQE that failed before
+    // its first packet; true if it did.
     virtual bool produce(QpContext& qp, sim::Tick now) = 0;
     // A packet of qp that waited for flow-control credits is on the wire
     // until end (launch said it would tell).
