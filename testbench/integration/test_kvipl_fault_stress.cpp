@@ -613,10 +613,6 @@ RunResult run_plan(const FPlan& p, const char* dma = "systemc") {
         cfg, [&p](Host& h, Record& rec) { sender(p, h, rec); }, [&p](Host& h, Record& rec) { receiver(p, h, rec); });
 }
 
-std::string errors_of(const RunResult& r) { return r.error + r.get("node0.first_errors") + r.get("node1.first_errors"); }
-
-bool clean(const RunResult& r) { return r.ok && r.num("node0.errors") == 0 && r.num("node1.errors") == 0; }
-
 void run_seeds(std::uint64_t first, int normal, const char* dma = "systemc") {
     for (std::uint64_t seed : stress::seeds(first, normal)) {
         const FPlan p = make_plan(seed);

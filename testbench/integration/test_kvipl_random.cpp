@@ -334,11 +334,6 @@ RunResult run_vi_plan(const ViPlan& p, const char* dma = "systemc") {
         cfg, [&p](Host& h, Record& rec) { node(p, 0, h, rec); }, [&p](Host& h, Record& rec) { node(p, 1, h, rec); });
 }
 
-// What went wrong in a run, for a failure's message.
-std::string errors_of(const RunResult& r) { return r.error + r.get("node0.first_errors") + r.get("node1.first_errors"); }
-
-bool clean(const RunResult& r) { return r.ok && r.num("node0.errors") == 0 && r.num("node1.errors") == 0; }
-
 void run_vi_seeds(std::uint64_t first, int normal, bool lossy, const char* dma = "systemc", Ways ways = Ways::Drawn) {
     for (std::uint64_t seed : stress::seeds(first, normal)) {
         const ViPlan p = make_vi_plan(seed, lossy, ways);
