@@ -194,6 +194,13 @@ struct RunResult {
     }
 };
 
+// What went wrong in a two-node run whose programs keep an ErrorTally each
+// ("node0", "node1"), for a failure's message; and whether nothing did.
+inline std::string errors_of(const RunResult& r) {
+    return r.error + r.get("node0.first_errors") + r.get("node1.first_errors");
+}
+inline bool clean(const RunResult& r) { return r.ok && r.num("node0.errors") == 0 && r.num("node1.errors") == 0; }
+
 // In a forked child, Catch's fatal-signal handler would report a crash as
 // a failure of the parent's test case, with a summary of its own; the
 // default action lets the parent report "child killed by signal N" instead.

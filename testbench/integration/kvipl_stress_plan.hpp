@@ -131,11 +131,4 @@ inline std::vector<std::uint8_t> gather(const std::uint8_t* data, const std::vec
     return out;
 }
 
-// What went wrong in a two-node run whose programs keep an ErrorTally each
-// ("node0", "node1"), for a failure's message; and whether nothing did.
-inline std::string errors_of(const RunResult& r) {
-    return r.error + r.get("node0.first_errors") + r.get("node1.first_errors");
-}
-inline bool clean(const RunResult& r) { return r.ok && r.num("node0.errors") == 0 && r.num("node1.errors") == 0; }
-
 }  // namespace hcasim::test

@@ -40,13 +40,14 @@
 #include <map>
 #include <sstream>
 
-#include "host/verbs/verbs_internal.hpp"
+#include "testbench/integration/fault_stress.hpp"
 #include "testbench/integration/harness.hpp"
 #include "testbench/integration/stress_seeds.hpp"
 #include "testbench/system/split_mix.hpp"
 
 using namespace hcasim;
 using namespace hcasim::test;
+using namespace hcasim::test::fault;
 using testbench::SplitMix64;
 
 namespace {
@@ -79,11 +80,6 @@ const char* fault_name(Fault f) {
     }
     return "?";
 }
-
-struct Piece {
-    std::size_t off;  // in the node's buffer
-    std::uint32_t len;
-};
 
 struct FWr {
     FOp op = FOp::Send;
@@ -145,21 +141,6 @@ std::uint32_t draw_len(SplitMix64& r) {
     if (c < 55) return static_cast<std::uint32_t>(r.range(1, 512));
     if (c < 93) return static_cast<std::uint32_t>(r.range(513, 8192));
     return static_cast<std::uint32_t>(r.range(8193, 24 * 1024));
-}
-
-std::vector<Piece> place(SplitMix64& r, std::size_t& cursor, std::uint32_t len, int max_pieces) {
-    std::vector<Piece> out;
-    const int n = static_cast<int>(std::min<std::uint64_t>(r.range(1, static_cast<std::uint64_t>(max_pieces)), len));
-    std::uint32_t left = len;
-    for (int i = 0; i < n; ++i) {
-        cursor += r.below(40);  // a gap: pieces start anywhere, and a byte past one is someone else's
-        const std::uint32_t l =
-            i + 1 == n ? left : static_cast<std::uint32_t>(r.range(1, left - static_cast<std::uint32_t>(n - 1 - i)));
-        left -= l;
-        out.push_back({cursor, l});
-        cursor += l;
-    }
-    return out;
 }
 
 // The rest of request j of q once its operation is drawn: its size (at
@@ -414,13 +395,6 @@ std::uint64_t compare_of(const FWr& w, std::uint64_t before) { return w.cas_matc
 std::uint64_t pattern0(const FPlan& p) { return p.seed * 4 + 1; }
 std::uint64_t pattern1(const FPlan& p) { return p.seed * 4 + 2; }
 
-// The bytes of a request's local pieces in node 0's initial pattern.
-std::vector<std::uint8_t> gathered(const std::vector<std::uint8_t>& mem, const FWr& w) {
-    std::vector<std::uint8_t> out;
-    for (const auto& pc : w.local) out.insert(out.end(), mem.begin() + static_cast<long>(pc.off), mem.begin() + static_cast<long>(pc.off + pc.len));
-    return out;
-}
-
 // What node's byte at offset off belongs to, for a failure's message.
 std::string what_is(const FPlan& p, int node, std::size_t off) {
     auto in = [off](std::size_t a, std::size_t n) { return off >= a && off < a + n; };
@@ -441,68 +415,7 @@ std::string what_is(const FPlan& p, int node, std::size_t off) {
     return " (in no request's range)";
 }
 
-// Compares node's buffer with what it should hold; defined[i] false: any byte.
-void compare(ErrorTally& err, const FPlan& p, int node, const std::uint8_t* got, const std::vector<std::uint8_t>& want,
-             const std::vector<bool>& defined) {
-    std::size_t bad = 0, first = 0;
-    for (std::size_t i = 0; i < want.size(); ++i)
-        if (defined[i] && got[i] != want[i]) {
-            if (bad++ == 0) first = i;
-        }
-    if (bad > 0)
-        err("node " + std::to_string(node) + "'s buffer: " + std::to_string(bad) + " bytes differ, the first at offset " +
-            std::to_string(first) + what_is(p, node, first));
-}
-
-// Puts the first n bytes of data into pieces of mem, in order.
-void scatter(std::vector<std::uint8_t>& mem, const std::vector<Piece>& pieces, const std::uint8_t* data, std::size_t n) {
-    std::size_t from = 0;
-    for (const auto& pc : pieces) {
-        const std::size_t k = std::min<std::size_t>(pc.len, n - from);
-        std::copy(data + from, data + from + k, mem.begin() + static_cast<long>(pc.off));
-        from += k;
-    }
-}
-
-// Marks pieces as holding whatever arrived.
-void undefine(std::vector<bool>& defined, const std::vector<Piece>& pieces) {
-    for (const auto& pc : pieces)
-        std::fill(defined.begin() + static_cast<long>(pc.off), defined.begin() + static_cast<long>(pc.off + pc.len), false);
-}
-
-// Takes n async events that are already queued and counts them by type and QP.
-std::map<std::pair<int, long>, int> take_events(Side& s) {
-    std::map<std::pair<int, long>, int> seen;
-    const std::size_t n = verbs::drv(s.ctx)->pending_async().size();
-    for (std::size_t i = 0; i < n; ++i) {
-        ibv_async_event ev{};
-        if (ibv_get_async_event(s.ctx, &ev) != 0) break;
-        long qp = -1;
-        for (std::size_t k = 0; k < s.qps.size(); ++k)
-            if (ev.element.qp == s.qps[k]) qp = static_cast<long>(k);
-        ++seen[{static_cast<int>(ev.event_type), qp}];
-        ibv_ack_async_event(&ev);
-    }
-    return seen;
-}
-
-std::string events_text(const std::map<std::pair<int, long>, int>& m) {
-    std::ostringstream os;
-    for (const auto& [k, n] : m) os << " " << ibv_event_type_str(static_cast<ibv_event_type>(k.first)) << "/QP " << k.second << " x" << n;
-    return m.empty() ? " none" : os.str();
-}
-
 constexpr double kLimitUs = 50000;
-
-// Every completion a node polls, in order, with the simulated time it was
-// polled at, folded into one number: two runs of a plan must agree on it.
-struct CompletionLog {
-    std::uint64_t hash = 1469598103934665603ull;
-    void add(const ibv_wc& c, sim::Tick now) {
-        const std::uint64_t words[] = {c.wr_id, static_cast<std::uint64_t>(c.status), c.byte_len, c.qp_num, now};
-        hash = (hash ^ fnv1a(reinterpret_cast<const std::uint8_t*>(words), sizeof words)) * 1099511628211ull;
-    }
-};
 
 SideOptions side_options(const FPlan& p, std::size_t bytes) {
     SideOptions o;
@@ -578,31 +491,21 @@ void requester(const FPlan& p, Host& h, Record& rec) {
     };
     CompletionLog log;
     auto reap = [&]() {
-        ibv_wc wc[16];
-        for (;;) {
-            const int n = ibv_poll_cq(s.send_cq, 16, wc);
-            if (n <= 0) return;
-            for (int i = 0; i < n; ++i) {
-                const ibv_wc& c = wc[i];
-                log.add(c, h.now());
-                std::size_t q = nq;
-                for (std::size_t k = 0; k < nq; ++k)
-                    if (s.qps[k]->qp_num == c.qp_num) q = k;
-                const std::size_t j = c.wr_id & 0xffffffffu;
-                if (q == nq || (c.wr_id >> 32) != q || j >= p.qps[q].wrs.size()) {
-                    err("a completion no request asked for: wr_id " + std::to_string(c.wr_id) + ", status " + ibv_wc_status_str(c.status));
-                    continue;
-                }
-                const std::string wrong = check[q].take(j, c.status);
-                if (!wrong.empty()) {
-                    err(where(p, q, j) + ": " + wrong);
-                    continue;
-                }
-                const FWr& w = p.qps[q].wrs[j];
-                if (c.status == IBV_WC_SUCCESS && (w.op == FOp::Read || is_atomic(w.op)) && c.byte_len != w.len)
-                    err(where(p, q, j) + ": completion byte_len " + std::to_string(c.byte_len));
+        drain(s, s.send_cq, h, log, [&](const ibv_wc& c, std::size_t q) {
+            const std::size_t j = c.wr_id & 0xffffffffu;
+            if (q == nq || (c.wr_id >> 32) != q || j >= p.qps[q].wrs.size()) {
+                err("a completion no request asked for: wr_id " + std::to_string(c.wr_id) + ", status " + ibv_wc_status_str(c.status));
+                return;
             }
-        }
+            const std::string wrong = check[q].take(j, c.status);
+            if (!wrong.empty()) {
+                err(where(p, q, j) + ": " + wrong);
+                return;
+            }
+            const FWr& w = p.qps[q].wrs[j];
+            if (c.status == IBV_WC_SUCCESS && (w.op == FOp::Read || is_atomic(w.op)) && c.byte_len != w.len)
+                err(where(p, q, j) + ": completion byte_len " + std::to_string(c.byte_len));
+        });
     };
     auto all_posted = [&]() {
         for (std::size_t q = 0; q < nq; ++q)
@@ -665,14 +568,8 @@ void requester(const FPlan& p, Host& h, Record& rec) {
             }
             if (w.op == FOp::Read) scatter(want, w.local, peer.data() + w.remote, w.len);
         }
-    compare(err, p, 0, s.buf, want, defined);
-    const auto events = take_events(s);
-    if (!events.empty()) err("node 0 asynchronous events:" + events_text(events) + ", want none");
-    rec.num("node0.completions", log.hash);
-    rec.num("node0.end_ps", h.now());
-    err.write();
-    h.barrier("end");
-    s.close();
+    compare(err, 0, s.buf, want, defined, [&p](std::size_t off) { return what_is(p, 0, off); });
+    finish(s, h, rec, err, 0, log);
 }
 
 void responder(const FPlan& p, Host& h, Record& rec) {
@@ -682,12 +579,7 @@ void responder(const FPlan& p, Host& h, Record& rec) {
     const std::size_t nq = p.qps.size();
     s.connect("f", 0, conn_options(p));
     // Every receive is posted before the requester starts.
-    for (std::size_t q = 0; q < nq; ++q)
-        for (std::size_t k = 0; k < p.qps[q].recvs.size(); ++k) {
-            std::vector<ibv_sge> sges;
-            for (const auto& pc : p.qps[q].recvs[k].pieces) sges.push_back(s.sge(pc.off, pc.len));
-            if (s.post_recv(s.qps[q], sges, recv_id(q, k)) != 0) err("QP " + std::to_string(q) + ": ibv_post_recv failed");
-        }
+    post_receives(s, p, err, recv_id);
     h.barrier("posted");
     std::vector<std::vector<Expect>> expect(nq);
     for (std::size_t q = 0; q < nq; ++q) expect[q] = recv_expectations(p.qps[q], q, 128u << p.mtu);
@@ -699,38 +591,28 @@ void responder(const FPlan& p, Host& h, Record& rec) {
         return true;
     };
     const sim::Tick end = h.now() + us(kLimitUs);
-    ibv_wc wc[16];
     CompletionLog log;
     auto reap = [&]() {
-        for (;;) {
-            const int n = ibv_poll_cq(s.recv_cq, 16, wc);
-            if (n <= 0) return;
-            for (int i = 0; i < n; ++i) {
-                const ibv_wc& c = wc[i];
-                log.add(c, h.now());
-                std::size_t q = nq;
-                for (std::size_t k = 0; k < nq; ++k)
-                    if (s.qps[k]->qp_num == c.qp_num) q = k;
-                if (q == nq || seen[q] == expect[q].size()) {
-                    err("a receive completion no request should give: wr_id " + std::to_string(c.wr_id) + ", status " +
-                        ibv_wc_status_str(c.status));
-                    continue;
-                }
-                const Expect& e = expect[q][seen[q]++];
-                const FWr& w = p.qps[q].wrs[e.wr];
-                if (c.wr_id != e.wr_id || c.status != e.status) {
-                    err(where(p, q, e.wr) + ": receive completion wr_id " + std::to_string(c.wr_id) + " " +
-                        ibv_wc_status_str(c.status) + ", want " + std::to_string(e.wr_id) + " " + ibv_wc_status_str(e.status));
-                    continue;
-                }
-                if (c.status != IBV_WC_SUCCESS) continue;
-                const bool imm = w.op == FOp::WriteImm;
-                if (c.byte_len != w.len || c.opcode != (imm ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV) ||
-                    ((c.wc_flags & IBV_WC_WITH_IMM) != 0) != imm || (imm && c.imm_data != w.imm))
-                    err(where(p, q, e.wr) + ": receive completion opcode " + std::to_string(c.opcode) + ", byte_len " +
-                        std::to_string(c.byte_len) + ", flags " + std::to_string(c.wc_flags));
+        drain(s, s.recv_cq, h, log, [&](const ibv_wc& c, std::size_t q) {
+            if (q == nq || seen[q] == expect[q].size()) {
+                err("a receive completion no request should give: wr_id " + std::to_string(c.wr_id) + ", status " +
+                    ibv_wc_status_str(c.status));
+                return;
             }
-        }
+            const Expect& e = expect[q][seen[q]++];
+            const FWr& w = p.qps[q].wrs[e.wr];
+            if (c.wr_id != e.wr_id || c.status != e.status) {
+                err(where(p, q, e.wr) + ": receive completion wr_id " + std::to_string(c.wr_id) + " " +
+                    ibv_wc_status_str(c.status) + ", want " + std::to_string(e.wr_id) + " " + ibv_wc_status_str(e.status));
+                return;
+            }
+            if (c.status != IBV_WC_SUCCESS) return;
+            const bool imm = w.op == FOp::WriteImm;
+            if (c.byte_len != w.len || c.opcode != (imm ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV) ||
+                ((c.wc_flags & IBV_WC_WITH_IMM) != 0) != imm || (imm && c.imm_data != w.imm))
+                err(where(p, q, e.wr) + ": receive completion opcode " + std::to_string(c.opcode) + ", byte_len " +
+                    std::to_string(c.byte_len) + ", flags " + std::to_string(c.wc_flags));
+        });
     };
     while (!all() && h.now() < end) {
         reap();
@@ -762,7 +644,7 @@ void responder(const FPlan& p, Host& h, Record& rec) {
                                  w.bad == Fault::RecvTooSmall;
             if (w.op == FOp::Write || w.op == FOp::WriteImm) {
                 if (ok) {
-                    const auto bytes = gathered(peer, w);
+                    const auto bytes = gathered(peer, w.local);
                     std::copy(bytes.begin(), bytes.end(), want.begin() + static_cast<long>(w.remote));
                 } else if (cut_off) {
                     undefine(defined, {{w.remote, w.len}});
@@ -771,7 +653,7 @@ void responder(const FPlan& p, Host& h, Record& rec) {
             if (w.op == FOp::Send) {
                 const FRecv& rv = fq.recvs[static_cast<std::size_t>(w.recv)];
                 if (ok) {
-                    const auto bytes = gathered(peer, w);
+                    const auto bytes = gathered(peer, w.local);
                     scatter(want, rv.pieces, bytes.data(), bytes.size());
                 } else if (cut_off) {
                     undefine(defined, rv.pieces);
@@ -785,7 +667,7 @@ void responder(const FPlan& p, Host& h, Record& rec) {
             std::memcpy(want.data() + fq.cell, &final_value, 8);
         }
     }
-    compare(err, p, 1, s.buf, want, defined);
+    compare(err, 1, s.buf, want, defined, [&p](std::size_t off) { return what_is(p, 1, off); });
     // One event for each QP a bad request reached.
     std::map<std::pair<int, long>, int> want_events;
     for (std::size_t q = 0; q < nq; ++q) {
@@ -793,13 +675,7 @@ void responder(const FPlan& p, Host& h, Record& rec) {
         if (f == Fault::RemoteKey || f == Fault::RemoteBounds) ++want_events[{IBV_EVENT_QP_ACCESS_ERR, static_cast<long>(q)}];
         if (f == Fault::RecvTooSmall || f == Fault::Misaligned) ++want_events[{IBV_EVENT_QP_REQ_ERR, static_cast<long>(q)}];
     }
-    const auto events = take_events(s);
-    if (events != want_events) err("node 1 asynchronous events:" + events_text(events) + ", want" + events_text(want_events));
-    rec.num("node1.completions", log.hash);
-    rec.num("node1.end_ps", h.now());
-    err.write();
-    h.barrier("end");
-    s.close();
+    finish(s, h, rec, err, 1, log, want_events);
 }
 
 RunResult run_fault_plan(const FPlan& p, const char* dma) {
@@ -818,13 +694,10 @@ void run_fault_seeds(std::uint64_t first, int normal, const char* dma, bool loss
             for (std::size_t q = 0; q < p.qps.size(); ++q)
                 for (std::size_t j = 0; j < p.qps[q].wrs.size(); ++j) std::printf("%s\n", where(p, q, j).c_str());
         const RunResult r = run_fault_plan(p, dma);
-        const bool clean = r.ok && r.num("node0.errors") == 0 && r.num("node1.errors") == 0;
-        if (stress::long_mode()) std::printf("fault stress %s, dma %s: %s\n", p.describe().c_str(), dma, clean ? "ok" : "FAILED");
-        INFO(p.describe() << ", replay with HCASIM_STRESS_SEED=" << seed << ": " << r.error << r.get("node0.first_errors")
-                          << r.get("node1.first_errors"));
+        if (stress::long_mode()) std::printf("fault stress %s, dma %s: %s\n", p.describe().c_str(), dma, clean(r) ? "ok" : "FAILED");
+        INFO(p.describe() << ", replay with HCASIM_STRESS_SEED=" << seed << ": " << errors_of(r));
         REQUIRE(r.ok);
-        CHECK(r.num("node0.errors") == 0);
-        CHECK(r.num("node1.errors") == 0);
+        CHECK(clean(r));
     }
 }
 
@@ -849,10 +722,9 @@ TEST_CASE("a request that fails behind reads still being answered is nak'ed afte
     for (std::uint64_t seed : {11104u, 11106u}) {
         const FPlan p = make_plan(seed, false);
         const RunResult r = run_fault_plan(p, "rtl");
-        INFO(p.describe() << ": " << r.error << r.get("node0.first_errors") << r.get("node1.first_errors"));
+        INFO(p.describe() << ": " << errors_of(r));
         REQUIRE(r.ok);
-        CHECK(r.num("node0.errors") == 0);
-        CHECK(r.num("node1.errors") == 0);
+        CHECK(clean(r));
     }
 }
 
