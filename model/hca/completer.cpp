@@ -360,6 +360,10 @@ bool Completer::retire_vi(QpContext& qp, sim::Tick t) {
                                         std::nullopt, std::max(t, done.done_at));
     if (err && qp.qpc.vi != ViReliability::Unreliable) {
         m_w.errors.enter_error(qp, t);
+        // Out of retries, the VI has lost its connection (VI Architecture:
+        // Connection Lost); its descriptor carries the transport error.
+        if (done.error == CqeStatus::RetryExceeded)
+            m_w.errors.raise_async(t, AsyncEvent{AsyncEventType::ViConnectionLost, qp.qpn});
         return false;
     }
     counter("wqes_completed")++;

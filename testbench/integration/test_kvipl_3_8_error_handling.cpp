@@ -332,3 +332,76 @@ TEST_CASE("kvip_error_notification_done_checks_its_buffer_and_rearm_rearms_the_w
     CHECK(r.num("third") == STATUS_SUCCESS);
     CHECK(r.num("errors") == 3);
 }
+
+// The link under a reliable VI goes down for 1 s, longer than the VI's
+// retries last (local ACK timeout 67 ms, 7 retries: eight timeouts, 537 ms):
+// the first RDMA write completes with a transport error and the rest are
+// flushed, the VI is in the error state, and Connection Lost is reported
+// (VI Architecture: the connection on a VI was lost). Once the link is back,
+// KvipDisconnect takes the VI back to Idle, and the peer, told by it, loses
+// its connection too. Nothing reached the peer's memory.
+TEST_CASE("kvip_a_reliable_vi_whose_link_stays_down_past_its_retries_reports_the_connection_lost", "[kvipl][s3.8][outage]") {
+    constexpr std::uint64_t kDownUs = 5000, kOutageUs = 1000000;
+    constexpr int kWrites = 4;
+    constexpr KVIP_ULONG kLen = 4096;
+    const auto r = run_pair(
+        {{"fault.link_down", "node0.port@" + std::to_string(kDownUs) + "us+" + std::to_string(kOutageUs) + "us"}},
+        [&](Host& h, Record& rec) {
+            ViEnd e;
+            dial(h, e, 1);
+            const auto raddr = h.get_value<std::uint64_t>("srv/addr");
+            const auto rmh = h.get_value<KVIP_MEM_HANDLE>("srv/mh");
+            fill_pattern(e.data, kWrites * kLen, 41);
+            h.sleep(us(static_cast<double>(kDownUs + 10)) - h.now());
+            const auto posted = h.now();
+            for (int i = 0; i < kWrites; ++i)
+                KvipPostSend(e.vi, e.rdma(static_cast<std::size_t>(i), KVIP_CONTROL_OP_RDMAWRITE, i * kLen, kLen, raddr + i * kLen, rmh),
+                             e.desc_mh);
+            for (int i = 0; i < kWrites; ++i) {
+                KVIP_DESCRIPTOR* got = nullptr;
+                const std::string k = "w" + std::to_string(i);
+                rec.num(k + ".rc", e.wait_done(false, &got, h, 2e6));
+                rec.num(k + ".status", got ? got->CS.Status : 0);
+                if (i == 0) rec.num("failed_after_us", static_cast<double>(h.now() - posted) / 1e6);
+            }
+            next_error(h, e, rec, "lost");
+            // Back up: disconnect, and the VI is idle again.
+            h.sleep(us(static_cast<double>(kDownUs + kOutageUs + 1000)) - h.now());
+            rec.num("disconnect", KvipDisconnect(e.vi));
+            KVIP_VI_STATE st{};
+            KvipQueryVi(e.vi, &st, nullptr, nullptr, nullptr);
+            rec.num("idle", st);
+            h.barrier("end");
+        },
+        [&](Host& h, Record& rec) {
+            ViEnd e;
+            fill_pattern(e.data, kWrites * kLen, 42);
+            e.publish(h, "srv");
+            serve(h, e);
+            next_error(h, e, rec, "peer", 2000);
+            rec.num("untouched", first_mismatch(e.data, pattern(kWrites * kLen, 42).data(), kWrites * kLen));
+            h.barrier("end");
+        });
+    HCASIM_REQUIRE_RUN(r);
+    CHECK(r.num("w0.rc") == KVIP_DESCRIPTOR_ERROR);
+    CHECK(r.unum("w0.status") == (KVIP_STATUS_DONE | KVIP_STATUS_TRANSPORT_ERROR | KVIP_STATUS_OP_RDMA_WRITE));
+    for (int i = 1; i < kWrites; ++i) {
+        CHECK(r.num("w" + std::to_string(i) + ".rc") == KVIP_DESCRIPTOR_ERROR);
+        CHECK((r.unum("w" + std::to_string(i) + ".status") & ~KVIP_STATUS_OP_MASK) ==
+              (KVIP_STATUS_DONE | KVIP_STATUS_DESC_FLUSHED_ERROR));
+    }
+    // Eight local ACK timeouts of 67.1 ms.
+    CHECK(r.num("failed_after_us") >= 8 * 67108);
+    CHECK(r.num("failed_after_us") < 9 * 67108);
+    CHECK(r.num("lost.wait") == STATUS_SUCCESS);
+    CHECK(r.num("lost.code") == KVIP_ERROR_CONN_LOST);
+    CHECK(r.num("lost.resource") == KVIP_RESOURCE_VI);
+    CHECK(r.num("lost.vi") == 1);
+    CHECK(r.num("lost.state") == KVIP_STATE_ERROR);
+    CHECK(r.num("disconnect") == KVIP_SUCCESS);
+    CHECK(r.num("idle") == KVIP_STATE_IDLE);
+    CHECK(r.num("peer.wait") == STATUS_SUCCESS);
+    CHECK(r.num("peer.code") == KVIP_ERROR_CONN_LOST);
+    CHECK(r.num("peer.state") == KVIP_STATE_ERROR);
+    CHECK(r.num("untouched") == -1);
+}
