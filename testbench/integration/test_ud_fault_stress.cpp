@@ -25,6 +25,12 @@
 // not be, or past a receive too short, shows), the drop counters, the QP
 // states and the asynchronous events (none) are checked, and a receive left
 // over at the end must stay posted.
+//
+// Over links that drop and corrupt 2 % of packets any datagram may be lost;
+// every receive then has room for any datagram, and none is too short. Each
+// receive completion must hold, intact, a datagram its peer sent after the
+// one before it, and every datagram that left is accounted for: received,
+// dropped by the adapter (Q_Key, QP number) or lost on the link.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -94,6 +100,7 @@ struct UPlan {
     std::uint64_t seed = 0;
     std::uint32_t mtu = 4096;
     bool global = false;
+    bool lossy = false;  // links drop and corrupt 2 % of packets
     std::vector<UQp> qps;
     std::size_t bytes0 = 0, bytes1 = 0;
     std::string describe() const {
@@ -105,7 +112,7 @@ struct UPlan {
             }
         std::ostringstream os;
         os << "seed " << seed << " (UD, " << qps.size() << " QPs, " << n << " datagrams, " << bad << " bad, MTU " << mtu
-           << (global ? ", GRH" : "") << ")";
+           << (global ? ", GRH" : "") << (lossy ? ", lossy links" : "") << ")";
         return os.str();
     }
 };
@@ -118,10 +125,11 @@ std::uint32_t draw_size(SplitMix64& r, std::uint32_t mtu) {
     return static_cast<std::uint32_t>(r.range(1, mtu));
 }
 
-UPlan make_plan(std::uint64_t seed) {
+UPlan make_plan(std::uint64_t seed, bool lossy = false) {
     SplitMix64 r{seed * 0x9e3779b97f4a7c15ull + 31};
     UPlan p;
     p.seed = seed;
+    p.lossy = lossy;
     p.mtu = 256u << r.below(5);
     p.global = r.chance(40);
     p.qps.resize(r.range(2, 8));
@@ -143,6 +151,7 @@ UPlan make_plan(std::uint64_t seed) {
                         : k == 3 ? UFault::TooLong
                                  : UFault::LocalKey;
             }
+            if (lossy && m.bad == UFault::RecvTooSmall) m.bad = UFault::None;  // any receive may take any datagram
             m.len = m.bad == UFault::TooLong ? p.mtu + static_cast<std::uint32_t>(r.range(1, 2048)) : draw_size(r, p.mtu);
             if (m.bad == UFault::LocalKey) m.len = std::max(m.len, 1u);  // an lkey is checked only with bytes under it
             m.local = place(r, c0, m.len, 3);
@@ -155,7 +164,7 @@ UPlan make_plan(std::uint64_t seed) {
             if (m.arrives()) {
                 URecv rv;
                 rv.msg = static_cast<int>(j);
-                const std::uint32_t need = kGrh + m.len;
+                const std::uint32_t need = kGrh + (lossy ? p.mtu : m.len);
                 const std::uint32_t room = m.bad == UFault::RecvTooSmall ? static_cast<std::uint32_t>(r.range(1, need - 1))
                                                                        : need + (r.chance(30) ? static_cast<std::uint32_t>(r.range(1, 64)) : 0);
                 rv.pieces = place(r, c1, room, 3);
@@ -387,27 +396,61 @@ void receiver(const UPlan& p, Host& h, Record& rec) {
     s.connect("u", 0, conn_options(p));
     post_receives(s, p, err, recv_id);
     h.barrier("posted");
-    // The receives datagrams land in, in order (the spares come last).
-    std::vector<std::size_t> expected(nq, 0), seen(nq, 0);
-    std::uint64_t bad_qkey = 0, no_qp = 0;
+    // The receives datagrams land in, in order (the spares come last); over
+    // lossy links any of them may take any datagram.
+    std::vector<std::size_t> expected(nq, 0);
+    std::uint64_t bad_qkey = 0, no_qp = 0, on_wire = 0;
     for (std::size_t q = 0; q < nq; ++q) {
         for (const auto& m : p.qps[q].msgs) {
             expected[q] += m.arrives();
             bad_qkey += !m.flushed && m.bad == UFault::WrongQkey;
             no_qp += !m.flushed && m.bad == UFault::WrongQpn;
+            on_wire += !m.flushed && !local_error(m.bad);
         }
+        if (p.lossy) expected[q] = p.qps[q].recvs.size();
     }
     const std::vector<std::uint8_t> peer = pattern(p.bytes0, pattern0(p));
+    auto received = [&](const std::vector<Piece>& pieces) {
+        std::vector<std::uint8_t> out;
+        for (const auto& pc : pieces) out.insert(out.end(), s.buf + pc.off, s.buf + pc.off + pc.len);
+        return out;
+    };
+    // Lossy: the first datagram from `from` on that can be the one in receive
+    // k of q, whole and intact; msgs.size() when none is.
+    auto find_landed = [&](std::size_t q, std::size_t k, std::size_t from, const ibv_wc& c) {
+        const UQp& uq = p.qps[q];
+        const std::vector<std::uint8_t> got = received(uq.recvs[k].pieces);
+        for (std::size_t j = from; j < uq.msgs.size(); ++j) {
+            const UMsg& m = uq.msgs[j];
+            if (!m.arrives() || c.byte_len != kGrh + m.len || ((c.wc_flags & IBV_WC_WITH_IMM) != 0) != m.imm ||
+                (m.imm && c.imm_data != m.imm_data))
+                continue;
+            const std::vector<std::uint8_t> sent = fault::gathered(peer, m.local);
+            if (got.size() >= kGrh + sent.size() && std::equal(sent.begin(), sent.end(), got.begin() + kGrh)) return j;
+        }
+        return uq.msgs.size();
+    };
+    std::vector<std::vector<std::size_t>> landed(nq);  // the datagram in each receive taken
     CompletionLog log;
     auto reap = [&]() {
         drain(s, s.recv_cq, h, log, [&](const ibv_wc& c, std::size_t q) {
-            if (q == nq || seen[q] == expected[q]) {
+            if (q == nq || landed[q].size() == expected[q]) {
                 err("a receive completion no datagram should give: wr_id " + std::to_string(c.wr_id) + ", status " +
                     ibv_wc_status_str(c.status));
                 return;
             }
-            const std::size_t k = seen[q]++;
-            const std::size_t j = static_cast<std::size_t>(p.qps[q].recvs[k].msg);
+            const std::size_t k = landed[q].size();
+            std::size_t j = static_cast<std::size_t>(p.qps[q].recvs[k].msg);
+            if (p.lossy) {
+                j = find_landed(q, k, landed[q].empty() ? 0 : landed[q].back() + 1, c);
+                if (j == p.qps[q].msgs.size()) {
+                    err("QP " + std::to_string(q) + " receive " + std::to_string(k) + ": " + ibv_wc_status_str(c.status) +
+                        ", byte_len " + std::to_string(c.byte_len) + ", holds no datagram sent after the one before it");
+                    landed[q].push_back(j);
+                    return;
+                }
+            }
+            landed[q].push_back(j);
             const UMsg& m = p.qps[q].msgs[j];
             const ibv_wc_status want = m.bad == UFault::RecvTooSmall ? IBV_WC_LOC_LEN_ERR : IBV_WC_SUCCESS;
             if (c.wr_id != recv_id(q, k) || c.status != want) {
@@ -426,30 +469,37 @@ void receiver(const UPlan& p, Host& h, Record& rec) {
     };
     auto all = [&]() {
         for (std::size_t q = 0; q < nq; ++q)
-            if (seen[q] < expected[q]) return false;
+            if (landed[q].size() < expected[q]) return false;
         return true;
     };
+    // Over lossy links how many come is not known: the sender's completions
+    // say when the last has left.
     const sim::Tick end = h.now() + us(kLimitUs);
-    while (!all() && h.now() < end) {
+    while (!p.lossy && !all() && h.now() < end) {
         reap();
         h.sleep(200 * sim::kPsPerNs);
     }
-    for (std::size_t q = 0; q < nq; ++q)
-        if (seen[q] < expected[q])
-            err("QP " + std::to_string(q) + ": " + std::to_string(seen[q]) + " of " + std::to_string(expected[q]) +
-                " receive completions");
     h.barrier("completed");
-    h.sleep(us(20));  // a stray datagram would be in by now
+    h.sleep(us(20));  // a stray datagram, or the last over lossy links, would be in by now
     reap();
+    std::uint64_t took = 0;
+    for (std::size_t q = 0; q < nq; ++q) {
+        took += landed[q].size();
+        if (!p.lossy && landed[q].size() < expected[q])
+            err("QP " + std::to_string(q) + ": " + std::to_string(landed[q].size()) + " of " + std::to_string(expected[q]) +
+                " receive completions");
+    }
     // Node 1's buffer: its pattern, with each datagram received in full;
     // the GRH area holds the GRH when there is one, else stays untouched; a
     // receive too short holds whatever arrived; nothing else may change.
     std::vector<std::uint8_t> want = pattern(p.bytes1, pattern1(p));
     std::vector<bool> defined(want.size(), true);
-    for (const auto& q : p.qps)
-        for (const auto& rv : q.recvs) {
-            if (rv.msg < 0) continue;
-            const UMsg& m = q.msgs[static_cast<std::size_t>(rv.msg)];
+    for (std::size_t qi = 0; qi < nq; ++qi)
+        for (std::size_t k = 0; k < p.qps[qi].recvs.size(); ++k) {
+            const UQp& q = p.qps[qi];
+            const URecv& rv = q.recvs[k];
+            if (k >= landed[qi].size() || landed[qi][k] >= q.msgs.size()) continue;
+            const UMsg& m = q.msgs[landed[qi][k]];
             if (m.bad == UFault::RecvTooSmall) {
                 undefine(defined, rv.pieces);
                 continue;
@@ -469,32 +519,42 @@ void receiver(const UPlan& p, Host& h, Record& rec) {
             }
         }
     compare(err, 1, s.buf, want, defined, [&p](std::size_t off) { return what_is(p, 1, off); });
+    // Every datagram that left is received, dropped by this adapter or lost
+    // on the link (which carries nothing else).
     const std::uint64_t got_qkey = counter(h, "node1.hca.responder.dropped_bad_qkey");
     const std::uint64_t got_no_qp = counter(h, "node1.hca.rx_pipeline.dropped_unknown_qp");
-    if (got_qkey != bad_qkey || got_no_qp != no_qp)
+    const std::uint64_t lost = counter(h, "link0.dropped") + counter(h, "link0.corrupted");
+    if ((p.lossy ? got_qkey > bad_qkey || got_no_qp > no_qp : got_qkey != bad_qkey || got_no_qp != no_qp) ||
+        took + got_qkey + got_no_qp + lost != on_wire)
         err("dropped for a wrong Q_Key " + std::to_string(got_qkey) + ", for no such QP " + std::to_string(got_no_qp) +
-            "; want " + std::to_string(bad_qkey) + " and " + std::to_string(no_qp));
+            ", lost on the link " + std::to_string(lost) + ", received " + std::to_string(took) + "; sent " +
+            std::to_string(on_wire) + ", " + std::to_string(bad_qkey) + " with a wrong Q_Key, " + std::to_string(no_qp) +
+            " to no such QP");
     for (std::size_t q = 0; q < nq; ++q)
         if (const ibv_qp_state st = qp_state(s.qps[q]); st != IBV_QPS_RTS)
             err("node 1 QP " + std::to_string(q) + " ends in state " + std::to_string(st) + ", want RTS");
+    rec.num("node1.lost", lost);
     finish(s, h, rec, err, 1, log);
 }
 
 RunResult run_plan(const UPlan& p, const char* dma = "systemc") {
     Overrides cfg{{"hca.dma.impl", dma}, {"port.max_mtu", std::to_string(p.mtu)}};
+    if (p.lossy) cfg.insert(cfg.end(), {{"fault.drop", "0.02"}, {"fault.corrupt", "0.02"}});
     if (const char* level = std::getenv("HCASIM_STRESS_LOG")) cfg.emplace_back("sim.log_level", level);
     return run_pair(
         cfg, [&p](Host& h, Record& rec) { sender(p, h, rec); }, [&p](Host& h, Record& rec) { receiver(p, h, rec); });
 }
 
-void run_seeds(std::uint64_t first, int normal, const char* dma = "systemc") {
+void run_seeds(std::uint64_t first, int normal, const char* dma = "systemc", bool lossy = false) {
     for (std::uint64_t seed : stress::seeds(first, normal)) {
-        const UPlan p = make_plan(seed);
+        const UPlan p = make_plan(seed, lossy);
         if (std::getenv("HCASIM_STRESS_DUMP"))
             for (std::size_t q = 0; q < p.qps.size(); ++q)
                 for (std::size_t j = 0; j < p.qps[q].msgs.size(); ++j) std::printf("%s\n", where(p, q, j).c_str());
         const RunResult r = run_plan(p, dma);
-        if (stress::long_mode()) std::printf("ud fault stress %s, dma %s: %s\n", p.describe().c_str(), dma, clean(r) ? "ok" : "FAILED");
+        if (stress::long_mode())
+            std::printf("ud fault stress %s, dma %s: %s%s\n", p.describe().c_str(), dma, clean(r) ? "ok" : "FAILED",
+                        p.lossy ? (", " + r.get("node1.lost") + " lost on the link").c_str() : "");
         INFO(p.describe() << ", replay with HCASIM_STRESS_SEED=" << seed << ": " << errors_of(r));
         REQUIRE(r.ok);
         CHECK(clean(r));
@@ -513,8 +573,15 @@ TEST_CASE("random ud datagrams with bad ones among them through the rtl dma engi
     run_seeds(13101, 3, "rtl");
 }
 
-TEST_CASE("the same plan of ud datagrams with bad ones run twice gives identical records", "[stress][errors][ud][determinism]") {
-    const UPlan p = make_plan(13001);
+TEST_CASE("random ud datagrams with bad ones among them over links that drop and corrupt 2% of packets deliver only "
+          "whole, intact datagrams and account for every one",
+          "[stress][errors][ud][lossy]") {
+    run_seeds(13201, 6, "systemc", true);
+}
+
+TEST_CASE("the same plan of ud datagrams with bad ones over lossy links run twice gives identical records",
+          "[stress][errors][ud][determinism]") {
+    const UPlan p = make_plan(13201, true);
     const RunResult a = run_plan(p);
     const RunResult b = run_plan(p);
     HCASIM_REQUIRE_RUN(a);
