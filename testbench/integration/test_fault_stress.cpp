@@ -31,7 +31,9 @@
 //
 // Over lossy links the requester may learn of the bad request as a transport
 // retry error instead (see SendQueueCheck). UC QPs take several bad requests
-// each and go on after them (see make_uc_plan).
+// each and go on after them (see make_uc_plan); over lossy links a UC
+// message that loses a packet is lost whole, and each receive completion
+// must then be a message sent after the one before it, intact.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -113,6 +115,7 @@ struct FQp {
 };
 
 constexpr std::size_t kZone = 32 * 1024;  // the end of node 1's buffer: only out-of-range requests aim there
+constexpr std::uint32_t kMaxLen = 24 * 1024;  // the longest request
 
 struct FPlan {
     std::uint64_t seed = 0;
@@ -140,7 +143,7 @@ std::uint32_t draw_len(SplitMix64& r) {
     const std::uint64_t c = r.below(100);
     if (c < 55) return static_cast<std::uint32_t>(r.range(1, 512));
     if (c < 93) return static_cast<std::uint32_t>(r.range(513, 8192));
-    return static_cast<std::uint32_t>(r.range(8193, 24 * 1024));
+    return static_cast<std::uint32_t>(r.range(8193, kMaxLen));
 }
 
 // The rest of request j of q once its operation is drawn: its size (at
@@ -243,10 +246,13 @@ FPlan make_plan(std::uint64_t seed, bool atomics = true) {
 // than its receive). A UC responder drops a bad WRITE without a word, and a
 // WRITE with immediate data dropped so takes no receive: the next message
 // that needs one gets it. The requester learns of nothing and goes on.
-FPlan make_uc_plan(std::uint64_t seed) {
+// Lossy: a lost message leaves its receive to the next, so every receive
+// has room for any message, and no SEND is too long.
+FPlan make_uc_plan(std::uint64_t seed, bool lossy = false) {
     SplitMix64 r{seed * 0x9e3779b97f4a7c15ull + 23};
     FPlan p;
     p.seed = seed;
+    p.lossy = lossy;
     p.type = IBV_QPT_UC;
     p.mtu = static_cast<ibv_mtu>(r.range(IBV_MTU_256, IBV_MTU_4096));
     p.qps.resize(r.range(2, 8));
@@ -259,7 +265,9 @@ FPlan make_uc_plan(std::uint64_t seed) {
             w.op = c < 45 ? FOp::Send : c < 75 ? FOp::Write : FOp::WriteImm;
             if (r.chance(15))
                 w.bad = w.op == FOp::Send ? Fault::RecvTooSmall : r.chance(50) ? Fault::RemoteKey : Fault::RemoteBounds;
+            if (lossy && w.bad == Fault::RecvTooSmall) w.bad = Fault::None;
             draw_request(r, q, w, j, w.bad, w.op == FOp::Send || (w.op == FOp::WriteImm && w.bad == Fault::None), c0, c1);
+            if (lossy && w.recv >= 0) q.recvs.back().pieces = place(r, c1, kMaxLen, 3);
             q.wrs.push_back(w);
         }
         q.wrs.back().signaled = true;
@@ -592,8 +600,46 @@ void responder(const FPlan& p, Host& h, Record& rec) {
     };
     const sim::Tick end = h.now() + us(kLimitUs);
     CompletionLog log;
+    // UC over lossy links: a message that lost a packet is lost whole and
+    // leaves its receive to the next. Receive k of q holds the first message
+    // after the one before it that can be there, whole and intact (a SEND's
+    // bytes in the receive, a WRITE's with immediate data in its range).
+    const bool uc_lossy = p.lossy && p.type == IBV_QPT_UC;
+    std::vector<std::vector<std::size_t>> landed(nq);
+    auto take_lossy = [&](const ibv_wc& c, std::size_t q) {
+        const FQp& fq = p.qps[q];
+        const std::size_t k = landed[q].size();
+        if (k == fq.recvs.size() || c.wr_id != recv_id(q, k) || c.status != IBV_WC_SUCCESS) {
+            err("QP " + std::to_string(q) + ": receive completion wr_id " + std::to_string(c.wr_id) + " " +
+                ibv_wc_status_str(c.status) + " where receive " + std::to_string(k) + " should succeed");
+            return;
+        }
+        std::vector<std::uint8_t> got;
+        for (const auto& pc : fq.recvs[k].pieces) got.insert(got.end(), s.buf + pc.off, s.buf + pc.off + pc.len);
+        for (std::size_t j = landed[q].empty() ? 0 : landed[q].back() + 1; j < fq.wrs.size(); ++j) {
+            const FWr& w = fq.wrs[j];
+            const bool imm = w.op == FOp::WriteImm;
+            if (w.recv < 0 || !fq.executed(j) || c.byte_len != w.len ||
+                c.opcode != (imm ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV) || ((c.wc_flags & IBV_WC_WITH_IMM) != 0) != imm ||
+                (imm && c.imm_data != w.imm))
+                continue;
+            const auto sent = gathered(peer, w.local);
+            const std::uint8_t* at = imm ? s.buf + w.remote : got.data();
+            if ((imm || got.size() >= sent.size()) && std::equal(sent.begin(), sent.end(), at)) {
+                landed[q].push_back(j);
+                return;
+            }
+        }
+        err("QP " + std::to_string(q) + " receive " + std::to_string(k) + ": opcode " + std::to_string(c.opcode) +
+            ", byte_len " + std::to_string(c.byte_len) + ", holds no message sent after the one before it");
+        landed[q].push_back(fq.wrs.size());
+    };
     auto reap = [&]() {
         drain(s, s.recv_cq, h, log, [&](const ibv_wc& c, std::size_t q) {
+            if (uc_lossy && q < nq) {
+                take_lossy(c, q);
+                return;
+            }
             if (q == nq || seen[q] == expect[q].size()) {
                 err("a receive completion no request should give: wr_id " + std::to_string(c.wr_id) + ", status " +
                     ibv_wc_status_str(c.status));
@@ -614,11 +660,13 @@ void responder(const FPlan& p, Host& h, Record& rec) {
                     std::to_string(c.byte_len) + ", flags " + std::to_string(c.wc_flags));
         });
     };
-    while (!all() && h.now() < end) {
+    // Over lossy UC links how many come is not known: the requester's
+    // completions say when the last has left.
+    while (!uc_lossy && !all() && h.now() < end) {
         reap();
         h.sleep(200 * sim::kPsPerNs);
     }
-    for (std::size_t q = 0; q < nq; ++q)
+    for (std::size_t q = 0; q < nq && !uc_lossy; ++q)
         if (seen[q] < expect[q].size())
             err("QP " + std::to_string(q) + ": " + std::to_string(seen[q]) + " of " + std::to_string(expect[q].size()) +
                 " receive completions");
@@ -634,6 +682,51 @@ void responder(const FPlan& p, Host& h, Record& rec) {
     const std::vector<std::uint8_t> initial = pattern(p.bytes1, pattern1(p));
     std::vector<std::uint8_t> want = initial;
     std::vector<bool> defined(want.size(), true);
+    if (uc_lossy) {
+        // A SEND's bytes in the receive it landed in (beyond them, and in a
+        // receive no message completed, whatever a lost message left); a
+        // WRITE's range, byte by byte, as it was or as the WRITE has it,
+        // unless its immediate data says it landed whole; a bad WRITE's
+        // range as it was.
+        std::vector<std::uint8_t> either = initial;
+        for (std::size_t q = 0; q < nq; ++q) {
+            const FQp& fq = p.qps[q];
+            for (const auto& rv : fq.recvs) undefine(defined, rv.pieces);
+            for (std::size_t k = 0; k < landed[q].size() && landed[q][k] < fq.wrs.size(); ++k) {
+                const FWr& w = fq.wrs[landed[q][k]];
+                if (w.op != FOp::Send) continue;
+                std::vector<Piece> used;
+                std::uint32_t left = w.len;
+                for (const auto& pc : fq.recvs[k].pieces) {
+                    if (left == 0) break;
+                    used.push_back({pc.off, std::min(pc.len, left)});
+                    left -= used.back().len;
+                }
+                const auto bytes = gathered(peer, w.local);
+                scatter(want, used, bytes.data(), bytes.size());
+                for (const auto& pc : used)
+                    std::fill(defined.begin() + static_cast<long>(pc.off), defined.begin() + static_cast<long>(pc.off + pc.len), true);
+            }
+            for (std::size_t j = 0; j < fq.wrs.size(); ++j) {
+                const FWr& w = fq.wrs[j];
+                if (w.op == FOp::Send || !fq.executed(j)) continue;
+                const auto bytes = gathered(peer, w.local);
+                const bool whole = std::find(landed[q].begin(), landed[q].end(), j) != landed[q].end();
+                std::copy(bytes.begin(), bytes.end(), (whole ? want : either).begin() + static_cast<long>(w.remote));
+            }
+        }
+        std::size_t bad = 0, first = 0;
+        for (std::size_t i = 0; i < want.size(); ++i)
+            if (defined[i] && s.buf[i] != want[i] && s.buf[i] != either[i] && bad++ == 0) first = i;
+        if (bad > 0)
+            err("node 1's buffer: " + std::to_string(bad) + " bytes differ, the first at offset " + std::to_string(first) +
+                what_is(p, 1, first));
+        std::size_t lost = 0;
+        for (std::size_t q = 0; q < nq; ++q) lost += p.qps[q].recvs.size() - landed[q].size();
+        rec.num("node1.lost_messages", lost);
+        finish(s, h, rec, err, 1, log);
+        return;
+    }
     for (std::size_t q = 0; q < nq; ++q) {
         const FQp& fq = p.qps[q];
         for (std::size_t j = 0; j < fq.wrs.size(); ++j) {
@@ -688,13 +781,15 @@ RunResult run_fault_plan(const FPlan& p, const char* dma) {
 
 void run_fault_seeds(std::uint64_t first, int normal, const char* dma, bool lossy = false, bool uc = false) {
     for (std::uint64_t seed : stress::seeds(first, normal)) {
-        FPlan p = uc ? make_uc_plan(seed) : make_plan(seed);
+        FPlan p = uc ? make_uc_plan(seed, lossy) : make_plan(seed);
         p.lossy = lossy;
         if (std::getenv("HCASIM_STRESS_DUMP"))
             for (std::size_t q = 0; q < p.qps.size(); ++q)
                 for (std::size_t j = 0; j < p.qps[q].wrs.size(); ++j) std::printf("%s\n", where(p, q, j).c_str());
         const RunResult r = run_fault_plan(p, dma);
-        if (stress::long_mode()) std::printf("fault stress %s, dma %s: %s\n", p.describe().c_str(), dma, clean(r) ? "ok" : "FAILED");
+        if (stress::long_mode())
+            std::printf("fault stress %s, dma %s: %s%s\n", p.describe().c_str(), dma, clean(r) ? "ok" : "FAILED",
+                        r.has("node1.lost_messages") ? (", " + r.get("node1.lost_messages") + " messages lost").c_str() : "");
         INFO(p.describe() << ", replay with HCASIM_STRESS_SEED=" << seed << ": " << errors_of(r));
         REQUIRE(r.ok);
         CHECK(clean(r));
@@ -745,6 +840,13 @@ TEST_CASE("random rc traffic with bad work requests over links that drop and cor
 TEST_CASE("random uc traffic with bad work requests drops exactly those and delivers every other message intact",
           "[stress][errors][uc]") {
     run_fault_seeds(11301, 6, "systemc", false, true);
+}
+
+// UC over links that drop and corrupt 1 % of packets: a message that loses
+// a packet is lost whole; what arrives is intact and in order.
+TEST_CASE("random uc traffic with bad work requests over lossy links delivers only whole, intact messages in order",
+          "[stress][errors][uc][lossy]") {
+    run_fault_seeds(11401, 4, "systemc", true, true);
 }
 
 TEST_CASE("the same plan of bad work requests over lossy links run twice gives identical records",
