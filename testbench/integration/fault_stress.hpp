@@ -62,12 +62,15 @@ inline std::vector<std::uint8_t> gathered(const std::vector<std::uint8_t>& mem, 
 }
 
 // Compares node's buffer with what it should hold (defined[i] false: any
-// byte); what_is names what the first wrong byte belongs to.
+// byte; with either, a byte may also be either[i]: a request that may or may
+// not have been carried out); what_is names what the first wrong byte
+// belongs to.
 inline void compare(ErrorTally& err, int node, const std::uint8_t* got, const std::vector<std::uint8_t>& want,
-                    const std::vector<bool>& defined, const std::function<std::string(std::size_t)>& what_is) {
+                    const std::vector<bool>& defined, const std::function<std::string(std::size_t)>& what_is,
+                    const std::vector<std::uint8_t>* either = nullptr) {
     std::size_t bad = 0, first = 0;
     for (std::size_t i = 0; i < want.size(); ++i)
-        if (defined[i] && got[i] != want[i]) {
+        if (defined[i] && got[i] != want[i] && !(either && got[i] == (*either)[i])) {
             if (bad++ == 0) first = i;
         }
     if (bad > 0)
