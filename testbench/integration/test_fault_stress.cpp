@@ -1091,13 +1091,15 @@ TEST_CASE("random uc traffic with bad work requests drops exactly those and deli
     run_fault_seeds(11301, 6, "systemc", false, true);
 }
 
+namespace {
+
 // Both ways: node 1 sends its own random chain on every QP while node 0's
 // bad requests break some of them; what of node 1's requests completes is
-// up to timing, and everything else is as one way.
-TEST_CASE("random rc traffic both ways with bad work requests from one side cuts the other side's requests off cleanly",
-          "[stress][errors][both_ways]") {
-    for (std::uint64_t seed : stress::seeds(11501, 6)) {
+// up to timing, and everything else is as one way (over lossy links too).
+void run_both_ways_seeds(std::uint64_t first, int normal, bool lossy) {
+    for (std::uint64_t seed : stress::seeds(first, normal)) {
         FPlan p = make_plan(seed);
+        p.lossy = lossy;
         add_back_chains(p);
         const RunResult r = run_fault_plan(p, "systemc");
         if (stress::long_mode())
@@ -1107,6 +1109,18 @@ TEST_CASE("random rc traffic both ways with bad work requests from one side cuts
         REQUIRE(r.ok);
         CHECK(clean(r));
     }
+}
+
+}  // namespace
+
+TEST_CASE("random rc traffic both ways with bad work requests from one side cuts the other side's requests off cleanly",
+          "[stress][errors][both_ways]") {
+    run_both_ways_seeds(11501, 6, false);
+}
+
+TEST_CASE("random rc traffic both ways with bad work requests over lossy links cuts the other side's requests off cleanly",
+          "[stress][errors][both_ways][lossy]") {
+    run_both_ways_seeds(11601, 3, true);
 }
 
 // UC over links that drop and corrupt 1 % of packets: a message that loses
