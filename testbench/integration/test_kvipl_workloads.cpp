@@ -98,6 +98,22 @@ TEST_CASE("hcasim bw --api kvipl approaches the link payload rate and refuses se
     CHECK(api.out.find("--api 'vipl'") != std::string::npos);
 }
 
+// A NIC without RDMA reads runs every other operation (the workload opens
+// its memory to reads only where the NIC has them); a connection the peer's
+// connection manager cannot answer in time fails naming the return code and
+// the parameters that bound the wait.
+TEST_CASE("hcasim lat --api kvipl runs without vi rdma reads and names an unreachable peer", "[kvipl][workloads][cli]") {
+    const Command no_reads = hcasim_cmd("lat --api kvipl --op write --sizes 2,4096 -n 20 --set hca.vi_rdma_read=false --format csv");
+    CHECK(no_reads.exit_code == 0);
+    CHECK(typical(no_reads.out).size() == 2);
+    const Command sends = hcasim_cmd("lat --api kvipl --op send --sizes 64 -n 20 --set hca.vi_rdma_read=false --format csv");
+    CHECK(sends.exit_code == 0);
+    const Command unreachable = hcasim_cmd("lat --api kvipl --sizes 2 -n 20 --set fw.cm_response_timeout_us=1");
+    CHECK(unreachable.exit_code == 1);
+    CHECK(unreachable.out.find("KvipConnectClientDone returned KVIP_NOT_REACHABLE") != std::string::npos);
+    CHECK(unreachable.out.find("fw.cm_response_timeout_us") != std::string::npos);
+}
+
 TEST_CASE("a reliable reception send completes later than reliable delivery, which completes later than unreliable",
           "[kvipl][timing]") {
     auto completion_ns = [](KVIP_RELIABILITY_LEVEL rel) {

@@ -17,8 +17,37 @@ namespace hcasim::testbench {
 
 namespace {
 
+const char* return_name(KVIP_RETURN r) {
+    switch (r) {
+    case KVIP_SUCCESS: return "KVIP_SUCCESS";
+    case KVIP_NOT_DONE: return "KVIP_NOT_DONE";
+    case KVIP_INVALID_PARAMETER: return "KVIP_INVALID_PARAMETER";
+    case KVIP_ERROR_RESOURCE: return "KVIP_ERROR_RESOURCE";
+    case KVIP_TIMEOUT: return "KVIP_TIMEOUT";
+    case KVIP_REJECT: return "KVIP_REJECT";
+    case KVIP_INVALID_RELIABILITY_LEVEL: return "KVIP_INVALID_RELIABILITY_LEVEL";
+    case KVIP_INVALID_MTU: return "KVIP_INVALID_MTU";
+    case KVIP_INVALID_QOS: return "KVIP_INVALID_QOS";
+    case KVIP_INVALID_PTAG: return "KVIP_INVALID_PTAG";
+    case KVIP_INVALID_RDMA_READ: return "KVIP_INVALID_RDMA_READ";
+    case KVIP_DESCRIPTOR_ERROR: return "KVIP_DESCRIPTOR_ERROR";
+    case KVIP_INVALID_STATE: return "KVIP_INVALID_STATE";
+    case KVIP_ERROR_NAMESERVICE: return "KVIP_ERROR_NAMESERVICE";
+    case KVIP_NO_MATCH: return "KVIP_NO_MATCH";
+    case KVIP_NOT_REACHABLE: return "KVIP_NOT_REACHABLE";
+    }
+    return "an unknown KVIP code";
+}
+
 void need(KVIP_RETURN r, const char* what) {
-    if (r != KVIP_SUCCESS) throw std::runtime_error(std::string(what) + " returned KVIP code " + std::to_string(static_cast<int>(r)));
+    if (r == KVIP_SUCCESS) return;
+    std::string message = std::string(what) + " returned " + return_name(r);
+    // The connection managers talk through the adapters: one slowed down far
+    // enough answers after the peer has given up.
+    if (r == KVIP_NOT_REACHABLE)
+        message += " (the peer's connection manager did not answer within fw.cm_response_timeout_us, "
+                   "fw.cm_max_retries times)";
+    throw std::runtime_error(message);
 }
 
 constexpr std::size_t kSlot = 128;  // one descriptor: control, address and one data segment fit in 64 B
@@ -50,13 +79,15 @@ struct KvipEndpoint {
         : descs(slots_ * kSlot), data(data_bytes), slots(slots_) {
         need(KvipOpenNic(L"hcasim0", nullptr, &nic), "KvipOpenNic");
         need(KvipCreatePtag(nic, &ptag), "KvipCreatePtag");
-        KVIP_MEM_ATTRIBUTES ma{ptag, KVIP_FALSE, KVIP_FALSE};
-        need(KvipRegisterMem(nic, descs.p, static_cast<KVIP_ULONG>(slots * kSlot), &ma, &desc_mh), "KvipRegisterMem");
-        ma.EnableRdmaWrite = KVIP_TRUE;
-        ma.EnableRdmaRead = KVIP_TRUE;
-        need(KvipRegisterMem(nic, data.p, static_cast<KVIP_ULONG>(data_bytes), &ma, &data_mh), "KvipRegisterMem");
         KVIP_NIC_ATTRIBUTES na{};
         need(KvipQueryNic(nic, &na), "KvipQueryNic");
+        KVIP_MEM_ATTRIBUTES ma{ptag, KVIP_FALSE, KVIP_FALSE};
+        need(KvipRegisterMem(nic, descs.p, static_cast<KVIP_ULONG>(slots * kSlot), &ma, &desc_mh), "KvipRegisterMem");
+        // Open to RDMA reads only where the NIC has them: registering memory
+        // for reads on a NIC without them is refused.
+        ma.EnableRdmaWrite = KVIP_TRUE;
+        ma.EnableRdmaRead = na.RDMAReadSupport;
+        need(KvipRegisterMem(nic, data.p, static_cast<KVIP_ULONG>(data_bytes), &ma, &data_mh), "KvipRegisterMem");
         KVIP_VI_ATTRIBUTES va{};
         va.ReliabilityLevel = static_cast<KVIP_RELIABILITY_LEVEL>(reliability);
         va.MaxTransferSize = na.MaxTransferSize;
