@@ -98,6 +98,20 @@ TEST_CASE("a swarm whose active qps outnumber the context caches misses on every
     CHECK(more_small.mops < more.mops);
 }
 
+// rc-swarm's path MTU of 4096 and 16 READs in flight per QP, or less where
+// the port or the device allows less.
+TEST_CASE("hcasim swarm runs on a port with a smaller mtu and a device with fewer reads in flight per qp",
+          "[workload][swarm]") {
+    const SwarmRow full = swarm_row(kSmall);
+    const SwarmRow small_mtu = swarm_row(kSmall + " --set port.max_mtu=1024");
+    const SwarmRow one_read = swarm_row(kSmall + " --set hca.max_qp_rd_atom=1");
+    CHECK(small_mtu.active_qps == full.active_qps);
+    CHECK(small_mtu.mops > 0);
+    // One READ in flight per QP, four per worker wanted: the rate falls.
+    CHECK(one_read.mops > 0);
+    CHECK(one_read.mops < full.mops);
+}
+
 TEST_CASE("hcasim swarm refuses bad options naming them", "[workload][swarm][cli]") {
     struct Bad {
         const char* args;
@@ -115,6 +129,8 @@ TEST_CASE("hcasim swarm refuses bad options naming them", "[workload][swarm][cli
         {"--op write", "swarm does not use --op"},
         {"--window 64 --sizes 1024", "must fit a 64 KiB buffer"},
         {"--vms 3 --set hca.max_qp=64", "120 QPs (and as many CQs) per machine: more than the device's 64"},
+        {"--set hca.max_qp_wr=16", "32 work requests (rc-swarm's 32, or --window): more than the device's 16"},
+        {"--set hca.max_cqe=31", "more than the device's 31 (hca.max_qp_wr, hca.max_cqe)"},
         {"--seed 0", "invalid value '0' for --seed"},
     };
     for (const Bad& b : bad) {

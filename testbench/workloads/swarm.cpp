@@ -59,16 +59,18 @@ struct SwarmWorker {
     void open() {
         ctx = open_first_device();
         pd = ibv_alloc_pd(ctx);
-        if (!pd) throw std::runtime_error(std::string("ibv_alloc_pd failed: ") + std::strerror(errno));
+        if (!pd) throw std::runtime_error(std::string("ibv_alloc_pd failed: ") + std::strerror(errno) + " (hca.max_pd)");
         buf = static_cast<std::uint8_t*>(std::aligned_alloc(4096, kSwarmBufferBytes));
         if (!buf) throw std::runtime_error("out of memory for the buffer");
         mr = ibv_reg_mr(pd, buf, kSwarmBufferBytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
-        if (!mr) throw std::runtime_error(std::string("ibv_reg_mr failed: ") + std::strerror(errno));
+        if (!mr) throw std::runtime_error(std::string("ibv_reg_mr failed: ") + std::strerror(errno) + " (hca.max_mr)");
     }
 
     void add_qp(int depth, int peer) {
         ibv_cq* cq = ibv_create_cq(ctx, depth, nullptr, nullptr, 0);
-        if (!cq) throw std::runtime_error(std::string("ibv_create_cq failed: ") + std::strerror(errno));
+        if (!cq)
+            throw std::runtime_error("ibv_create_cq of " + std::to_string(depth) + " entries failed: " + std::strerror(errno) +
+                                     " (hca.max_cq, hca.max_cqe)");
         cqs.push_back(cq);
         ibv_qp_init_attr init{};
         init.send_cq = cq;
@@ -79,12 +81,16 @@ struct SwarmWorker {
         init.cap.max_send_sge = 1;
         init.cap.max_recv_sge = 1;
         ibv_qp* qp = ibv_create_qp(pd, &init);
-        if (!qp) throw std::runtime_error(std::string("ibv_create_qp failed: ") + std::strerror(errno));
+        if (!qp)
+            throw std::runtime_error("ibv_create_qp of " + std::to_string(depth) + " work requests failed: " + std::strerror(errno) +
+                                     " (hca.max_qp, hca.max_qp_wr)");
         qps.push_back(qp);
         peer_machine.push_back(peer);
     }
 
-    void connect(std::size_t q, const SwarmQpInfo& peer) {
+    // path_mtu and rd_atomic: rc-swarm's 4096 and 16, or less where the port
+    // or the device allows less.
+    void connect(std::size_t q, const SwarmQpInfo& peer, ibv_mtu path_mtu, std::uint8_t rd_atomic) {
         ibv_qp* qp = qps[q];
         ibv_qp_attr a{};
         a.qp_state = IBV_QPS_INIT;
@@ -94,12 +100,12 @@ struct SwarmWorker {
               "ibv_modify_qp(INIT)");
         a = ibv_qp_attr{};
         a.qp_state = IBV_QPS_RTR;
-        a.path_mtu = IBV_MTU_4096;
+        a.path_mtu = path_mtu;
         a.dest_qp_num = peer.qpn;
         a.rq_psn = 0;
         a.ah_attr.dlid = peer.lid;
         a.ah_attr.port_num = 1;
-        a.max_dest_rd_atomic = 16;  // rc-swarm's max_rd_atomic
+        a.max_dest_rd_atomic = rd_atomic;
         a.min_rnr_timer = 1;
         check(ibv_modify_qp(qp, &a,
                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -111,7 +117,7 @@ struct SwarmWorker {
         a.timeout = kRcAckTimeout;
         a.retry_cnt = kRcRetryCount;
         a.rnr_retry = 7;
-        a.max_rd_atomic = 16;
+        a.max_rd_atomic = rd_atomic;
         check(ibv_modify_qp(qp, &a,
                             IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                 IBV_QP_MAX_QP_RD_ATOMIC),
@@ -146,6 +152,11 @@ void check_swarm_options(const SwarmOptions& opt, const sim::Config& cfg) {
     if (opt.window < 1 || opt.window > 64)
         throw std::invalid_argument("invalid --window " + std::to_string(opt.window) +
                                     ": expected 1 to 64 READs in flight per thread");
+    const std::uint32_t depth = static_cast<std::uint32_t>(std::max(32, opt.window));
+    if (depth > p.max_qp_wr || depth > p.max_cqe)
+        throw std::invalid_argument("each swarm QP and its CQ hold " + std::to_string(depth) +
+                                    " work requests (rc-swarm's 32, or --window): more than the device's " +
+                                    std::to_string(std::min(p.max_qp_wr, p.max_cqe)) + " (hca.max_qp_wr, hca.max_cqe)");
     const std::uint64_t qps = opt.active_qps();
     if (qps > p.max_qp || qps > p.max_cq)
         throw std::invalid_argument("--threads " + std::to_string(opt.threads) + " x (--machines " +
@@ -170,6 +181,8 @@ SwarmResult run_swarm(System& sys, const SwarmOptions& opt) {
                                     std::to_string(sys.nodes()));
     const int machines = opt.machines, threads = opt.threads;
     const int depth = std::max(32, opt.window);  // rc-swarm's send queue depth, or the window
+    // READs outstanding per QP: rc-swarm's 16, or the device's limit.
+    const auto rd_atomic = static_cast<std::uint8_t>(std::clamp<std::uint32_t>(hca::HcaParams::from(sys.config()).max_qp_rd_atom, 1, 16));
     const std::uint32_t size = opt.size;
     const std::uint64_t slot_bytes = static_cast<std::uint64_t>(opt.window) * size;
 
@@ -191,6 +204,7 @@ SwarmResult run_swarm(System& sys, const SwarmOptions& opt) {
         std::memcpy(w.buf, patterns[static_cast<std::size_t>(me * threads + t)].data(), kSwarmBufferBytes);
         ibv_port_attr port{};
         check(ibv_query_port(w.ctx, 1, &port), "ibv_query_port");
+        const ibv_mtu path_mtu = std::min(IBV_MTU_4096, port.active_mtu);
         // One QP per (emulated machine, other machine), in that order.
         for (int vm = 0; vm < opt.vms; ++vm)
             for (int peer = 0; peer < machines; ++peer) {
@@ -206,7 +220,7 @@ SwarmResult run_swarm(System& sys, const SwarmOptions& opt) {
             for (int peer = 0; peer < machines; ++peer) {
                 if (peer == me) continue;
                 remote.push_back(h.get_value<SwarmQpInfo>(qp_key(peer, t, vm, me)));
-                w.connect(q++, remote.back());
+                w.connect(q++, remote.back(), path_mtu, rd_atomic);
             }
         h.barrier("swarm.connected");
 
