@@ -271,6 +271,14 @@ TEST_CASE("hcasim connect makes every connection and prints rates and set-up per
     const auto bad = run_hcasim("connect --clients 0", true);
     CHECK(bad.exit_code == 2);
     CHECK(bad.out.find("--clients") != std::string::npos);
+    // A device too small for the workload: the failing call names the
+    // parameters that bound it.
+    const auto small = run_hcasim("connect --clients 2 --connections 3 --set hca.max_mr=1", true);
+    CHECK(small.exit_code == 1);
+    CHECK(small.out.find("rdma_reg_msgs failed: Cannot allocate memory (hca.max_mr)") != std::string::npos);
+    const auto shallow = run_hcasim("connect --clients 2 --connections 3 --set hca.max_qp_wr=1", true);
+    CHECK(shallow.exit_code == 1);
+    CHECK(shallow.out.find("rdma_create_qp failed: Invalid argument (hca.max_qp, hca.max_qp_wr") != std::string::npos);
 }
 
 }  // namespace hcasim::test

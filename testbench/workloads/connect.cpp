@@ -18,8 +18,11 @@ namespace {
 constexpr std::uint16_t kPort = 7174;
 constexpr std::uint32_t kMessage = 64;
 
-void ok(int rc, const char* what) {
-    if (rc) throw std::runtime_error(std::string(what) + " failed: " + std::strerror(errno));
+// bounds: the parameters that bound what failed, for its message.
+void ok(int rc, const char* what, const char* bounds = nullptr) {
+    if (rc)
+        throw std::runtime_error(std::string(what) + " failed: " + std::strerror(errno) +
+                                 (bounds ? std::string(" (") + bounds + ")" : std::string()));
 }
 
 rdma_cm_event* next(rdma_event_channel* ch) {
@@ -84,10 +87,10 @@ void serve(Host& h, int total) {
         switch (type) {
         case RDMA_CM_EVENT_CONNECT_REQUEST: {
             ibv_qp_init_attr a = qp_attr();
-            ok(rdma_create_qp(id, nullptr, &a), "rdma_create_qp");
+            ok(rdma_create_qp(id, nullptr, &a), "rdma_create_qp", "hca.max_qp, hca.max_qp_wr, hca.max_cq, hca.max_cqe");
             Conn& c = conns[id];
             c.mr = rdma_reg_msgs(id, c.buf.data(), c.buf.size());
-            if (!c.mr) throw std::runtime_error("rdma_reg_msgs failed");
+            if (!c.mr) throw std::runtime_error(std::string("rdma_reg_msgs failed: ") + std::strerror(errno) + " (hca.max_mr)");
             ok(rdma_post_recv(id, nullptr, c.buf.data(), c.buf.size(), c.mr), "rdma_post_recv");
             rdma_conn_param p{};
             p.responder_resources = 1;
@@ -138,9 +141,9 @@ void client(Host& h, int connections, std::vector<double>& setup, std::vector<do
         ok(rdma_resolve_route(id, 2000), "rdma_resolve_route");
         expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
         ibv_qp_init_attr a = qp_attr();
-        ok(rdma_create_qp(id, nullptr, &a), "rdma_create_qp");
+        ok(rdma_create_qp(id, nullptr, &a), "rdma_create_qp", "hca.max_qp, hca.max_qp_wr, hca.max_cq, hca.max_cqe");
         ibv_mr* mr = rdma_reg_msgs(id, msg.data(), msg.size());
-        if (!mr) throw std::runtime_error("rdma_reg_msgs failed");
+        if (!mr) throw std::runtime_error(std::string("rdma_reg_msgs failed: ") + std::strerror(errno) + " (hca.max_mr)");
         rdma_conn_param p{};
         p.responder_resources = 1;
         p.initiator_depth = 1;
