@@ -53,12 +53,14 @@ inline void undefine(std::vector<bool>& defined, const std::vector<Piece>& piece
         std::fill(defined.begin() + static_cast<long>(pc.off), defined.begin() + static_cast<long>(pc.off + pc.len), false);
 }
 
-// The bytes of pieces of mem, in order.
-inline std::vector<std::uint8_t> gathered(const std::vector<std::uint8_t>& mem, const std::vector<Piece>& pieces) {
+// The bytes of pieces of mem (a pattern, or a node's buffer), in order.
+inline std::vector<std::uint8_t> gathered(const std::uint8_t* mem, const std::vector<Piece>& pieces) {
     std::vector<std::uint8_t> out;
-    for (const auto& pc : pieces)
-        out.insert(out.end(), mem.begin() + static_cast<long>(pc.off), mem.begin() + static_cast<long>(pc.off + pc.len));
+    for (const auto& pc : pieces) out.insert(out.end(), mem + pc.off, mem + pc.off + pc.len);
     return out;
+}
+inline std::vector<std::uint8_t> gathered(const std::vector<std::uint8_t>& mem, const std::vector<Piece>& pieces) {
+    return gathered(mem.data(), pieces);
 }
 
 // Compares node's buffer with what it should hold (defined[i] false: any

@@ -840,8 +840,7 @@ void responder(const FPlan& p, Host& h, Record& rec) {
                 ibv_wc_status_str(c.status) + " where receive " + std::to_string(k) + " should succeed");
             return;
         }
-        std::vector<std::uint8_t> got;
-        for (const auto& pc : fq.recvs[k].pieces) got.insert(got.end(), s.buf + pc.off, s.buf + pc.off + pc.len);
+        const std::vector<std::uint8_t> got = gathered(s.buf, fq.recvs[k].pieces);
         for (std::size_t j = landed[q].empty() ? 0 : landed[q].back() + 1; j < fq.wrs.size(); ++j) {
             const FWr& w = fq.wrs[j];
             const bool imm = w.op == FOp::WriteImm;

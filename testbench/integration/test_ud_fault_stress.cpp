@@ -410,16 +410,11 @@ void receiver(const UPlan& p, Host& h, Record& rec) {
         if (p.lossy) expected[q] = p.qps[q].recvs.size();
     }
     const std::vector<std::uint8_t> peer = pattern(p.bytes0, pattern0(p));
-    auto received = [&](const std::vector<Piece>& pieces) {
-        std::vector<std::uint8_t> out;
-        for (const auto& pc : pieces) out.insert(out.end(), s.buf + pc.off, s.buf + pc.off + pc.len);
-        return out;
-    };
     // Lossy: the first datagram from `from` on that can be the one in receive
     // k of q, whole and intact; msgs.size() when none is.
     auto find_landed = [&](std::size_t q, std::size_t k, std::size_t from, const ibv_wc& c) {
         const UQp& uq = p.qps[q];
-        const std::vector<std::uint8_t> got = received(uq.recvs[k].pieces);
+        const std::vector<std::uint8_t> got = fault::gathered(s.buf, uq.recvs[k].pieces);
         for (std::size_t j = from; j < uq.msgs.size(); ++j) {
             const UMsg& m = uq.msgs[j];
             if (!m.arrives() || c.byte_len != kGrh + m.len || ((c.wc_flags & IBV_WC_WITH_IMM) != 0) != m.imm ||
