@@ -124,6 +124,7 @@ void Completer::handle_read_response(QpContext& qp, const packet::Parsed& p, con
         const std::uint32_t offset = static_cast<std::uint32_t>(d) * qp.qpc.path_mtu;
         if (offset != w.read_received) {
             counter("read_responses_out_of_order")++;
+            if (offset > w.read_received) read_answer_gap(qp, w, t);
             return;
         }
         if (info.starts_message()) ack_received(qp, psn_add(psn, kPsnMask), t);
@@ -205,13 +206,32 @@ bool Completer::implied_nak(QpContext& qp, const SendWork& answered, sim::Tick t
         if (&w == &answered || !w.started) return false;
         if (is_read_or_atomic(w.op) && !w.acked) {
             counter("implied_naks")++;
-        ++qp.counters.implied_nak_seq_err;
+            ++qp.counters.implied_nak_seq_err;
             ack_received(qp, psn_add(w.first_psn, kPsnMask), t);
             m_requester->rewind(qp, w.first_psn, t);
             return true;
         }
     }
     return false;
+}
+
+// A later packet of a READ's answer before the one expected: the responder
+// sends an answer in PSN order, so the ones between were lost. The READ is
+// asked again at once for the rest of its answer, not after the ACK timeout
+// (a sequence error in a READ's answer, as the qib and hfi1 RC requesters
+// handle it). Once per gap: the rest of the old answer, still on its way,
+// does not ask again; if the repeated answer is lost at the same place, a
+// later READ's answer (an implied NAK) or the ACK timeout asks once more.
+void Completer::read_answer_gap(QpContext& qp, SendWork& w, sim::Tick t) {
+    // Not started again: a rewind already has it going out again.
+    if (!w.started || w.read_gap_asked_at == w.read_received) return;
+    // Any packet of its answer means the requests before it were executed.
+    if (ack_received(qp, psn_add(w.first_psn, kPsnMask), t)) return;
+    w.read_gap_asked_at = w.read_received;
+    counter("read_answer_gaps")++;
+    counter("implied_naks")++;
+    ++qp.counters.implied_nak_seq_err;
+    m_requester->rewind(qp, w.first_psn, t);
 }
 
 bool Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {

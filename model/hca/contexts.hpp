@@ -161,6 +161,9 @@ struct SendWork {
     bool acked = false;              // SEND/WRITE: acknowledged; READ: all response data placed
     CqeStatus error = CqeStatus::Success;
     std::uint32_t read_received = 0;
+    // READ: read_received when a gap in its answer last had it asked again,
+    // so the rest of the answer already on its way does not ask once more.
+    std::uint32_t read_gap_asked_at = UINT32_MAX;
     sim::Tick done_at = 0;           // when its last data write was issued (READ)
     std::vector<DmaSpan> spans;      // translated local buffer
     // VI descriptor this work came from (write-back target).

@@ -4,6 +4,8 @@
 // retry budget, fails the request and flushes what follows.
 #include <catch2/catch.hpp>
 
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
 #include "testbench/integration/harness.hpp"
@@ -168,6 +170,68 @@ TEST_CASE("a link outage longer than the retry budget fails the request with IBV
     CHECK(r.num("linux.counters.port_xmit_discards") >= 8);
     CHECK(r.num("linux.hw_counters.req_cqe_error") == 1);
     CHECK(r.num("linux.hw_counters.req_cqe_flush_error") == kWrites - 1 + 1);
+}
+
+// Node 0 READs kReadBytes from node 1; the link goes down for a few
+// microseconds while the answer streams back, so a run of its middle packets
+// is lost and the packets after the outage arrive first.
+constexpr std::uint32_t kReadBytes = 1 << 20;
+constexpr sim::Tick kReadOutageAt = kPostAt + 50 * kUs;
+constexpr sim::Tick kReadOutage = 5 * kUs;
+
+RunResult run_read_outage() {
+    const std::string down =
+        "node0.port@" + std::to_string(kReadOutageAt / kUs) + "us+" + std::to_string(kReadOutage / kUs) + "us";
+    return run_pair(
+        {{"fault.link_down", down}},
+        [](Host& h, Record& rec) {
+            Side s(h, {});  // its 1 MiB buffer holds the READ
+            ConnOptions c;
+            c.timeout = kTimeout;
+            s.connect("r", 1, c);
+            std::memset(s.buf, 0, kReadBytes);
+            sleep_until(h, kPostAt);
+            rec.num("post", s.post_send(s.qps[0], IBV_WR_RDMA_READ, {s.sge(0, kReadBytes)}, IBV_SEND_SIGNALED, 7,
+                                        s.remote_addr, s.remote_rkey));
+            const auto w = s.poll(s.send_cq, 1, 1e6);
+            rec.num("completions", w.size());
+            if (!w.empty()) rec.wc("wc", w[0]);
+            rec.num("completed_at_us", static_cast<long long>(h.now() / kUs));
+            rec.num("qp_state", static_cast<int>(qp_state(s.qps[0])));
+            rec.num("intact", std::memcmp(s.buf, pattern(kReadBytes, 91).data(), kReadBytes) == 0);
+            for (const auto& [k, v] : h.system().linux_port_counters(0)) rec.num("linux." + k, static_cast<long long>(v));
+            h.barrier("done");
+            s.close();
+        },
+        [](Host& h, Record&) {
+            Side s(h, {});  // its 1 MiB buffer holds the READ
+            fill_pattern(s.buf, kReadBytes, 91);
+            ConnOptions c;
+            c.timeout = kTimeout;
+            s.connect("r", 0, c);
+            h.barrier("done");
+            s.close();
+        });
+}
+
+TEST_CASE("a READ whose answer loses packets in the middle asks at once for the rest of it, not after the ACK timeout",
+          "[integration][lossy][outage]") {
+    const RunResult r = run_read_outage();
+    HCASIM_REQUIRE_RUN(r);
+    CHECK(r.num("post") == 0);
+    REQUIRE(r.num("completions") == 1);
+    CHECK(r.num("wc.status") == IBV_WC_SUCCESS);
+    CHECK(r.unum("wc.wr_id") == 7);
+    CHECK(r.unum("wc.byte_len") == kReadBytes);
+    CHECK(r.num("intact") == 1);
+    CHECK(r.num("qp_state") == IBV_QPS_RTS);
+    // The first packet after the outage shows the gap: the READ is asked
+    // again from the first missing packet, once, and no ACK timeout (4.19 ms)
+    // is needed.
+    CHECK(r.num("linux.hw_counters.implied_nak_seq_err") == 1);
+    CHECK(r.num("linux.hw_counters.local_ack_timeout_err") == 0);
+    CHECK(r.num("completed_at_us") < static_cast<long long>(kPostAt / kUs) + 4194);
+    CHECK(r.num("linux.hw_counters.req_cqe_error") == 0);
 }
 
 TEST_CASE("hcasim --counters prints the linux port counters in text and, with --format json, as a json line",
