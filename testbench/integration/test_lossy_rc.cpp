@@ -32,6 +32,7 @@ struct LossyMsg {
 struct LossyPlan {
     std::uint64_t seed = 0;
     int qps = 0;
+    ibv_mtu mtu = IBV_MTU_4096;
     std::vector<std::vector<LossyMsg>> msgs;  // per QP, in posting order
     std::size_t local_bytes = 0, remote_bytes = 0;
     int ops() const {
@@ -43,11 +44,14 @@ struct LossyPlan {
     static std::size_t counter_cell(int q) { return static_cast<std::size_t>(q) * 16; }  // fetch-and-add target
     static std::size_t cas_cell(int q) { return static_cast<std::size_t>(q) * 16 + 8; }
 
-    static LossyPlan make(std::uint64_t seed, int ops) {
+    // long_reads: READs of 2 to 32 KiB at a path MTU of 256 to 1024 B, so
+    // that most answers span many packets and a loss cuts one short.
+    static LossyPlan make(std::uint64_t seed, int ops, bool long_reads = false) {
         SplitMix64 r{seed};
         LossyPlan p;
         p.seed = seed;
         p.qps = static_cast<int>(r.range(4, 8));
+        if (long_reads) p.mtu = static_cast<ibv_mtu>(r.range(IBV_MTU_256, IBV_MTU_1024));
         p.msgs.resize(static_cast<std::size_t>(p.qps));
         std::size_t local = 4096, remote = 4096;  // the atomic cells come first
         std::vector<std::uint64_t> fadds(static_cast<std::size_t>(p.qps)), cases(static_cast<std::size_t>(p.qps));
@@ -59,6 +63,7 @@ struct LossyPlan {
                    : o < 90 ? LossyOp::FetchAdd : LossyOp::CompareSwap;
             const std::uint64_t s = r.below(100);
             m.size = static_cast<std::uint32_t>(s < 80 ? r.range(1, 128) : s < 98 ? r.range(129, 2048) : r.range(2049, 16384));
+            if (long_reads && m.op == LossyOp::Read) m.size = static_cast<std::uint32_t>(r.range(2048, 32768));
             if (m.op == LossyOp::FetchAdd) m.k = fadds[static_cast<std::size_t>(q)]++;
             if (m.op == LossyOp::CompareSwap) m.k = cases[static_cast<std::size_t>(q)]++;
             if (m.op == LossyOp::FetchAdd || m.op == LossyOp::CompareSwap) {
@@ -108,6 +113,7 @@ void lossy_sender(Host& h, Record& rec, const LossyPlan& p, std::uint8_t timeout
     o.access |= IBV_ACCESS_REMOTE_ATOMIC;
     Side s(h, o);
     ConnOptions c;
+    c.mtu = p.mtu;
     c.timeout = timeout;
     c.qp_access |= IBV_ACCESS_REMOTE_ATOMIC;
     s.connect("lossy", 1, c);
@@ -206,6 +212,7 @@ void lossy_sender(Host& h, Record& rec, const LossyPlan& p, std::uint8_t timeout
     rec.num("lost", sys.counter("link0.dropped") + sys.counter("link0.corrupted"));
     rec.num("timeouts", sys.counter("node0.hca.completer.ack_timeouts"));
     rec.num("implied_naks", sys.counter("node0.hca.completer.implied_naks"));
+    rec.num("read_answer_gaps", sys.counter("node0.hca.completer.read_answer_gaps"));
     rec.num("duplicate_reads", sys.counter("node1.hca.responder.duplicate_reads"));
     rec.num("duplicate_atomics", sys.counter("node1.hca.responder.duplicate_atomics"));
     rec.num("duplicates", sys.counter("node1.hca.responder.duplicates"));
@@ -227,6 +234,7 @@ void lossy_receiver(Host& h, Record& rec, const LossyPlan& p, std::uint8_t timeo
     o.access |= IBV_ACCESS_REMOTE_ATOMIC;
     Side s(h, o);
     ConnOptions c;
+    c.mtu = p.mtu;
     c.timeout = timeout;
     c.qp_access |= IBV_ACCESS_REMOTE_ATOMIC;
     s.connect("lossy", 0, c);
@@ -319,10 +327,15 @@ void lossy_receiver(Host& h, Record& rec, const LossyPlan& p, std::uint8_t timeo
 
 // Runs the plan of one seed through the DMA engine dma and checks it;
 // returns its number of operations.
-long long run_lossy_seed(const char* dma, std::uint64_t seed, int ops, const Overrides& faults) {
+struct LossyRun {
+    long long ops = 0;
+    long long read_answer_gaps = 0;
+};
+
+LossyRun run_lossy_seed(const char* dma, std::uint64_t seed, int ops, const Overrides& faults, bool long_reads = false) {
     const bool verbose = stress::long_mode();
     const std::uint8_t timeout = 6;  // 262 us
-    const LossyPlan plan = LossyPlan::make(seed, ops);
+    const LossyPlan plan = LossyPlan::make(seed, ops, long_reads);
     Overrides cfg = faults;
     cfg.emplace_back("hca.dma.impl", dma);
     cfg.emplace_back("sim.seed", std::to_string(plan.seed));
@@ -330,27 +343,34 @@ long long run_lossy_seed(const char* dma, std::uint64_t seed, int ops, const Ove
         cfg, [&](Host& h, Record& rec) { lossy_sender(h, rec, plan, timeout); },
         [&](Host& h, Record& rec) { lossy_receiver(h, rec, plan, timeout); });
     if (verbose)
-        std::printf("lossy rc seed %llu (%s, %d QPs, %d operations): %s, %.0f us simulated, %lld packets lost, "
-                    "%lld ACK timeouts, %lld implied NAKs, %lld repeated READs, %lld repeated atomics, %lld other "
-                    "duplicates\n",
+        std::printf("lossy rc seed %llu (%s, %d QPs, %d operations%s): %s, %.0f us simulated, %lld packets lost, "
+                    "%lld ACK timeouts, %lld implied NAKs (%lld gaps in a READ's answer), %lld repeated READs, "
+                    "%lld repeated atomics, %lld other duplicates\n",
                     static_cast<unsigned long long>(plan.seed), dma, plan.qps, plan.ops(),
+                    long_reads ? (", long READs at MTU " + std::to_string(128 << plan.mtu)).c_str() : "",
                     res.ok && res.num("sender.bad") == 0 && res.num("receiver.bad") == 0 ? "ok" : "FAILED",
                     res.real("end_us"), res.num("lost"), res.num("timeouts"), res.num("implied_naks"),
-                    res.num("duplicate_reads"), res.num("duplicate_atomics"), res.num("duplicates"));
+                    res.num("read_answer_gaps"), res.num("duplicate_reads"), res.num("duplicate_atomics"),
+                    res.num("duplicates"));
     INFO(dma << " dma engine, seed " << plan.seed << ", " << plan.qps << " QPs, " << plan.ops() << " operations: "
              << res.error << " " << res.get("sender.first_bad") << " " << res.get("receiver.first_bad"));
     REQUIRE(res.ok);
     CHECK(res.num("sender.bad") == 0);
     CHECK(res.num("receiver.bad") == 0);
     CHECK(res.num("sender.completed") == plan.ops());
-    return plan.ops();
+    return {plan.ops(), res.num("read_answer_gaps")};
 }
 
 // Runs seeds of `ops` operations each through the DMA engine dma.
-long long run_lossy(const char* dma, std::uint64_t first_seed, int default_seeds, int ops, const Overrides& faults) {
+LossyRun run_lossy(const char* dma, std::uint64_t first_seed, int default_seeds, int ops, const Overrides& faults,
+                   bool long_reads = false) {
     // The seeds are chosen as in every stress test (stress_seeds.hpp).
-    long long total = 0;
-    for (const std::uint64_t seed : stress::seeds(first_seed, default_seeds)) total += run_lossy_seed(dma, seed, ops, faults);
+    LossyRun total;
+    for (const std::uint64_t seed : stress::seeds(first_seed, default_seeds)) {
+        const LossyRun one = run_lossy_seed(dma, seed, ops, faults, long_reads);
+        total.ops += one.ops;
+        total.read_answer_gaps += one.read_answer_gaps;
+    }
     return total;
 }
 
@@ -375,12 +395,12 @@ constexpr int kOpsPerSeed = 25000;
 
 TEST_CASE("rc over links dropping and corrupting 1% of packets delivers 100000 mixed operations exactly once",
           "[lossy][stress]") {
-    CHECK(run_lossy("systemc", 71000, 4, kOpsPerSeed, kOnePercent) >= lossy_required(71000, 4, kOpsPerSeed));
+    CHECK(run_lossy("systemc", 71000, 4, kOpsPerSeed, kOnePercent).ops >= lossy_required(71000, 4, kOpsPerSeed));
 }
 
 TEST_CASE("rc over lossy links through the rtl dma engine delivers 100000 mixed operations exactly once",
           "[lossy][stress][rtl]") {
-    CHECK(run_lossy("rtl", 72000, 4, kOpsPerSeed, kOnePercent) >= lossy_required(72000, 4, kOpsPerSeed));
+    CHECK(run_lossy("rtl", 72000, 4, kOpsPerSeed, kOnePercent).ops >= lossy_required(72000, 4, kOpsPerSeed));
 }
 
 // Seed 72099 of the RTL engine's run (found over 100 seeds): after an
@@ -390,7 +410,7 @@ TEST_CASE("rc over lossy links through the rtl dma engine delivers 100000 mixed 
 // past its READ. An answer is now its READ's whichever time it was asked.
 TEST_CASE("a READ or atomic answered while a rewind has it waiting to go out again is done, not asked for ever",
           "[lossy][rtl]") {
-    CHECK(run_lossy_seed("rtl", 72099, 25000, kOnePercent) == 25000);
+    CHECK(run_lossy_seed("rtl", 72099, 25000, kOnePercent).ops == 25000);
 }
 
 // Seed 71100 (found over 400 seeds): with later READs and atomics done out
@@ -400,13 +420,24 @@ TEST_CASE("a READ or atomic answered while a rewind has it waiting to go out aga
 // or atomic now holds its max_rd_atomic slot until it retires.
 TEST_CASE("an unanswered atomic stays among the responder's saved answers however many later ones complete",
           "[lossy]") {
-    CHECK(run_lossy_seed("systemc", 71100, 25000, kOnePercent) == 25000);
+    CHECK(run_lossy_seed("systemc", 71100, 25000, kOnePercent).ops == 25000);
 }
 
 TEST_CASE("rc over links that also duplicate packets delivers every mixed operation exactly once",
           "[lossy][stress]") {
     run_lossy("systemc", 73000, 2, 4000,
               {{"fault.drop", "0.02"}, {"fault.corrupt", "0.01"}, {"fault.duplicate", "0.02"}});
+}
+
+// Long READs at small MTUs: most losses on the way back cut an answer short
+// in its middle, and the READ is asked again from there at once; every
+// byte of every READ must still be right, and each operation done once.
+TEST_CASE("rc over lossy links asks long READs again from where their answer broke off and delivers every operation "
+          "exactly once",
+          "[lossy][stress]") {
+    const LossyRun run = run_lossy("systemc", 74000, 3, 3000, kOnePercent, true);
+    CHECK(run.ops >= lossy_required(74000, 3, 3000));
+    CHECK(run.read_answer_gaps > 0);
 }
 
 }  // namespace hcasim::test
