@@ -205,14 +205,23 @@ bool Completer::implied_nak(QpContext& qp, const SendWork& answered, sim::Tick t
         // Not started again: a rewind already has it going out again.
         if (&w == &answered || !w.started) return false;
         if (is_read_or_atomic(w.op) && !w.acked) {
-            counter("implied_naks")++;
-            ++qp.counters.implied_nak_seq_err;
-            ack_received(qp, psn_add(w.first_psn, kPsnMask), t);
-            m_requester->rewind(qp, w.first_psn, t);
+            ask_again(qp, w, t);
             return true;
         }
     }
     return false;
+}
+
+// An implied NAK: an answer after w's own means the requests before w were
+// executed; the requester goes back to w. False, and nothing asked, when
+// an earlier READ or atomic turned out to be missing its answer (the ACK
+// asks that one again).
+bool Completer::ask_again(QpContext& qp, const SendWork& w, sim::Tick t) {
+    if (ack_received(qp, psn_add(w.first_psn, kPsnMask), t)) return false;
+    counter("implied_naks")++;
+    ++qp.counters.implied_nak_seq_err;
+    m_requester->rewind(qp, w.first_psn, t);
+    return true;
 }
 
 // A later packet of a READ's answer before the one expected: the responder
@@ -225,13 +234,9 @@ bool Completer::implied_nak(QpContext& qp, const SendWork& answered, sim::Tick t
 void Completer::read_answer_gap(QpContext& qp, SendWork& w, sim::Tick t) {
     // Not started again: a rewind already has it going out again.
     if (!w.started || w.read_gap_asked_at == w.read_received) return;
-    // Any packet of its answer means the requests before it were executed.
-    if (ack_received(qp, psn_add(w.first_psn, kPsnMask), t)) return;
+    if (!ask_again(qp, w, t)) return;
     w.read_gap_asked_at = w.read_received;
     counter("read_answer_gaps")++;
-    counter("implied_naks")++;
-    ++qp.counters.implied_nak_seq_err;
-    m_requester->rewind(qp, w.first_psn, t);
 }
 
 bool Completer::ack_received(QpContext& qp, std::uint32_t psn, sim::Tick t) {

@@ -51,6 +51,7 @@ private:
                               const std::uint8_t* payload, sim::Tick t);
     bool implied_nak(QpContext& qp, const SendWork& answered, sim::Tick t);
     void read_answer_gap(QpContext& qp, SendWork& w, sim::Tick t);
+    bool ask_again(QpContext& qp, const SendWork& w, sim::Tick t);
     void release_read_resource(QpContext& qp, const SendWork& w);
     // Every WQE up to and including psn is acknowledged.
     // True when it found an earlier READ or atomic without its answer and
