@@ -11,12 +11,16 @@
 #include <stdexcept>
 #include <string>
 
+#include "testbench/workloads/rc_endpoint.hpp"
+
 namespace hcasim::testbench {
 
 namespace {
 
 constexpr std::uint16_t kPort = 7174;
 constexpr std::uint32_t kMessage = 64;
+// What bounds rdma_create_qp: the QP and the CQs it makes for it.
+constexpr const char* kQpBounds = "hca.max_qp, hca.max_qp_wr, hca.max_cq, hca.max_cqe";
 
 // bounds: the parameters that bound what failed, for its message.
 void ok(int rc, const char* what, const char* bounds = nullptr) {
@@ -87,10 +91,9 @@ void serve(Host& h, int total) {
         switch (type) {
         case RDMA_CM_EVENT_CONNECT_REQUEST: {
             ibv_qp_init_attr a = qp_attr();
-            ok(rdma_create_qp(id, nullptr, &a), "rdma_create_qp", "hca.max_qp, hca.max_qp_wr, hca.max_cq, hca.max_cqe");
+            ok(rdma_create_qp(id, nullptr, &a), "rdma_create_qp", kQpBounds);
             Conn& c = conns[id];
-            c.mr = rdma_reg_msgs(id, c.buf.data(), c.buf.size());
-            if (!c.mr) throw std::runtime_error(std::string("rdma_reg_msgs failed: ") + std::strerror(errno) + " (hca.max_mr)");
+            c.mr = need(rdma_reg_msgs(id, c.buf.data(), c.buf.size()), "rdma_reg_msgs", "hca.max_mr");
             ok(rdma_post_recv(id, nullptr, c.buf.data(), c.buf.size(), c.mr), "rdma_post_recv");
             rdma_conn_param p{};
             p.responder_resources = 1;
@@ -141,9 +144,8 @@ void client(Host& h, int connections, std::vector<double>& setup, std::vector<do
         ok(rdma_resolve_route(id, 2000), "rdma_resolve_route");
         expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
         ibv_qp_init_attr a = qp_attr();
-        ok(rdma_create_qp(id, nullptr, &a), "rdma_create_qp", "hca.max_qp, hca.max_qp_wr, hca.max_cq, hca.max_cqe");
-        ibv_mr* mr = rdma_reg_msgs(id, msg.data(), msg.size());
-        if (!mr) throw std::runtime_error(std::string("rdma_reg_msgs failed: ") + std::strerror(errno) + " (hca.max_mr)");
+        ok(rdma_create_qp(id, nullptr, &a), "rdma_create_qp", kQpBounds);
+        ibv_mr* mr = need(rdma_reg_msgs(id, msg.data(), msg.size()), "rdma_reg_msgs", "hca.max_mr");
         rdma_conn_param p{};
         p.responder_resources = 1;
         p.initiator_depth = 1;

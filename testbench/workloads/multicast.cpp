@@ -54,18 +54,17 @@ struct GroupEndpoint {
 
     GroupEndpoint(const MulticastOptions& opt, std::uint32_t max_size, std::uint32_t recv_wr) {
         ctx = open_first_device();
-        pd = ibv_alloc_pd(ctx);
-        if (!pd) throw std::runtime_error(std::string("ibv_alloc_pd failed: ") + std::strerror(errno) + " (hca.max_pd)");
+        pd = need(ibv_alloc_pd(ctx), "ibv_alloc_pd", "hca.max_pd");
         send_cq = ibv_create_cq(ctx, opt.tx_depth + 16, nullptr, nullptr, 0);
         recv_cq = ibv_create_cq(ctx, static_cast<int>(recv_wr) + 16, nullptr, nullptr, 0);
-        if (!send_cq || !recv_cq) throw std::runtime_error(std::string("ibv_create_cq failed: ") + std::strerror(errno) + " (hca.max_cq, hca.max_cqe)");
+        need(send_cq, "ibv_create_cq", "hca.max_cq, hca.max_cqe");
+        need(recv_cq, "ibv_create_cq", "hca.max_cq, hca.max_cqe");
         // Data in front, then the receive slot: GRH area and the largest message.
         bytes = (2 * static_cast<std::size_t>(max_size) + kGrhBytes + 4096 + 4095) & ~std::size_t(4095);
         buf = static_cast<std::uint8_t*>(std::aligned_alloc(4096, bytes));
         if (!buf) throw std::runtime_error("out of memory for the buffer");
         std::memset(buf, 0, bytes);
-        mr = ibv_reg_mr(pd, buf, bytes, IBV_ACCESS_LOCAL_WRITE);
-        if (!mr) throw std::runtime_error(std::string("ibv_reg_mr failed: ") + std::strerror(errno) + " (hca.max_mr)");
+        mr = need(ibv_reg_mr(pd, buf, bytes, IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr", "hca.max_mr");
         ibv_qp_init_attr init{};
         init.send_cq = send_cq;
         init.recv_cq = recv_cq;
@@ -75,8 +74,7 @@ struct GroupEndpoint {
         init.cap.max_send_sge = 1;
         init.cap.max_recv_sge = 1;
         init.cap.max_inline_data = opt.inline_max;
-        qp = ibv_create_qp(pd, &init);
-        if (!qp) throw std::runtime_error(std::string("ibv_create_qp(UD) failed: ") + std::strerror(errno) + " (hca.max_qp, hca.max_qp_wr)");
+        qp = need(ibv_create_qp(pd, &init), "ibv_create_qp(UD)", "hca.max_qp, hca.max_qp_wr");
         ibv_qp_attr a{};
         a.qp_state = IBV_QPS_INIT;
         a.port_num = 1;

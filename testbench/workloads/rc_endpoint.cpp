@@ -35,12 +35,6 @@ ibv_context* open_first_device() {
     return ctx;
 }
 
-template <typename T>
-static T* need(T* p, const char* what) {
-    if (!p) throw std::runtime_error(std::string(what) + " failed: " + std::strerror(errno));
-    return p;
-}
-
 std::vector<ibv_wc> poll_n(ibv_cq* cq, int n, const char* what) {
     std::vector<ibv_wc> out(static_cast<std::size_t>(n));
     int got = 0;

@@ -7,7 +7,9 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -138,6 +140,16 @@ private:
 
 // Throws std::runtime_error naming the verb and errno text when rc != 0.
 void check(int rc, const char* what);
+// p, which a verb returned; when null, throws std::runtime_error naming the
+// verb, errno's text and, where given, the parameters that bound what it
+// asked for ("hca.max_mr").
+template <typename T>
+T* need(T* p, const std::string& what, const char* bounds = nullptr) {
+    if (!p)
+        throw std::runtime_error(what + " failed: " + std::strerror(errno) +
+                                 (bounds ? std::string(" (") + bounds + ")" : std::string()));
+    return p;
+}
 // The first RDMA device, opened; throws naming what failed.
 ibv_context* open_first_device();
 // Polls cq until n completions arrive; every one must succeed.

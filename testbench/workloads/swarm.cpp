@@ -58,19 +58,16 @@ struct SwarmWorker {
 
     void open() {
         ctx = open_first_device();
-        pd = ibv_alloc_pd(ctx);
-        if (!pd) throw std::runtime_error(std::string("ibv_alloc_pd failed: ") + std::strerror(errno) + " (hca.max_pd)");
+        pd = need(ibv_alloc_pd(ctx), "ibv_alloc_pd", "hca.max_pd");
         buf = static_cast<std::uint8_t*>(std::aligned_alloc(4096, kSwarmBufferBytes));
         if (!buf) throw std::runtime_error("out of memory for the buffer");
-        mr = ibv_reg_mr(pd, buf, kSwarmBufferBytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
-        if (!mr) throw std::runtime_error(std::string("ibv_reg_mr failed: ") + std::strerror(errno) + " (hca.max_mr)");
+        mr = need(ibv_reg_mr(pd, buf, kSwarmBufferBytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ), "ibv_reg_mr",
+                  "hca.max_mr");
     }
 
     void add_qp(int depth, int peer) {
-        ibv_cq* cq = ibv_create_cq(ctx, depth, nullptr, nullptr, 0);
-        if (!cq)
-            throw std::runtime_error("ibv_create_cq of " + std::to_string(depth) + " entries failed: " + std::strerror(errno) +
-                                     " (hca.max_cq, hca.max_cqe)");
+        ibv_cq* cq = need(ibv_create_cq(ctx, depth, nullptr, nullptr, 0),
+                          "ibv_create_cq of " + std::to_string(depth) + " entries", "hca.max_cq, hca.max_cqe");
         cqs.push_back(cq);
         ibv_qp_init_attr init{};
         init.send_cq = cq;
@@ -80,10 +77,8 @@ struct SwarmWorker {
         init.cap.max_recv_wr = 1;
         init.cap.max_send_sge = 1;
         init.cap.max_recv_sge = 1;
-        ibv_qp* qp = ibv_create_qp(pd, &init);
-        if (!qp)
-            throw std::runtime_error("ibv_create_qp of " + std::to_string(depth) + " work requests failed: " + std::strerror(errno) +
-                                     " (hca.max_qp, hca.max_qp_wr)");
+        ibv_qp* qp = need(ibv_create_qp(pd, &init), "ibv_create_qp of " + std::to_string(depth) + " work requests",
+                          "hca.max_qp, hca.max_qp_wr");
         qps.push_back(qp);
         peer_machine.push_back(peer);
     }
@@ -138,6 +133,10 @@ struct SwarmWorker {
     }
 };
 
+// Work requests each QP and its CQ hold: rc-swarm's send queue depth, or
+// the window where it is deeper.
+int queue_depth(const SwarmOptions& opt) { return std::max(32, opt.window); }
+
 }  // namespace
 
 void check_swarm_options(const SwarmOptions& opt, const sim::Config& cfg) {
@@ -152,7 +151,7 @@ void check_swarm_options(const SwarmOptions& opt, const sim::Config& cfg) {
     if (opt.window < 1 || opt.window > 64)
         throw std::invalid_argument("invalid --window " + std::to_string(opt.window) +
                                     ": expected 1 to 64 READs in flight per thread");
-    const std::uint32_t depth = static_cast<std::uint32_t>(std::max(32, opt.window));
+    const auto depth = static_cast<std::uint32_t>(queue_depth(opt));
     if (depth > p.max_qp_wr || depth > p.max_cqe)
         throw std::invalid_argument("each swarm QP and its CQ hold " + std::to_string(depth) +
                                     " work requests (rc-swarm's 32, or --window): more than the device's " +
@@ -180,7 +179,7 @@ SwarmResult run_swarm(System& sys, const SwarmOptions& opt) {
         throw std::invalid_argument("the swarm needs " + std::to_string(opt.machines) + " nodes, the system has " +
                                     std::to_string(sys.nodes()));
     const int machines = opt.machines, threads = opt.threads;
-    const int depth = std::max(32, opt.window);  // rc-swarm's send queue depth, or the window
+    const int depth = queue_depth(opt);
     // READs outstanding per QP: rc-swarm's 16, or the device's limit.
     const auto rd_atomic = static_cast<std::uint8_t>(std::clamp<std::uint32_t>(hca::HcaParams::from(sys.config()).max_qp_rd_atom, 1, 16));
     const std::uint32_t size = opt.size;
