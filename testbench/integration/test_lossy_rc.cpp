@@ -325,13 +325,14 @@ void lossy_receiver(Host& h, Record& rec, const LossyPlan& p, std::uint8_t timeo
     s.close();
 }
 
-// Runs the plan of one seed through the DMA engine dma and checks it;
-// returns its number of operations.
+// What runs of lossy plans did: their operations, and how many times a
+// READ was asked again after a gap in its answer.
 struct LossyRun {
     long long ops = 0;
     long long read_answer_gaps = 0;
 };
 
+// Runs the plan of one seed through the DMA engine dma and checks it.
 LossyRun run_lossy_seed(const char* dma, std::uint64_t seed, int ops, const Overrides& faults, bool long_reads = false) {
     const bool verbose = stress::long_mode();
     const std::uint8_t timeout = 6;  // 262 us
