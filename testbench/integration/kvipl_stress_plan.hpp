@@ -107,6 +107,22 @@ inline ViStream draw_stream(testbench::SplitMix64& r, bool reads) {
     return v;
 }
 
+// On an unreliable VI over lossy links a lost message leaves its receive
+// descriptor to the next message that arrives whole, so each receive gets
+// room for the longest message that may still take it: the longest
+// consuming one from its own on. The new segments follow the receiver's
+// area; what the stream drew for them before stays unused.
+inline void widen_receives(testbench::SplitMix64& r, ViStream& v) {
+    std::size_t cursor = v.receiver_bytes;
+    std::uint32_t longest = 0;
+    for (auto m = v.msgs.rbegin(); m != v.msgs.rend(); ++m) {
+        if (!m->consumes_receive()) continue;
+        longest = std::max(longest, m->op == ViOp::Send ? m->len : 0u);
+        m->recv = draw_segments(r, longest, kMaxRecvSegments, cursor, static_cast<std::uint32_t>(r.below(64)));
+    }
+    v.receiver_bytes = cursor + 64;
+}
+
 inline KVIP_ULONG status_of(const ViMsg& m) {
     const KVIP_ULONG op = m.op == ViOp::Send    ? KVIP_STATUS_OP_SEND
                           : m.op == ViOp::Write ? KVIP_STATUS_OP_RDMA_WRITE
