@@ -499,6 +499,12 @@ TEST_CASE("random kvipl traffic on unreliable vis over lossy links delivers each
     run_vi_seeds(9401, 4, true, "systemc", Ways::Drawn, Level::Unreliable);
 }
 
+TEST_CASE("random kvipl traffic on unreliable vis over lossy links through the rtl dma engine delivers each message "
+          "whole or not at all",
+          "[kvipl][stress][lossy][unreliable][rtl]") {
+    run_vi_seeds(9451, 2, true, "rtl", Ways::Drawn, Level::Unreliable);
+}
+
 // Seeds the lossy case failed over 200 seeds, one way. 9525: a 249855 B
 // RDMA read asked again whole after each lost answer packet seldom got all
 // its answer through and failed with a transport error; a READ is now asked
