@@ -26,6 +26,12 @@ struct SrqPlan {
     bool trickle = false;             // repost a completed slot only after a random pause
     std::uint32_t limit = 0;          // armed SRQ limit (re-armed after each event)
     std::uint32_t qkey = 0x11111111;
+    bool lossy = false;               // links drop and corrupt 1 % of packets (RC only)
+
+    // Lossy: a local ACK timeout of 262 us (exponent 6) recovers a lost last
+    // packet, and the waits leave room for many of them.
+    std::uint8_t ack_timeout() const { return lossy ? 6 : ConnOptions{}.timeout; }
+    double wait_us() const { return lossy ? 200000 : 20000; }
 
     int qps() const { return static_cast<int>(types.size()); }
     // Sizes and SGE counts of QP q's messages (UD: up to the MTU).
@@ -51,6 +57,7 @@ void srq_sender(Host& h, Record& rec, const SrqPlan& p) {
     Side s(h, o);
     ConnOptions c;
     c.qkey = p.qkey;
+    c.timeout = p.ack_timeout();
     s.connect("srq", 1, c);
     SplitMix64 r{p.seed ^ 0x5eed};
     std::vector<std::vector<std::uint32_t>> sizes;
@@ -95,7 +102,7 @@ void srq_sender(Host& h, Record& rec, const SrqPlan& p) {
                 ++signalled;
                 // Wait for this one: everything before it on the QP is done.
                 for (;;) {
-                    auto w = s.poll_ok(s.send_cq, 1, "send completion");
+                    auto w = s.poll_ok(s.send_cq, 1, "send completion", p.wait_us());
                     const int wq = static_cast<int>(w[0].wr_id >> 32);
                     in_flight[static_cast<std::size_t>(wq)] = 0;
                     --signalled;
@@ -104,7 +111,7 @@ void srq_sender(Host& h, Record& rec, const SrqPlan& p) {
             }
         }
     }
-    if (signalled) s.poll_ok(s.send_cq, signalled, "last send completions");
+    if (signalled) s.poll_ok(s.send_cq, signalled, "last send completions", p.wait_us());
     rec.num("sender.done", 1);
     h.barrier("srq-done");
     s.close();
@@ -124,6 +131,7 @@ void srq_receiver(Host& h, Record& rec, const SrqPlan& p) {
     Side s(h, o);
     ConnOptions c;
     c.qkey = p.qkey;
+    c.timeout = p.ack_timeout();
     s.connect("srq", 0, c);
     std::map<int, int> qp_index;
     for (int q = 0; q < p.qps(); ++q) qp_index[static_cast<int>(s.qps[static_cast<std::size_t>(q)]->qp_num)] = q;
@@ -159,7 +167,7 @@ void srq_receiver(Host& h, Record& rec, const SrqPlan& p) {
     h.barrier("srq-posted");
     std::vector<int> next(static_cast<std::size_t>(p.qps()), 0);
     int left = p.qps() * p.msgs_per_qp, bad = 0, limit_events = 0;
-    const sim::Tick deadline = h.now() + us(200000);
+    const sim::Tick deadline = h.now() + us(10 * p.wait_us());
     std::deque<std::pair<sim::Tick, int>> delayed;  // slots to post again later (trickle)
     while (left > 0 && bad == 0) {
         if (h.now() > deadline) throw std::runtime_error(std::to_string(left) + " messages never arrived");
@@ -176,6 +184,12 @@ void srq_receiver(Host& h, Record& rec, const SrqPlan& p) {
             }
             const int q = it->second;
             const int j = next[static_cast<std::size_t>(q)]++;
+            if (j == p.msgs_per_qp) {
+                rec.set("bad", "QP " + std::to_string(q) + " received more than its " + std::to_string(p.msgs_per_qp) +
+                                   " messages");
+                ++bad;
+                break;
+            }
             const bool ud = p.types[static_cast<std::size_t>(q)] == IBV_QPT_UD;
             const std::uint32_t size = sizes[static_cast<std::size_t>(q)][static_cast<std::size_t>(j)];
             const int k = static_cast<int>(w.wr_id);
@@ -222,6 +236,7 @@ void srq_receiver(Host& h, Record& rec, const SrqPlan& p) {
     rec.num("receiver.left", left);
     rec.num("receiver.bad", bad);
     rec.num("receiver.limit_rearms", limit_events);
+    rec.num("receiver.link_losses", h.system().counter("link0.dropped") + h.system().counter("link0.corrupted"));
     for (int q = 0; q < p.qps(); ++q) rec.num("receiver.qp" + std::to_string(q), next[static_cast<std::size_t>(q)]);
     h.barrier("srq-done");
     s.close();
@@ -291,18 +306,22 @@ namespace {
 // Random SRQ traffic over seeds (chosen as in every stress test,
 // stress_seeds.hpp) through the DMA engine dma names. A seed draws the shape;
 // its traffic is drawn from the plan seed, as far on from first_plan_seed as
-// the seed is from first_seed; odd steps mix RC, UC and UD.
-void srq_stress(const char* dma, int default_seeds, std::uint64_t first_seed, std::uint64_t first_plan_seed) {
+// the seed is from first_seed; odd steps mix RC, UC and UD. Over lossy links
+// every QP is RC: the others would lose messages.
+void srq_stress(const char* dma, int default_seeds, std::uint64_t first_seed, std::uint64_t first_plan_seed,
+                bool lossy = false) {
     for (const std::uint64_t seed : stress::seeds(first_seed, default_seeds)) {
         const std::uint64_t step = seed - first_seed;
         SplitMix64 r{seed};
         SrqPlan p;
         p.seed = first_plan_seed + step;
+        p.lossy = lossy;
         const int qps = static_cast<int>(r.range(2, 24));
-        const bool mixed = step % 2 == 1;
+        const bool mixed = !lossy && step % 2 == 1;
         for (int q = 0; q < qps; ++q)
             p.types.push_back(!mixed ? IBV_QPT_RC : q % 3 == 0 ? IBV_QPT_RC : q % 3 == 1 ? IBV_QPT_UC : IBV_QPT_UD);
-        p.msgs_per_qp = static_cast<int>(r.range(1, 12));
+        // Lossy plans carry more, so that most seeds lose some packets.
+        p.msgs_per_qp = static_cast<int>(lossy ? r.range(8, 40) : r.range(1, 12));
         p.max_size = static_cast<std::uint32_t>(r.range(1, 8000));
         if (!mixed) {
             // RC alone may starve: RNR NAKs and retries bring the messages through.
@@ -318,9 +337,14 @@ void srq_stress(const char* dma, int default_seeds, std::uint64_t first_seed, st
             p.initial_posts = p.slots;
         }
         INFO(dma << " dma engine, plan seed " << p.seed << ", replay with HCASIM_STRESS_SEED=" << seed);
+        Overrides ov{{"hca.dma.impl", dma}};
+        if (lossy) ov.insert(ov.end(), {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}});
+        const RunResult res = run_srq(p, ov);
         if (stress::long_mode())
-            std::printf("srq stress, seed %llu: %d QPs%s\n", static_cast<unsigned long long>(seed), qps, mixed ? " (RC, UC, UD)" : "");
-        check_srq(run_srq(p, {{"hca.dma.impl", dma}}), p);
+            std::printf("srq stress, seed %llu: %d QPs%s%s\n", static_cast<unsigned long long>(seed), qps,
+                        mixed ? " (RC, UC, UD)" : "",
+                        lossy ? (", " + res.get("receiver.link_losses") + " packets lost or corrupted").c_str() : "");
+        check_srq(res, p);
     }
 }
 
@@ -332,6 +356,14 @@ TEST_CASE("random SRQ traffic over many QPs and seeds loses and corrupts nothing
 
 TEST_CASE("random SRQ traffic through the rtl dma engine loses and corrupts nothing", "[srq][stress][rtl]") {
     srq_stress("rtl", 3, 0x5a5b0000u, 200);
+}
+
+// Resent SENDs must take no second receive WQE from the SRQ, and a message
+// cut short by a loss must finish in the WQE it started in, among RNR NAKs
+// when the SRQ runs dry.
+TEST_CASE("random SRQ traffic over links that drop and corrupt 1% of packets loses and corrupts nothing",
+          "[srq][stress][lossy]") {
+    srq_stress("systemc", 4, 0x5a5c0000u, 300, true);
 }
 
 TEST_CASE("SRQ verbs refuse bad attributes and work requests with the documented errors", "[srq]") {

@@ -434,7 +434,9 @@ struct XrcStressPlan {
         bool imm;
     };
     std::vector<std::vector<Msg>> msgs;  // per pair
-    static XrcStressPlan make(std::uint64_t seed) {
+    // Lossy plans carry more: up to 16 messages a pair, the most the sender's
+    // buffer lays out.
+    static XrcStressPlan make(std::uint64_t seed, bool lossy = false) {
         SplitMix64 r{seed};
         XrcStressPlan p;
         p.seed = seed;
@@ -442,7 +444,7 @@ struct XrcStressPlan {
         p.srqs = static_cast<int>(r.range(1, 4));
         p.msgs.resize(static_cast<std::size_t>(p.pairs));
         for (auto& v : p.msgs) {
-            const int n = static_cast<int>(r.range(1, 12));
+            const int n = static_cast<int>(lossy ? r.range(8, 16) : r.range(1, 12));
             for (int j = 0; j < n; ++j)
                 v.push_back({static_cast<int>(r.range(0, static_cast<std::uint64_t>(p.srqs) - 1)),
                              static_cast<std::uint32_t>(r.range(0, 6000)), r.chance(30)});
@@ -460,11 +462,14 @@ std::uint64_t xrc_msg_seed(std::uint64_t seed, int q, int j) { return seed * 777
 namespace {
 
 // Random XRC traffic over seeds (chosen as in every stress test,
-// stress_seeds.hpp) through the DMA engine dma names.
-void xrc_stress(const char* dma, int default_seeds, std::uint64_t first_seed) {
+// stress_seeds.hpp) through the DMA engine dma names; lossy: over links that
+// drop and corrupt 1 % of packets, with a local ACK timeout of 262 us
+// (exponent 6) and waits that leave room for many of them.
+void xrc_stress(const char* dma, int default_seeds, std::uint64_t first_seed, bool lossy = false) {
+    const double wait_us = lossy ? 200000 : 20000;
     for (const std::uint64_t seed : stress::seeds(first_seed, default_seeds)) {
-        const XrcStressPlan plan = XrcStressPlan::make(seed);
-        auto sender = [plan](Host& h, Record& rec) {
+        const XrcStressPlan plan = XrcStressPlan::make(seed, lossy);
+        auto sender = [plan, lossy, wait_us](Host& h, Record& rec) {
             SideOptions o;
             o.qps = 0;
             o.buffer_bytes = 16u << 20;
@@ -490,6 +495,7 @@ void xrc_stress(const char* dma, int default_seeds, std::uint64_t first_seed) {
             const auto tgt = h.get_value<std::array<std::uint32_t, 8>>("tgt");
             const auto srqn = h.get_value<std::array<std::uint32_t, 4>>("srqn");
             ConnOptions c;
+            if (lossy) c.timeout = 6;
             for (int q = 0; q < plan.pairs; ++q) {
                 ibv_qp_attr a{};
                 a.qp_state = IBV_QPS_RTR;
@@ -531,14 +537,14 @@ void xrc_stress(const char* dma, int default_seeds, std::uint64_t first_seed) {
                 ++j;
                 --left;
                 unsignalled = sig ? 0 : unsignalled + 1;
-                if (sig) s.poll_ok(s.send_cq, 1, "send");
+                if (sig) s.poll_ok(s.send_cq, 1, "send", wait_us);
             }
             h.barrier("received");
             for (ibv_qp* q : ini) need_rc(ibv_destroy_qp(q), "ibv_destroy_qp");
             rec.num("sent", 1);
             s.close();
         };
-        auto receiver = [plan](Host& h, Record& rec) {
+        auto receiver = [plan, wait_us](Host& h, Record& rec) {
             SideOptions o;
             o.qps = 0;
             int total = 0;
@@ -618,7 +624,7 @@ void xrc_stress(const char* dma, int default_seeds, std::uint64_t first_seed) {
                     expect[{q, plan.msgs[static_cast<std::size_t>(q)][static_cast<std::size_t>(j)].srq}].push_back(j);
             std::map<std::pair<int, int>, std::size_t> got;
             int received = 0, bad = 0;
-            const sim::Tick deadline = h.now() + us(100000);
+            const sim::Tick deadline = h.now() + us(5 * wait_us);
             while (received < total && !bad && h.now() < deadline) {
                 for (int i = 0; i < plan.srqs; ++i) {
                     ibv_wc w{};
@@ -661,6 +667,7 @@ void xrc_stress(const char* dma, int default_seeds, std::uint64_t first_seed) {
             rec.num("received", received);
             rec.num("total", total);
             rec.num("bad", bad);
+            rec.num("link_losses", h.system().counter("link0.dropped") + h.system().counter("link0.corrupted"));
             h.barrier("received");
             for (ibv_qp* t : tgt) need_rc(ibv_destroy_qp(t), "ibv_destroy_qp");
             for (std::size_t i = 0; i < srqs.size(); ++i) {
@@ -670,7 +677,12 @@ void xrc_stress(const char* dma, int default_seeds, std::uint64_t first_seed) {
             need_rc(ibv_close_xrcd(xrcd), "ibv_close_xrcd");
             s.close();
         };
-        const auto res = run_pair({{"hca.dma.impl", dma}}, sender, receiver);
+        Overrides ov{{"hca.dma.impl", dma}};
+        if (lossy) ov.insert(ov.end(), {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}});
+        const auto res = run_pair(ov, sender, receiver);
+        if (stress::long_mode() && lossy)
+            std::printf("xrc stress, seed %llu: %d pairs, %d SRQs, %s packets lost or corrupted\n",
+                        static_cast<unsigned long long>(plan.seed), plan.pairs, plan.srqs, res.get("link_losses").c_str());
         INFO(dma << " dma engine, seed " << plan.seed << ": " << res.error << " " << res.get("bad"));
         REQUIRE(res.ok);
         CHECK(res.num("bad") == 0);
@@ -687,6 +699,12 @@ TEST_CASE("random XRC traffic from many initiators into many SRQs of one domain 
 
 TEST_CASE("random XRC traffic through the rtl dma engine loses and corrupts nothing", "[xrc][stress][rtl]") {
     xrc_stress("rtl", 3, 0x3d0000u);
+}
+
+// A resent SEND must take no second WQE from the SRQ it names.
+TEST_CASE("random XRC traffic over links that drop and corrupt 1% of packets loses and corrupts nothing",
+          "[xrc][stress][lossy]") {
+    xrc_stress("systemc", 4, 0x3e0000u, true);
 }
 
 }  // namespace hcasim::test
