@@ -59,8 +59,15 @@ void IbSwitch::forward(int in, packet::PacketPtr pkt, sim::Tick first_bit, sim::
     }
     auto it = m_lft.find(dlid);
     if (it == m_lft.end()) {
-        counter("dropped_unknown_dlid")++;
-        HCASIM_LOG(sim::LogLevel::Warn, path(), "no route for DLID " << dlid << ", packet dropped");
+        if (packet::vcrc_intact(pkt->bytes.data(), pkt->bytes.size())) {
+            counter("dropped_unknown_dlid")++;
+            HCASIM_LOG(sim::LogLevel::Warn, path(), "no route for DLID " << dlid << ", packet dropped");
+        } else {
+            // Damaged on the way in, its DLID with it: a link error, not a
+            // missing route (a routable one goes on cut-through and its
+            // receiver drops it).
+            counter("dropped_bad_vcrc")++;
+        }
         release_input(in, pkt->bytes.size(), last_bit);
         return;
     }

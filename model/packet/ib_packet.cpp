@@ -372,6 +372,10 @@ std::uint16_t vcrc(const std::uint8_t* buf, std::size_t len) {
     return static_cast<std::uint16_t>(~crc16_update(0xffff, buf, len));
 }
 
+bool vcrc_intact(const std::uint8_t* buf, std::size_t n) {
+    return n >= kVcrcBytes && get_le16(buf + n - kVcrcBytes) == vcrc(buf, n - kVcrcBytes);
+}
+
 const char* to_string(ParseError e) {
     switch (e) {
         case ParseError::None: return "none";

@@ -238,6 +238,9 @@ ParseError parse(const std::uint8_t* buf, std::size_t n, Parsed& out, CrcCheck c
 // transmitted in (as the Ethernet FCS, and as Linux rxe stores the ICRC).
 std::uint32_t icrc(const std::uint8_t* buf, std::size_t len_before_icrc);
 std::uint16_t vcrc(const std::uint8_t* buf, std::size_t len_before_vcrc);
+// Whether a packet of n wire bytes ends in the VCRC of the bytes before it,
+// as every hop checks it.
+bool vcrc_intact(const std::uint8_t* buf, std::size_t n);
 
 // The raw CRCs: CRC-32 (IEEE 802.3 polynomial 0x04C11DB7, reflected, init and
 // xorout 0xffffffff) and CRC-16 (polynomial 0x100B, init 0xffff, xorout 0xffff,

@@ -161,16 +161,18 @@ TEST_CASE("the connectx-3 class's swarm rate falls past 40 qps per machine as th
     CHECK(big_cache.mops > 0.95 * q40.mops);
 }
 
-TEST_CASE("random swarms over context caches that thrash bring every read's bytes back and complete every read",
-          "[stress][swarm][context_cache]") {
-    // Every READ's bytes are checked inside the workload (a wrong byte or a
-    // failed completion ends the run naming the READ); here the shapes are
-    // random: machines, workers, QPs, window, size, and caches of a few
-    // entries with few fill slots, so contexts are evicted, written back and
-    // filled again while READs on them are in flight at both ends; on both
-    // DMA engines.
+namespace {
+
+// Every READ's bytes are checked inside the workload (a wrong byte or a
+// failed completion ends the run naming the READ); here the shapes are
+// random: machines, workers, QPs, window, size, and caches of a few entries
+// with few fill slots, so contexts are evicted, written back and filled
+// again while READs on them are in flight at both ends; on both DMA engines.
+// Lossy: every link drops and corrupts 1 % of packets, so READs and their
+// answers are sent again on QPs whose contexts come and go.
+void random_swarms(std::uint64_t first_seed, int normal, bool lossy) {
     std::uint64_t misses = 0;
-    for (std::uint64_t seed : hcasim::test::stress::seeds(7301, 8)) {
+    for (std::uint64_t seed : hcasim::test::stress::seeds(first_seed, normal)) {
         hcasim::testbench::SplitMix64 r{seed};
         const int machines = static_cast<int>(r.range(2, 5)), threads = static_cast<int>(r.range(1, 3));
         const int vms = static_cast<int>(r.range(1, 4)), window = static_cast<int>(r.range(1, 16));
@@ -182,7 +184,8 @@ TEST_CASE("random swarms over context caches that thrash bring every read's byte
             " --set hca.cqc_cache_entries=" + std::to_string(r.range(2, 24)) +
             " --set hca.context_fill_slots=" + std::to_string(r.range(1, 8)) +
             // Every other seed moves the bytes through the RTL DMA engine.
-            (seed % 2 ? " --set hca.dma.impl=rtl" : "") + " --format json";
+            (seed % 2 ? " --set hca.dma.impl=rtl" : "") +
+            (lossy ? " --set fault.drop=0.01 --set fault.corrupt=0.01" : "") + " --format json";
         const CommandResult run = run_hcasim(args, true);
         INFO("seed " << seed << ": hcasim " << args << "\n" << run.out.substr(0, 2000));
         REQUIRE(run.exit_code == 0);
@@ -200,4 +203,17 @@ TEST_CASE("random swarms over context caches that thrash bring every read's byte
     }
     // The caches did thrash (a one-QP swarm may fit them).
     CHECK(misses > 0);
+}
+
+}  // namespace
+
+TEST_CASE("random swarms over context caches that thrash bring every read's bytes back and complete every read",
+          "[stress][swarm][context_cache]") {
+    random_swarms(7301, 8, false);
+}
+
+TEST_CASE("random swarms over context caches that thrash and links that drop and corrupt 1% of packets complete every "
+          "read with its bytes",
+          "[stress][swarm][context_cache][lossy]") {
+    random_swarms(7401, 4, true);
 }
