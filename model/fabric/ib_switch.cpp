@@ -79,8 +79,9 @@ void IbSwitch::forward_multicast(int in, std::uint16_t mlid, const packet::Packe
                                  sim::Tick last_bit) {
     auto it = m_mft.find(mlid);
     if (it == m_mft.end()) {
-        // No member has joined: IBA switches discard such packets.
-        counter("dropped_unknown_mlid")++;
+        // No member has joined: IBA switches discard such packets. A link
+        // error may have made the MLID: then it is the VCRC that fails.
+        counter(packet::vcrc_intact(pkt->bytes.data(), pkt->bytes.size()) ? "dropped_unknown_mlid" : "dropped_bad_vcrc")++;
         release_input(in, pkt->bytes.size(), last_bit);
         return;
     }
