@@ -214,6 +214,16 @@ inline void default_fatal_signals() {
 using Program = std::function<void(Host&, Record&)>;
 using Overrides = std::vector<std::pair<std::string, std::string>>;
 
+// Links that drop and corrupt 1 % of the packets each way: the lossy links
+// of the stress tests.
+inline const Overrides kLossyLinks{{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}};
+inline void add_lossy_links(Overrides& o) { o.insert(o.end(), kLossyLinks.begin(), kLossyLinks.end()); }
+
+// Packets the first link (a pair's only one) dropped or damaged.
+inline std::uint64_t link_losses(Host& h) {
+    return h.system().counter("link0.dropped") + h.system().counter("link0.corrupted");
+}
+
 // Runs one program per entry (program i on node i % nodes) in a fresh child
 // process. An empty Program runs nothing. nodes = 0: fabric.nodes of the
 // overrides.

@@ -1307,7 +1307,7 @@ private:
         m_rec.num("timeouts.n" + std::to_string(m_me), m_h.system().counter(hca + "completer.ack_timeouts"));
         m_rec.num("rewinds.n" + std::to_string(m_me), m_h.system().counter(hca + "requester.rewinds"));
         if (m_me == 0)
-            m_rec.num("lost.n0", m_h.system().counter("link0.dropped") + m_h.system().counter("link0.corrupted"));
+            m_rec.num("lost.n0", link_losses(m_h));
         m_rec.num("trace.n" + std::to_string(m_me), m_trace);
         if (m_plan.type() == IBV_QPT_RC) return;
         // Unreliable services on a lossless fabric with every receive posted

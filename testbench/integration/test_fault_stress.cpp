@@ -1021,7 +1021,7 @@ void responder(const FPlan& p, Host& h, Record& rec) {
 
 RunResult run_fault_plan(const FPlan& p, const char* dma) {
     Overrides cfg{{"hca.dma.impl", dma}};
-    if (p.lossy) cfg.insert(cfg.end(), {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}});
+    if (p.lossy) add_lossy_links(cfg);
     if (const char* level = std::getenv("HCASIM_STRESS_LOG")) cfg.emplace_back("sim.log_level", level);
     return run_pair(
         cfg, [&p](Host& h, Record& rec) { requester(p, h, rec); }, [&p](Host& h, Record& rec) { responder(p, h, rec); });

@@ -672,7 +672,7 @@ void receiver(const FPlan& p, Host& h, Record& rec) {
 
 RunResult run_plan(const FPlan& p, const char* dma = "systemc") {
     Overrides cfg{{"hca.dma.impl", dma}, {"port.max_mtu", std::to_string(p.mtu)}};
-    if (p.lossy) cfg.insert(cfg.end(), {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}});
+    if (p.lossy) add_lossy_links(cfg);
     if (const char* level = std::getenv("HCASIM_STRESS_LOG")) cfg.emplace_back("sim.log_level", level);
     return run_pair(
         cfg, [&p](Host& h, Record& rec) { sender(p, h, rec); }, [&p](Host& h, Record& rec) { receiver(p, h, rec); });

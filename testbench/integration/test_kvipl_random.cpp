@@ -294,7 +294,6 @@ void node(const ViPlan& p, int self, Host& h, Record& rec) {
         const std::size_t j = next_in[v]++;
         skip(v);
         const ViMsg& m = msgs[j];
-        arrived[v][j] = true;
         const KVIP_ULONG want = KVIP_STATUS_DONE |
                                 (m.op == ViOp::Send ? KVIP_STATUS_OP_RECEIVE : KVIP_STATUS_OP_REMOTE_RDMA_WRITE) |
                                 (m.imm ? KVIP_STATUS_IMMEDIATE : 0);
@@ -436,7 +435,7 @@ void node(const ViPlan& p, int self, Host& h, Record& rec) {
 
 RunResult run_vi_plan(const ViPlan& p, const char* dma = "systemc") {
     Overrides cfg{{"hca.dma.impl", dma}};
-    if (p.lossy) cfg.insert(cfg.end(), {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}});
+    if (p.lossy) add_lossy_links(cfg);
     if (const char* level = std::getenv("HCASIM_STRESS_LOG")) cfg.emplace_back("sim.log_level", level);
     return run_pair(
         cfg, [&p](Host& h, Record& rec) { node(p, 0, h, rec); }, [&p](Host& h, Record& rec) { node(p, 1, h, rec); });

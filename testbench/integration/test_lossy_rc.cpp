@@ -209,7 +209,7 @@ void lossy_sender(Host& h, Record& rec, const LossyPlan& p, std::uint8_t timeout
     h.barrier("done");
     // What the faults made the adapters do.
     auto& sys = h.system();
-    rec.num("lost", sys.counter("link0.dropped") + sys.counter("link0.corrupted"));
+    rec.num("lost", link_losses(h));
     rec.num("timeouts", sys.counter("node0.hca.completer.ack_timeouts"));
     rec.num("implied_naks", sys.counter("node0.hca.completer.implied_naks"));
     rec.num("read_answer_gaps", sys.counter("node0.hca.completer.read_answer_gaps"));
@@ -381,8 +381,6 @@ long long lossy_required(std::uint64_t first_seed, int default_seeds, int ops) {
     return static_cast<long long>(stress::seeds(first_seed, default_seeds).size()) * ops;
 }
 
-const Overrides kOnePercent{{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}};
-
 // Operations per seed: 4 seeds make the 10^5 of the exactly-once
 // requirement. The sanitizer build runs a fifth of them (the RTL run alone
 // would take minutes there); the normal build runs them all.
@@ -396,12 +394,12 @@ constexpr int kOpsPerSeed = 25000;
 
 TEST_CASE("rc over links dropping and corrupting 1% of packets delivers 100000 mixed operations exactly once",
           "[lossy][stress]") {
-    CHECK(run_lossy("systemc", 71000, 4, kOpsPerSeed, kOnePercent).ops >= lossy_required(71000, 4, kOpsPerSeed));
+    CHECK(run_lossy("systemc", 71000, 4, kOpsPerSeed, kLossyLinks).ops >= lossy_required(71000, 4, kOpsPerSeed));
 }
 
 TEST_CASE("rc over lossy links through the rtl dma engine delivers 100000 mixed operations exactly once",
           "[lossy][stress][rtl]") {
-    CHECK(run_lossy("rtl", 72000, 4, kOpsPerSeed, kOnePercent).ops >= lossy_required(72000, 4, kOpsPerSeed));
+    CHECK(run_lossy("rtl", 72000, 4, kOpsPerSeed, kLossyLinks).ops >= lossy_required(72000, 4, kOpsPerSeed));
 }
 
 // Seed 72099 of the RTL engine's run (found over 100 seeds): after an
@@ -411,7 +409,7 @@ TEST_CASE("rc over lossy links through the rtl dma engine delivers 100000 mixed 
 // past its READ. An answer is now its READ's whichever time it was asked.
 TEST_CASE("a READ or atomic answered while a rewind has it waiting to go out again is done, not asked for ever",
           "[lossy][rtl]") {
-    CHECK(run_lossy_seed("rtl", 72099, 25000, kOnePercent).ops == 25000);
+    CHECK(run_lossy_seed("rtl", 72099, 25000, kLossyLinks).ops == 25000);
 }
 
 // Seed 71100 (found over 400 seeds): with later READs and atomics done out
@@ -421,7 +419,7 @@ TEST_CASE("a READ or atomic answered while a rewind has it waiting to go out aga
 // or atomic now holds its max_rd_atomic slot until it retires.
 TEST_CASE("an unanswered atomic stays among the responder's saved answers however many later ones complete",
           "[lossy]") {
-    CHECK(run_lossy_seed("systemc", 71100, 25000, kOnePercent).ops == 25000);
+    CHECK(run_lossy_seed("systemc", 71100, 25000, kLossyLinks).ops == 25000);
 }
 
 TEST_CASE("rc over links that also duplicate packets delivers every mixed operation exactly once",
@@ -436,7 +434,7 @@ TEST_CASE("rc over links that also duplicate packets delivers every mixed operat
 TEST_CASE("rc over lossy links asks long READs again from where their answer broke off and delivers every operation "
           "exactly once",
           "[lossy][stress]") {
-    const LossyRun run = run_lossy("systemc", 74000, 3, 3000, kOnePercent, true);
+    const LossyRun run = run_lossy("systemc", 74000, 3, 3000, kLossyLinks, true);
     CHECK(run.ops >= lossy_required(74000, 3, 3000));
     CHECK(run.read_answer_gaps > 0);
 }

@@ -873,7 +873,7 @@ RunResult run_stress_plan(const StressPlan& plan, bool lossy = false) {
                   {"fabric.nodes", std::to_string(plan.nodes)},
                   {"port.max_mtu", std::to_string(plan.mtu)},
                   {"sim.seed", std::to_string(plan.seed % 4294967296ull)}};
-    if (lossy) cfg.insert(cfg.end(), {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}});
+    if (lossy) add_lossy_links(cfg);
     return run_programs(cfg, programs, 0);
 }
 

@@ -236,7 +236,7 @@ void srq_receiver(Host& h, Record& rec, const SrqPlan& p) {
     rec.num("receiver.left", left);
     rec.num("receiver.bad", bad);
     rec.num("receiver.limit_rearms", limit_events);
-    rec.num("receiver.link_losses", h.system().counter("link0.dropped") + h.system().counter("link0.corrupted"));
+    rec.num("receiver.link_losses", link_losses(h));
     for (int q = 0; q < p.qps(); ++q) rec.num("receiver.qp" + std::to_string(q), next[static_cast<std::size_t>(q)]);
     h.barrier("srq-done");
     s.close();
@@ -338,7 +338,7 @@ void srq_stress(const char* dma, int default_seeds, std::uint64_t first_seed, st
         }
         INFO(dma << " dma engine, plan seed " << p.seed << ", replay with HCASIM_STRESS_SEED=" << seed);
         Overrides ov{{"hca.dma.impl", dma}};
-        if (lossy) ov.insert(ov.end(), {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}});
+        if (lossy) add_lossy_links(ov);
         const RunResult res = run_srq(p, ov);
         if (stress::long_mode())
             std::printf("srq stress, seed %llu: %d QPs%s%s\n", static_cast<unsigned long long>(seed), qps,

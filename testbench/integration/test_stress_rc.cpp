@@ -44,7 +44,7 @@ TEST_CASE("random rc traffic over links that drop and corrupt 1% of packets deli
           "exactly once",
           "[stress][lossy]") {
     Shape shape;
-    shape.extra = {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}};
+    shape.extra = kLossyLinks;
     shape.timeout = 6;
     run_seeds(shape, 5001, 6);
 }
@@ -58,7 +58,7 @@ TEST_CASE("random rc traffic over links that drop and corrupt 1% of packets deli
 TEST_CASE("an ack timeout resends a long write from its first unacknowledged packet, not from its start",
           "[lossy]") {
     Shape shape;
-    shape.extra = {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}};
+    shape.extra = kLossyLinks;
     shape.timeout = 6;
     const Plan plan = make_plan(5163, shape);
     if (std::getenv("HCASIM_STRESS_DUMP")) std::printf("%s", plan.dump().c_str());
@@ -93,7 +93,7 @@ TEST_CASE("repeated reads over lossy links neither bury the acks nor starve the 
     for (const std::uint64_t seed : {10246u, 10239u}) {
         Shape shape;
         shape.reads_atomics = true;
-        shape.extra = {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}};
+        shape.extra = kLossyLinks;
         shape.timeout = 6;
         const Plan plan = make_plan(seed, shape);
         const Outcome o = run_plan(plan);
@@ -193,7 +193,7 @@ TEST_CASE("random rc traffic with reads and atomics over links that drop and cor
           "[stress][atomic][lossy]") {
     Shape shape;
     shape.reads_atomics = true;
-    shape.extra = {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}};
+    shape.extra = kLossyLinks;
     shape.timeout = 6;
     run_seeds(shape, 10201, 4);
 }
@@ -208,7 +208,7 @@ TEST_CASE("the same rc random plan with reads, atomics and the extended verbs ov
     shape.reads_atomics = true;
     shape.extended_verbs = true;
     shape.max_qps = 5;
-    shape.extra = {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}};
+    shape.extra = kLossyLinks;
     shape.timeout = 6;
     const Outcome a = run_twice_alike(make_plan(10301, shape));
     CHECK(a.run.num("polled.n0") > 0);

@@ -518,7 +518,7 @@ void receiver(const UPlan& p, Host& h, Record& rec) {
     // on the link (which carries nothing else).
     const std::uint64_t got_qkey = counter(h, "node1.hca.responder.dropped_bad_qkey");
     const std::uint64_t got_no_qp = counter(h, "node1.hca.rx_pipeline.dropped_unknown_qp");
-    const std::uint64_t lost = counter(h, "link0.dropped") + counter(h, "link0.corrupted");
+    const std::uint64_t lost = link_losses(h);
     if ((p.lossy ? got_qkey > bad_qkey || got_no_qp > no_qp : got_qkey != bad_qkey || got_no_qp != no_qp) ||
         took + got_qkey + got_no_qp + lost != on_wire)
         err("dropped for a wrong Q_Key " + std::to_string(got_qkey) + ", for no such QP " + std::to_string(got_no_qp) +

@@ -667,7 +667,7 @@ void xrc_stress(const char* dma, int default_seeds, std::uint64_t first_seed, bo
             rec.num("received", received);
             rec.num("total", total);
             rec.num("bad", bad);
-            rec.num("link_losses", h.system().counter("link0.dropped") + h.system().counter("link0.corrupted"));
+            rec.num("link_losses", link_losses(h));
             h.barrier("received");
             for (ibv_qp* t : tgt) need_rc(ibv_destroy_qp(t), "ibv_destroy_qp");
             for (std::size_t i = 0; i < srqs.size(); ++i) {
@@ -678,7 +678,7 @@ void xrc_stress(const char* dma, int default_seeds, std::uint64_t first_seed, bo
             s.close();
         };
         Overrides ov{{"hca.dma.impl", dma}};
-        if (lossy) ov.insert(ov.end(), {{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}});
+        if (lossy) add_lossy_links(ov);
         const auto res = run_pair(ov, sender, receiver);
         if (stress::long_mode() && lossy)
             std::printf("xrc stress, seed %llu: %d pairs, %d SRQs, %s packets lost or corrupted\n",
