@@ -133,11 +133,12 @@ int fetch_add(Side& s, ibv_qp* qp, std::size_t local_off, std::uint64_t raddr, s
 // order, and none is lost while another is waited for.
 class Inbox {
 public:
-    explicit Inbox(Side& s) : m_s(s) {}
-    // The next completion of qp on cq, waiting up to 5 ms of simulated time.
+    // wait: how long next() waits, in simulated time.
+    explicit Inbox(Side& s, hcasim::sim::Tick wait = us(5000)) : m_s(s), m_wait(wait) {}
+    // The next completion of qp on cq, waiting up to the Inbox's wait.
     bool next(ibv_cq* cq, ibv_qp* qp, ibv_wc& out) {
         auto& q = m_pending[{cq, qp->qp_num}];
-        const hcasim::sim::Tick deadline = m_s.host.now() + us(5000);
+        const hcasim::sim::Tick deadline = m_s.host.now() + m_wait;
         while (q.empty() && m_s.host.now() < deadline) {
             ibv_wc w;
             if (ibv_poll_cq(cq, 1, &w) == 1) {
@@ -161,6 +162,7 @@ public:
 
 private:
     Side& m_s;
+    hcasim::sim::Tick m_wait;
     std::map<std::pair<ibv_cq*, std::uint32_t>, std::deque<ibv_wc>> m_pending;
 };
 
@@ -1244,6 +1246,11 @@ TEST_CASE("a bind costs the mpt entry reads and write: less when the entries are
 // target's QP breaks, nothing lands, and the other QPs carry on. Every
 // completion, every byte read and, at the end, every byte of the region is
 // checked against a model both programs derive from the seed.
+// Over lossy links (1 % of packets dropped, 1 % corrupted) the same plans
+// must give the same bytes: a resent READ or fetch & add, a SEND with
+// invalidate whose ACK was lost, must change nothing twice. An invalid
+// access whose NAK is lost meets a target QP already in error, which drops
+// what it is sent again: it may end in IBV_WC_RETRY_EXC_ERR instead.
 // HCASIM_STRESS_SEED=S replays seed S alone, HCASIM_STRESS_SEEDS=N runs N.
 
 namespace {
@@ -1291,6 +1298,7 @@ struct Round {
 
 struct Plan {
     std::uint64_t seed = 0;
+    bool lossy = false;  // links drop and corrupt 1 % of packets
     int nqps = 0;
     Round r[kRounds][kMaxQps];
     std::string dump() const {
@@ -1310,7 +1318,7 @@ struct Plan {
     }
     std::string describe() const {
         std::ostringstream os;
-        os << "seed " << seed << ", " << nqps << " QPs";
+        os << "seed " << seed << ", " << nqps << " QPs" << (lossy ? ", lossy links" : "");
         for (int k = 0; k < kRounds; ++k)
             for (int q = 0; q < nqps; ++q)
                 if (r[k][q].bad != Bad::None) os << ", QP " << q << " fails in round " << k << " (" << bad_name(r[k][q].bad) << ")";
@@ -1428,6 +1436,15 @@ Plan make_plan(std::uint64_t seed) {
 
 std::uint64_t region_seed(std::uint64_t seed) { return seed ^ 0x77aa55; }
 
+// Lossy: a local ACK timeout of 268 us (exponent 6) instead of 67 ms, and
+// room to wait for seven of them in a row.
+ConnOptions stress_conn(const Plan& p) {
+    ConnOptions c = atomic_conn();
+    if (p.lossy) c.timeout = 6;
+    return c;
+}
+hcasim::sim::Tick stress_wait(const Plan& p) { return us(p.lossy ? 50000 : 5000); }
+
 // What a valid op does to the model of the region; returns a FETCH_ADD's
 // original value.
 std::uint64_t apply(std::vector<std::uint8_t>& model, int q, const Op& op) {
@@ -1449,8 +1466,8 @@ void initiator(Host& h, const Plan& p, Record& rec) {
     o.buffer_bytes = static_cast<std::size_t>(p.nqps) * kSlice;
     o.max_send_wr = 32;
     Side s(h, o);
-    Inbox in(s);
-    s.connect("mwstress", 1, atomic_conn());
+    Inbox in(s, stress_wait(p));
+    s.connect("mwstress", 1, stress_conn(p));
     std::vector<std::uint8_t> model = pattern(static_cast<std::size_t>(p.nqps) * kSlice, region_seed(p.seed));
     std::vector<std::string> errors;
     WindowKeys keys[kRounds];
@@ -1472,7 +1489,7 @@ void initiator(Host& h, const Plan& p, Record& rec) {
             errors.push_back("QP " + std::to_string(q) + " " + what + ": " + ibv_wc_status_str(w.status) + ", wr_id " +
                              std::to_string(w.wr_id));
     };
-    long ops = 0, bytes = 0, invalid = 0;
+    long ops = 0, bytes = 0, invalid = 0, nak_lost = 0;
     for (int k = 0; k < kRounds; ++k) {
         const std::string rk = std::to_string(k);
         keys[k] = h.get_value<WindowKeys>("keys/" + rk);
@@ -1549,7 +1566,15 @@ void initiator(Host& h, const Plan& p, Record& rec) {
             const Round& x = p.r[k][q];
             if (!x.alive) continue;
             if (x.bad != Bad::None) {
-                expect(q, std::string("round ") + rk + " access " + bad_name(x.bad), IBV_WC_REM_ACCESS_ERR, 100);
+                const std::string what = std::string("round ") + rk + " access " + bad_name(x.bad);
+                ibv_wc w;
+                if (!in.next(s.send_cq, s.qps[static_cast<std::size_t>(q)], w))
+                    errors.push_back("QP " + std::to_string(q) + " " + what + ": no completion");
+                else if (p.lossy && w.status == IBV_WC_RETRY_EXC_ERR && w.wr_id == 100)
+                    ++nak_lost;
+                else if (w.status != IBV_WC_REM_ACCESS_ERR || w.wr_id != 100)
+                    errors.push_back("QP " + std::to_string(q) + " " + what + ": " + ibv_wc_status_str(w.status) +
+                                     ", wr_id " + std::to_string(w.wr_id));
                 if (x.bad_op.kind == Kind::Read &&
                     std::count(s.buf + q * kSlice, s.buf + q * kSlice + x.bad_op.len, kGuardByte) != x.bad_op.len)
                     errors.push_back("QP " + std::to_string(q) + ": a refused READ wrote into its buffer");
@@ -1574,6 +1599,8 @@ void initiator(Host& h, const Plan& p, Record& rec) {
     rec.num("ops", ops);
     rec.num("bytes", bytes);
     rec.num("invalid", invalid);
+    rec.num("nak_lost", nak_lost);
+    rec.num("lost", static_cast<long>(link_losses(h)));
     h.barrier("closed");
     s.close();
 }
@@ -1583,8 +1610,8 @@ void target(Host& h, const Plan& p, Record& rec) {
     o.qps = p.nqps;
     o.max_send_wr = 32;
     Side s(h, o);
-    Inbox in(s);
-    s.connect("mwstress", 0, atomic_conn());
+    Inbox in(s, stress_wait(p));
+    s.connect("mwstress", 0, stress_conn(p));
     const std::size_t bytes = static_cast<std::size_t>(p.nqps) * kSlice;
     auto* region = static_cast<std::uint8_t*>(std::aligned_alloc(4096, bytes));
     need(region != nullptr, "aligned_alloc");
@@ -1702,13 +1729,25 @@ void target(Host& h, const Plan& p, Record& rec) {
 }  // namespace mwstress
 }  // namespace
 
-TEST_CASE("random rdma through random memory windows on many qps moves every byte and refuses every invalid access",
-          "[integration][mw][stress]") {
-    for (std::uint64_t seed : stress::seeds(9001, 8)) {
-        const mwstress::Plan plan = mwstress::make_plan(seed);
+namespace {
+
+struct MwStressTotals {
+    long lost = 0;      // packets the links dropped or damaged
+    long invalid = 0;   // invalid accesses
+    long nak_lost = 0;  // of them, ended in IBV_WC_RETRY_EXC_ERR
+};
+
+// Runs count seeds from first (or the ones HCASIM_STRESS_SEED(S) name).
+MwStressTotals run_mw_stress(std::uint64_t first, int count, bool lossy) {
+    MwStressTotals t;
+    for (std::uint64_t seed : stress::seeds(first, count)) {
+        mwstress::Plan plan = mwstress::make_plan(seed);
+        plan.lossy = lossy;
         if (stress::env("HCASIM_STRESS_DUMP")) std::printf("%s", plan.dump().c_str());
+        Overrides ov;
+        if (lossy) add_lossy_links(ov);
         const auto r = run_pair(
-            {}, [&](Host& h, Record& rec) { mwstress::initiator(h, plan, rec); },
+            ov, [&](Host& h, Record& rec) { mwstress::initiator(h, plan, rec); },
             [&](Host& h, Record& rec) { mwstress::target(h, plan, rec); });
         INFO(plan.describe() << "; replay with HCASIM_STRESS_SEED=" << seed);
         HCASIM_REQUIRE_RUN(r);
@@ -1716,5 +1755,29 @@ TEST_CASE("random rdma through random memory windows on many qps moves every byt
         CHECK(r.get("errors1") == "");
         CHECK(r.num("events") == r.num("invalid"));
         CHECK(r.num("ops") > 0);
+        // A lost NAK takes a lost packet.
+        CHECK(r.num("nak_lost") <= r.num("lost"));
+        if (!lossy) CHECK(r.num("lost") == 0);
+        t.lost += r.num("lost");
+        t.invalid += r.num("invalid");
+        t.nak_lost += r.num("nak_lost");
     }
+    return t;
+}
+
+}  // namespace
+
+TEST_CASE("random rdma through random memory windows on many qps moves every byte and refuses every invalid access",
+          "[integration][mw][stress]") {
+    run_mw_stress(9001, 8, false);
+}
+
+TEST_CASE("random rdma through random memory windows over lossy links changes every byte once and refuses every invalid access",
+          "[integration][mw][stress][lossy]") {
+    const MwStressTotals t = run_mw_stress(9101, 16, true);
+    INFO(t.lost << " packets lost, " << t.nak_lost << " of " << t.invalid << " invalid accesses ended in retry exceeded");
+    CHECK(t.lost > 0);
+    // Most NAKs arrive: a responder that refused by dropping would give
+    // retry exceeded every time.
+    if (t.invalid >= 8) CHECK(t.nak_lost * 4 <= t.invalid);
 }
