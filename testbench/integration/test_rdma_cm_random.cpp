@@ -8,7 +8,12 @@
 // message and echo byte, and every connection is torn down to TIMEWAIT_EXIT.
 // The server runs one event loop for all clients, so requests, disconnects
 // and time waits of different clients interleave as the seed has them.
-// HCASIM_STRESS_SEEDS=N runs N seeds.
+// Over lossy links (1 % of packets dropped, 1 % corrupted, on every link)
+// the same connections must come out the same; what only a loss excuses
+// (a query asked again, a REQ repeated after its REJ was lost, a REJ for an
+// invalid service ID once the server is gone, a last SEND unacknowledged
+// when the peer left) takes one lost packet each.
+// HCASIM_STRESS_SEEDS=N runs N seeds, HCASIM_STRESS_LOG=LEVEL logs them.
 #include <catch2/catch.hpp>
 
 #include <rdma/rdma_cma.h>
@@ -16,9 +21,11 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <random>
 #include <string>
 #include <vector>
@@ -94,6 +101,24 @@ struct Tally {
     }
 };
 
+// Packets every link of the fabric dropped or damaged so far.
+long long link_losses_now(Host& h) {
+    long long n = 0;
+    for (int l = 0; l <= kClients; ++l)
+        n += static_cast<long long>(h.system().counter("link" + std::to_string(l) + ".dropped") +
+                                    h.system().counter("link" + std::to_string(l) + ".corrupted"));
+    return n;
+}
+
+// Over lossy links the ACK of a side's last SEND may be lost after the
+// peer has its message; if the peer then leaves, its QP no longer answers
+// the SEND sent again, which ends in IBV_WC_RETRY_EXC_ERR though its bytes
+// arrived (the peer checks them). Only the side whose peer leaves first
+// can see that.
+bool peer_left(bool lossy, bool peer_leaves, const ibv_wc& wc) {
+    return lossy && peer_leaves && wc.status == IBV_WC_RETRY_EXC_ERR;
+}
+
 rdma_cm_event* next_event(rdma_event_channel* ch) {
     rdma_cm_event* e = nullptr;
     need_rc(rdma_get_cm_event(ch, &e), "rdma_get_cm_event");
@@ -107,8 +132,8 @@ struct ServerConn {
     bool disconnected = false;
 };
 
-Program server(std::uint64_t seed) {
-    return [seed](Host& h, Record& rec) {
+Program server(std::uint64_t seed, bool lossy) {
+    return [seed, lossy](Host& h, Record& rec) {
         Tally t{rec, "srv"};
         int expected = 0;
         for (int n = 1; n <= kClients; ++n) expected += connections_of(seed, n);
@@ -121,14 +146,14 @@ Program server(std::uint64_t seed) {
         need_rc(rdma_listen(l, 64), "listen");
         h.barrier("listening");
         std::map<rdma_cm_id*, ServerConn> conns;
-        int requests = 0, finished = 0, rejected = 0, accepted = 0;
+        int requests = 0, finished = 0, rejected = 0, accepted = 0, unacked = 0, repeated = 0;
+        std::set<std::vector<std::uint8_t>> seen;
         while (finished < expected) {
             rdma_cm_event* e = next_event(ch);
             rdma_cm_id* id = e->id;
             const rdma_cm_event_type type = e->event;
             t.check(e->status == 0, std::string("status ") + std::to_string(e->status) + " on " + rdma_event_str(type));
             if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
-                ++requests;
                 const auto* p = static_cast<const std::uint8_t*>(e->param.conn.private_data);
                 const std::size_t len = p && e->param.conn.private_data_len >= 4 ? p[0] : 0;
                 t.check(e->param.conn.private_data_len == kReqArea && len >= 4 && len <= kReqArea,
@@ -138,6 +163,20 @@ Program server(std::uint64_t seed) {
                     t.check(p[i] == 0, "request area beyond its data not zero");
                 need_rc(rdma_ack_cm_event(e), "ack");
                 Request r{req};
+                // Over lossy links a REQ comes again when its REJ was lost:
+                // the CM forgot the rejected request (as Linux's ib_cm does once it
+                // has sent a REJ), so
+                // it is a new request to the listener, rejected again alike.
+                const bool again = !seen.insert(req).second;
+                if (again) {
+                    t.check(lossy && r.decision() == kReject, "a request came twice");
+                    const auto a = answer_of(req, kRejArea, rej_len(req));
+                    need_rc(rdma_reject(id, a.data(), static_cast<std::uint8_t>(rej_len(req))), "reject again");
+                    need_rc(rdma_destroy_id(id), "destroy rejected");
+                    ++repeated;
+                    continue;
+                }
+                ++requests;
                 if (r.decision() == kReject) {
                     const auto a = answer_of(req, kRejArea, rej_len(req));
                     need_rc(rdma_reject(id, a.data(), static_cast<std::uint8_t>(rej_len(req))), "reject");
@@ -176,7 +215,8 @@ Program server(std::uint64_t seed) {
                 }
                 need_rc(rdma_post_send(id, nullptr, c.buf.data(), wc.byte_len, c.mr, 0), "post_send");
                 need(rdma_get_send_comp(id, &wc) == 1, "send comp");
-                t.check(wc.status == IBV_WC_SUCCESS, std::string("send ") + ibv_wc_status_str(wc.status));
+                if (peer_left(lossy, r.decision() == kClientLeaves, wc)) ++unacked;
+                else t.check(wc.status == IBV_WC_SUCCESS, std::string("send ") + ibv_wc_status_str(wc.status));
                 if (r.decision() == kServerLeaves) need_rc(rdma_disconnect(id), "disconnect");
                 continue;
             }
@@ -210,21 +250,29 @@ Program server(std::uint64_t seed) {
         rec.num("srv.requests", requests);
         rec.num("srv.accepted", accepted);
         rec.num("srv.rejected", rejected);
+        rec.num("srv.unacked", unacked);
+        rec.num("srv.repeated", repeated);
+        rec.num("srv.lost", link_losses_now(h));
         rec.num("srv.bad", t.bad);
         need_rc(rdma_destroy_id(l), "destroy listener");
         rdma_destroy_event_channel(ch);
     };
 }
 
-Program client(std::uint64_t seed, int node) {
-    return [seed, node](Host& h, Record& rec) {
+// Over lossy links an address or route query whose packet is lost fails
+// (ARP and the SA path query are not retried, as in the kernel): the client
+// asks again, as an application would, up to this many times.
+constexpr int kResolveTries = 8;
+
+Program client(std::uint64_t seed, int node, bool lossy) {
+    return [seed, node, lossy](Host& h, Record& rec) {
         const std::string k = "cli" + std::to_string(node);
         Tally t{rec, k};
         std::mt19937_64 rng(seed * 1000003 + static_cast<std::uint64_t>(node));
         rdma_event_channel* ch = rdma_create_event_channel();
         need(ch != nullptr, "channel");
         h.barrier("listening");
-        int established = 0, rejected = 0;
+        int established = 0, rejected = 0, asked_again = 0, unacked = 0, late = 0;
         PageBytes buf(kMaxMessage);
         for (int c = 0; c < connections_of(seed, node); ++c) {
             // Some think first, so that clients' connections overlap differently.
@@ -236,14 +284,23 @@ Program client(std::uint64_t seed, int node) {
             rdma_cm_id* id = nullptr;
             need_rc(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), "create_id");
             sockaddr_in dst = ip_addr(node_ip(0), kPort);
-            need_rc(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), "resolve_addr");
-            rdma_cm_event* e = next_event(ch);
-            t.check(e->event == RDMA_CM_EVENT_ADDR_RESOLVED && e->status == 0, "ADDR_RESOLVED");
-            need_rc(rdma_ack_cm_event(e), "ack");
-            need_rc(rdma_resolve_route(id, 2000), "resolve_route");
-            e = next_event(ch);
-            t.check(e->event == RDMA_CM_EVENT_ROUTE_RESOLVED && e->status == 0, "ROUTE_RESOLVED");
-            need_rc(rdma_ack_cm_event(e), "ack");
+            rdma_cm_event* e = nullptr;
+            // One query, asked again while lossy links fail it with `error`.
+            auto resolve = [&](auto ask, rdma_cm_event_type done, rdma_cm_event_type error, const char* what) {
+                for (int tries = 1;; ++tries) {
+                    need_rc(ask(), what);
+                    e = next_event(ch);
+                    const bool again = lossy && e->event == error && tries < kResolveTries;
+                    if (!again) t.check(e->event == done && e->status == 0, rdma_event_str(done));
+                    need_rc(rdma_ack_cm_event(e), "ack");
+                    if (!again) return;
+                    ++asked_again;
+                }
+            };
+            resolve([&] { return rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000); },
+                    RDMA_CM_EVENT_ADDR_RESOLVED, RDMA_CM_EVENT_ADDR_ERROR, "resolve_addr");
+            resolve([&] { return rdma_resolve_route(id, 2000); }, RDMA_CM_EVENT_ROUTE_RESOLVED, RDMA_CM_EVENT_ROUTE_ERROR,
+                    "resolve_route");
             ibv_qp_init_attr qa = rc_attr();
             need_rc(rdma_create_qp(id, nullptr, &qa), "create_qp");
             ibv_mr* mr = rdma_reg_msgs(id, buf.data(), buf.size());
@@ -260,9 +317,15 @@ Program client(std::uint64_t seed, int node) {
             e = next_event(ch);
             const Decision d = r.decision();
             const auto* p = static_cast<const std::uint8_t*>(e->param.conn.private_data);
-            if (d == kReject) {
+            if (d == kReject && lossy && e->event == RDMA_CM_EVENT_REJECTED && e->status == 8) {
+                // Its REJ was lost, and the REQ sent again found the server
+                // gone (invalid service ID).
+                need_rc(rdma_ack_cm_event(e), "ack");
+                ++rejected;
+                ++late;
+            } else if (d == kReject) {
                 t.check(e->event == RDMA_CM_EVENT_REJECTED && e->status == 28,
-                        std::string("expected REJECTED 28, got ") + rdma_event_str(e->event));
+                        std::string("expected REJECTED 28, got ") + rdma_event_str(e->event) + " " + std::to_string(e->status));
                 const auto want = answer_of(r.pd, kRejArea, rej_len(r.pd));
                 t.check(p && e->param.conn.private_data_len == kRejArea &&
                             first_mismatch(p, want.data(), kRejArea) == -1,
@@ -271,7 +334,7 @@ Program client(std::uint64_t seed, int node) {
                 ++rejected;
             } else {
                 t.check(e->event == RDMA_CM_EVENT_ESTABLISHED && e->status == 0,
-                        std::string("expected ESTABLISHED, got ") + rdma_event_str(e->event));
+                        std::string("expected ESTABLISHED, got ") + rdma_event_str(e->event) + " " + std::to_string(e->status));
                 const auto want = answer_of(r.pd, kRepArea, rep_len(r.pd));
                 t.check(p && e->param.conn.private_data_len == kRepArea &&
                             first_mismatch(p, want.data(), kRepArea) == -1,
@@ -286,7 +349,8 @@ Program client(std::uint64_t seed, int node) {
                 need_rc(rdma_post_send(id, nullptr, sent.data(), sent.size(), smr, 0), "post_send");
                 ibv_wc wc{};
                 need(rdma_get_send_comp(id, &wc) == 1, "send comp");
-                t.check(wc.status == IBV_WC_SUCCESS, std::string("send ") + ibv_wc_status_str(wc.status));
+                if (peer_left(lossy, d == kServerLeaves, wc)) ++unacked;
+                else t.check(wc.status == IBV_WC_SUCCESS, std::string("send ") + ibv_wc_status_str(wc.status));
                 need(rdma_get_recv_comp(id, &wc) == 1, "recv comp");
                 t.check(wc.status == IBV_WC_SUCCESS && wc.byte_len == len, "echo length");
                 for (std::size_t i = 0; i < len; ++i) {
@@ -314,35 +378,52 @@ Program client(std::uint64_t seed, int node) {
         }
         rec.num(k + ".established", established);
         rec.num(k + ".rejected", rejected);
+        rec.num(k + ".asked_again", asked_again);
+        rec.num(k + ".unacked", unacked);
+        rec.num(k + ".late", late);
+        rec.num(k + ".lost", link_losses_now(h));
         rec.num(k + ".bad", t.bad);
         rdma_destroy_event_channel(ch);
     };
 }
 
-RunResult random_run(std::uint64_t seed) {
-    const Overrides cfg{{"fabric.topology", "switch"}, {"fabric.nodes", std::to_string(kClients + 1)},
-                        {"sim.seed", std::to_string(seed)}};
-    std::vector<Program> programs{server(seed)};
-    for (int n = 1; n <= kClients; ++n) programs.push_back(client(seed, n));
+RunResult random_run(std::uint64_t seed, bool lossy = false) {
+    Overrides cfg{{"fabric.topology", "switch"}, {"fabric.nodes", std::to_string(kClients + 1)},
+                  {"sim.seed", std::to_string(seed)}};
+    if (lossy) add_lossy_links(cfg);
+    if (const char* level = std::getenv("HCASIM_STRESS_LOG")) cfg.emplace_back("sim.log_level", level);
+    std::vector<Program> programs{server(seed, lossy)};
+    for (int n = 1; n <= kClients; ++n) programs.push_back(client(seed, n, lossy));
     return run_programs(cfg, programs, kClients + 1);
 }
 
-}  // namespace
+// Packets the links of a run dropped or damaged, as the program that
+// finished last saw them.
+long long link_losses_of(const RunResult& r) {
+    long long n = r.num("srv.lost");
+    for (int c = 1; c <= kClients; ++c) n = std::max(n, r.num("cli" + std::to_string(c) + ".lost"));
+    return n;
+}
 
-TEST_CASE("seeded random rdma_cm connections: every event, private data byte and message byte as the seed decides",
-          "[rdma_cm][stress]") {
-    for (const std::uint64_t seed : stress::seeds(9001, 20)) {
-        const RunResult r = random_run(seed);
-        INFO("seed " << seed << ": " << r.error);
+void run_seeds(std::uint64_t first, int count, bool lossy) {
+    long long lost = 0;
+    for (const std::uint64_t seed : stress::seeds(first, count)) {
+        const RunResult r = random_run(seed, lossy);
+        std::string bad;
         for (const auto& [k, v] : r.kv)
-            if (k.find(".bad") != std::string::npos) UNSCOPED_INFO(k << "=" << v);
+            if (k.find(".bad") != std::string::npos && k.find(".bad") + 4 < k.size()) bad += k + "=" + v + "; ";
+        INFO("seed " << seed << (lossy ? " (lossy links)" : "") << ": " << r.error << bad);
         REQUIRE(r.ok);
-        long long established = 0, rejected = 0, connections = 0;
+        long long established = 0, rejected = 0, connections = 0, asked_again = 0, unacked = r.num("srv.unacked"),
+                  late = 0;
         for (int n = 1; n <= kClients; ++n) {
             const std::string k = "cli" + std::to_string(n);
             CHECK(r.num(k + ".bad") == 0);
             established += r.num(k + ".established");
             rejected += r.num(k + ".rejected");
+            asked_again += r.num(k + ".asked_again");
+            unacked += r.num(k + ".unacked");
+            late += r.num(k + ".late");
             connections += connections_of(seed, n);
         }
         CHECK(r.num("srv.bad") == 0);
@@ -352,16 +433,43 @@ TEST_CASE("seeded random rdma_cm connections: every event, private data byte and
         CHECK(r.num("srv.rejected") == rejected);
         CHECK(rejected > 0);
         CHECK(established > 0);
+        // What only losses excuse takes one each.
+        const long long losses = link_losses_of(r);
+        CHECK(asked_again + unacked + late + r.num("srv.repeated") <= losses);
+        if (!lossy) CHECK(losses == 0);
+        lost += losses;
+        if (stress::long_mode())
+            std::printf("rdma_cm random seed %llu%s: %lld packets lost, %lld queries asked again, %lld sends unacknowledged, "
+                        "%lld REQs repeated, %lld rejected late\n",
+                        static_cast<unsigned long long>(seed), lossy ? " (lossy)" : "", losses, asked_again, unacked,
+                        static_cast<long long>(r.num("srv.repeated")), late);
     }
+    if (lossy) CHECK(lost > 0);
+}
+
+}  // namespace
+
+TEST_CASE("seeded random rdma_cm connections: every event, private data byte and message byte as the seed decides",
+          "[rdma_cm][stress]") {
+    run_seeds(9001, 20, false);
+}
+
+TEST_CASE("seeded random rdma_cm connections over lossy links come out as the seed decides, and only losses excuse a "
+          "query asked again or a last send unacknowledged",
+          "[rdma_cm][stress][lossy]") {
+    run_seeds(9101, 8, true);
 }
 
 TEST_CASE("seeded random rdma_cm connections are deterministic", "[rdma_cm][stress]") {
-    const RunResult a = random_run(4242), b = random_run(4242);
-    INFO(a.error << " / " << b.error);
-    REQUIRE(a.ok);
-    REQUIRE(b.ok);
-    CHECK(a.has("srv.requests"));
-    CHECK(a.kv == b.kv);
+    for (const bool lossy : {false, true}) {
+        const RunResult a = random_run(4242, lossy), b = random_run(4242, lossy);
+        INFO((lossy ? "lossy: " : "") << a.error << " / " << b.error);
+        REQUIRE(a.ok);
+        REQUIRE(b.ok);
+        CHECK(a.has("srv.requests"));
+        CHECK((link_losses_of(a) > 0) == lossy);
+        CHECK(a.kv == b.kv);
+    }
 }
 
 }  // namespace hcasim::test
