@@ -219,9 +219,14 @@ using Overrides = std::vector<std::pair<std::string, std::string>>;
 inline const Overrides kLossyLinks{{"fault.drop", "0.01"}, {"fault.corrupt", "0.01"}};
 inline void add_lossy_links(Overrides& o) { o.insert(o.end(), kLossyLinks.begin(), kLossyLinks.end()); }
 
-// Packets the first link (a pair's only one) dropped or damaged.
-inline std::uint64_t link_losses(Host& h) {
-    return h.system().counter("link0.dropped") + h.system().counter("link0.corrupted");
+// Packets the first `links` links (a pair's only one by default) dropped
+// or damaged.
+inline std::uint64_t link_losses(Host& h, int links = 1) {
+    std::uint64_t n = 0;
+    for (int l = 0; l < links; ++l)
+        n += h.system().counter("link" + std::to_string(l) + ".dropped") +
+             h.system().counter("link" + std::to_string(l) + ".corrupted");
+    return n;
 }
 
 // Runs one program per entry (program i on node i % nodes) in a fresh child
