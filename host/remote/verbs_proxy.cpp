@@ -425,21 +425,6 @@ void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
         if (cq) ibv_ack_cq_events(cq, n);
         return;
     }
-    case Op::CreateSrq: {
-        auto* pd = find<ibv_pd>(in.get<std::uint64_t>(), Kind::Pd);
-        ibv_srq_init_attr init{};
-        init.attr = in.get<ibv_srq_attr>();
-        const auto client = in.get<std::uint64_t>();
-        if (!pd || in.bad()) return status(EINVAL);
-        ibv_srq* srq = ibv_create_srq(pd, &init);
-        if (!srq) return status(errno ? errno : ENOMEM);
-        status(0);
-        out.put(add(srq, Kind::Srq, client));
-        out.put(init.attr);
-        out.put(srq->handle);
-        out.put(srq_num(srq));
-        return;
-    }
     case Op::OpenXrcd: {
         auto* ctx = find<ibv_context>(in.get<std::uint64_t>(), Kind::Context);
         ibv_xrcd_init_attr a{};
@@ -541,33 +526,6 @@ void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
         return;
     }
     case Op::DestroySrq: return status(destroy<ibv_srq>(in.get<std::uint64_t>(), Kind::Srq, ibv_destroy_srq));
-    case Op::CreateQp: {
-        auto* pd = find<ibv_pd>(in.get<std::uint64_t>(), Kind::Pd);
-        const auto scq_h = in.get<std::uint64_t>();
-        const auto rcq_h = in.get<std::uint64_t>();
-        const auto srq_h = in.get<std::uint64_t>();
-        ibv_qp_init_attr init{};
-        init.cap = in.get<ibv_qp_cap>();
-        const auto type = in.get<std::int32_t>();
-        init.sq_sig_all = in.get<std::int32_t>();
-        const auto client = in.get<std::uint64_t>();
-        init.send_cq = scq_h ? find<ibv_cq>(scq_h, Kind::Cq) : nullptr;
-        init.recv_cq = rcq_h ? find<ibv_cq>(rcq_h, Kind::Cq) : nullptr;
-        init.srq = srq_h ? find<ibv_srq>(srq_h, Kind::Srq) : nullptr;
-        if (!pd || in.bad() || (scq_h && !init.send_cq) || (rcq_h && !init.recv_cq) || (srq_h && !init.srq))
-            return status(EINVAL);
-        if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD && type != IBV_QPT_XRC_SEND)
-            return status(EINVAL);
-        init.qp_type = static_cast<ibv_qp_type>(type);
-        ibv_qp* qp = ibv_create_qp(pd, &init);
-        if (!qp) return status(errno ? errno : ENOMEM);
-        status(0);
-        out.put(add(qp, Kind::Qp, client));
-        out.put(qp->qp_num);
-        out.put(qp->handle);
-        out.put(init.cap);
-        return;
-    }
     case Op::ModifyQp: {
         auto* qp = find<ibv_qp>(in.get<std::uint64_t>(), Kind::Qp);
         auto attr = in.get<ibv_qp_attr>();

@@ -837,29 +837,19 @@ EXPORT void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 
 // ---- shared receive queues -----------------------------------------------------
 
+// The classic calls are the extended ones with a PD and nothing else: one
+// call to the simulator each.
 EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
     if (!pd || !attr) return fail<ibv_srq>(EINVAL);
-    auto* s = new CSrq{};
-    Call c(Op::CreateSrq);
-    c.in().put(handle<CPd>(pd));
-    c.in().put(attr->attr);
-    c.in().put(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&s->srq)));
-    const int st = status_of(c);
-    if (st) {
-        delete s;
-        return fail<ibv_srq>(st);
-    }
-    s->h = c.out().get<std::uint64_t>();
-    remember(s->h, &s->srq);
-    attr->attr = c.out().get<ibv_srq_attr>();
-    s->srq.context = pd->context;
-    s->srq.pd = pd;
-    s->srq.srq_context = attr->srq_context;
-    s->srq.handle = c.out().get<std::uint32_t>();
-    s->srqn = c.out().get<std::uint32_t>();
-    pthread_mutex_init(&s->srq.mutex, nullptr);
-    pthread_cond_init(&s->srq.cond, nullptr);
-    return &s->srq;
+    ibv_srq_init_attr_ex ex{};
+    ex.srq_context = attr->srq_context;
+    ex.attr = attr->attr;
+    ex.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+    ex.srq_type = IBV_SRQT_BASIC;
+    ex.pd = pd;
+    ibv_srq* srq = op_create_srq_ex(pd->context, &ex);
+    if (srq) attr->attr = ex.attr;
+    return srq;
 }
 
 EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
@@ -889,38 +879,21 @@ EXPORT int ibv_destroy_srq(ibv_srq* srq) {
 
 EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
     if (!pd || !init) return fail<ibv_qp>(EINVAL);
-    auto* q = new CQp{};
-    Call c(Op::CreateQp);
-    c.in().put(handle<CPd>(pd));
-    c.in().put(handle<CCq>(init->send_cq));
-    c.in().put(handle<CCq>(init->recv_cq));
-    c.in().put(handle<CSrq>(init->srq));
-    c.in().put(init->cap);
-    c.in().put(static_cast<std::int32_t>(init->qp_type));
-    c.in().put(static_cast<std::int32_t>(init->sq_sig_all));
-    c.in().put(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&q->qp)));
-    const int st = status_of(c);
-    if (st) {
-        delete q;
-        return fail<ibv_qp>(st);
-    }
-    q->h = c.out().get<std::uint64_t>();
-    remember(q->h, &q->qp);
-    q->qp.qp_num = c.out().get<std::uint32_t>();
-    q->qp.handle = c.out().get<std::uint32_t>();
-    init->cap = c.out().get<ibv_qp_cap>();
-    q->qp.context = pd->context;
-    q->qp.qp_context = init->qp_context;
-    q->qp.pd = pd;
-    q->qp.send_cq = init->send_cq;
-    q->qp.recv_cq = init->recv_cq;
-    q->qp.srq = init->srq;
-    q->qp.state = IBV_QPS_RESET;
-    q->qp.qp_type = init->qp_type;
-    q->init = *init;
-    pthread_mutex_init(&q->qp.mutex, nullptr);
-    pthread_cond_init(&q->qp.cond, nullptr);
-    return &q->qp;
+    // An XRC target QP needs its domain, which only ibv_create_qp_ex names.
+    if (init->qp_type == IBV_QPT_XRC_RECV) return fail<ibv_qp>(EINVAL);
+    ibv_qp_init_attr_ex ex{};
+    ex.qp_context = init->qp_context;
+    ex.send_cq = init->send_cq;
+    ex.recv_cq = init->recv_cq;
+    ex.srq = init->srq;
+    ex.cap = init->cap;
+    ex.qp_type = init->qp_type;
+    ex.sq_sig_all = init->sq_sig_all;
+    ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+    ex.pd = pd;
+    ibv_qp* qp = op_create_qp_ex(pd->context, &ex);
+    if (qp) init->cap = ex.cap;
+    return qp;
 }
 
 EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
