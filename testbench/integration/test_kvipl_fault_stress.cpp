@@ -22,6 +22,13 @@
 // too, carries the transport error instead, the rest are flushed, and the
 // sender's adapter reports Connection Lost. The receiving side is exactly as
 // without losses.
+//
+// On an unreliable VI over such links a message may be lost, and the next
+// one that arrives takes its receive descriptor: each receive that completes
+// must then hold what the next arriving message makes of it (a send too long
+// for it fails with a length error, one into a segment under an invalid
+// handle with a protection error), in order, and each message skipped needs
+// a packet lost. The sender's side is as without losses.
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
@@ -79,6 +86,9 @@ struct FPlan {
     KVIP_RELIABILITY_LEVEL reliability = KVIP_SERVICE_RELIABLE_DELIVERY;
     std::uint32_t mtu = 4096;
     bool lossy = false;  // links drop and corrupt 1 % of packets
+    // An unreliable VI over lossy links: which receive a message takes
+    // depends on what was lost before it.
+    bool shifts() const { return lossy && !reliable(); }
     std::vector<FVi> vis;
     bool reliable() const { return reliability != KVIP_SERVICE_UNRELIABLE; }
     std::string describe() const {
@@ -117,14 +127,14 @@ std::vector<Fault> possible(const ViMsg& m, bool reliable) {
     return f;
 }
 
-// Lossy plans are of the reliable levels: an unreliable VI may lose any
-// message, and what it then delivers is not the plan's to say.
-FPlan make_plan(std::uint64_t seed, bool lossy = false) {
+// Lossy plans are of the reliable levels unless unreliable is asked for.
+FPlan make_plan(std::uint64_t seed, bool lossy = false, bool unreliable = false) {
     SplitMix64 r{seed * 0x9e3779b97f4a7c15ull + 29};
     FPlan p;
     p.seed = seed;
     p.lossy = lossy;
-    const std::uint64_t level = lossy ? 1 + r.below(2) : r.below(3);
+    std::uint64_t level = lossy ? 1 + r.below(2) : r.below(3);
+    if (unreliable) level = 0;
     p.reliability = level == 0 ? KVIP_SERVICE_UNRELIABLE
                     : level == 1 ? KVIP_SERVICE_RELIABLE_DELIVERY
                                  : KVIP_SERVICE_RELIABLE_RECEPTION;
@@ -307,6 +317,17 @@ bool may_time_out(const FPlan& p, const FVi& v, std::size_t b) {
     if (!p.lossy || b >= v.fault.size()) return false;
     const Fault f = v.fault[b];
     return f != Fault::LocalHandle && f != Fault::Format;
+}
+
+// Whether got is want in order, with some left out.
+bool in_order_within(const std::vector<KVIP_ULONG>& got, const std::vector<KVIP_ULONG>& want) {
+    std::size_t i = 0;
+    for (const KVIP_ULONG c : got) {
+        while (i < want.size() && want[i] != c) ++i;
+        if (i == want.size()) return false;
+        ++i;
+    }
+    return true;
 }
 
 // Node 0 posts every VI's chain and checks what completes; node 1 posts the
@@ -553,6 +574,76 @@ void receiver(const FPlan& p, Host& h, Record& rec) {
             if (out[v][j].recv == Outcome::Recv::Done) ++k;
         return k;
     };
+    // When messages may shift (p.shifts()): per VI, the first of its
+    // receive-consuming messages (by index into receives) that may still
+    // arrive, which did, and how many were skipped in all.
+    std::vector<std::size_t> next_c(n, 0);
+    std::vector<std::vector<bool>> arrived(n);
+    for (std::size_t v = 0; v < n; ++v) arrived[v].assign(receives[v].size(), false);
+    std::size_t skipped = 0;
+    // Receives a message other than their own took, and of those, the ones
+    // it failed where on its own receive it would not have, or the reverse.
+    std::size_t shifted = 0, shift_turned = 0;
+    // What message j makes of the receive posted for message q. A write's
+    // immediate needs no room; a send is checked against the segments first,
+    // then against their length.
+    auto lands_in = [&](std::size_t v, std::size_t j, std::size_t q) {
+        const FVi& fv = p.vis[v];
+        const ViMsg& m = fv.s.msgs[j];
+        Outcome x = out[v][j];
+        if (m.op != ViOp::Send) return x;
+        const ViMsg& rq = fv.s.msgs[q];
+        std::uint64_t room = 0;
+        for (const Segment& seg : rq.recv) room += seg.len;
+        const bool bad_handle = fv.fault[q] == Fault::ReceiveHandle && !rq.recv.empty() && rq.recv[0].len > 0;
+        x.recv_status = KVIP_STATUS_DONE | KVIP_STATUS_OP_RECEIVE | (m.imm ? KVIP_STATUS_IMMEDIATE : 0);
+        x.recv_length = m.len;
+        x.imm = m.imm;
+        x.lands = !bad_handle && m.len <= room;
+        if (!x.lands) {
+            x.recv_status = KVIP_STATUS_DONE | (bad_handle ? KVIP_STATUS_PROTECTION_ERROR : KVIP_STATUS_LENGTH_ERROR) |
+                            KVIP_STATUS_OP_RECEIVE;
+            x.recv_length = 0;
+            x.imm = false;
+        }
+        return x;
+    };
+    // Receive k, done: the first message from next_c on that it can hold as
+    // it is; those before it were lost.
+    auto take_shifted = [&](std::size_t v, std::size_t k, KVIP_RETURN rc, const KVIP_DESCRIPTOR& got) {
+        const FVi& fv = p.vis[v];
+        const std::size_t q = receives[v][k];
+        for (std::size_t c = next_c[v]; c < receives[v].size(); ++c) {
+            const std::size_t j = receives[v][c];
+            const ViMsg& m = fv.s.msgs[j];
+            const Outcome x = lands_in(v, j, q);
+            const KVIP_RETURN want_rc = (x.recv_status & KVIP_STATUS_ERROR_MASK) ? KVIP_DESCRIPTOR_ERROR : KVIP_SUCCESS;
+            if (rc != want_rc || got.CS.Status != x.recv_status || got.CS.Length != x.recv_length ||
+                (x.imm && got.CS.ImmediateData != m.imm_data))
+                continue;
+            if (m.op == ViOp::Send && x.lands) {
+                const auto src = pattern(fv.s.sender_bytes, p.seed * 1000 + v * 2 + 1);
+                const auto want_bytes = gather(src.data(), m.local, m.len);
+                const auto got_bytes = gather(ends[v]->data, fv.s.msgs[q].recv, m.len);
+                if (first_mismatch(got_bytes.data(), want_bytes.data(), m.len) >= 0) continue;
+            }
+            skipped += c - next_c[v];
+            if (j != q) {
+                ++shifted;
+                shift_turned += (x.recv_status & KVIP_STATUS_ERROR_MASK) != (out[v][j].recv_status & KVIP_STATUS_ERROR_MASK);
+            }
+            arrived[v][c] = true;
+            next_c[v] = c + 1;
+            return;
+        }
+        std::ostringstream os;
+        os << "VI " << v << " receive " << k << ": return " << rc << ", status 0x" << std::hex << got.CS.Status
+           << ", immediate 0x" << got.CS.ImmediateData << std::dec << ", length " << got.CS.Length
+           << " is what no message from descriptor "
+           << (next_c[v] < receives[v].size() ? receives[v][next_c[v]] : fv.s.msgs.size()) << " on makes of it";
+        err(os.str());
+        next_c[v] = receives[v].size();
+    };
     auto take = [&](std::size_t v) {
         ViEnd& e = *ends[v];
         if (taken[v] == receives[v].size()) return false;
@@ -565,6 +656,13 @@ void receiver(const FPlan& p, Host& h, Record& rec) {
         }
         const std::size_t k = taken[v]++;
         fold(log, v, k, got, h.now());
+        if (p.shifts()) {
+            if (got != reinterpret_cast<const KVIP_DESCRIPTOR*>(e.desc_area + k * ViEnd::kSlot))
+                err("VI " + std::to_string(v) + " receive " + std::to_string(k) + ": KvipRecvDone returned another descriptor");
+            else
+                take_shifted(v, k, rc, *got);
+            return true;
+        }
         const std::size_t j = receives[v][k];
         const ViMsg& m = p.vis[v].s.msgs[j];
         const Outcome& x = out[v][j];
@@ -596,7 +694,9 @@ void receiver(const FPlan& p, Host& h, Record& rec) {
             }
             if (taken[v] < expected(v)) all = false;
         }
-        if (all || h.now() > end) break;
+        // Where messages may be lost, their receives take what arrived once
+        // everything is sent.
+        if (all || p.shifts() || h.now() > end) break;
         h.sleep(us(1));
     }
     h.barrier("sent");
@@ -608,7 +708,7 @@ void receiver(const FPlan& p, Host& h, Record& rec) {
         ViEnd& e = *ends[v];
         while (take(v)) {
         }
-        if (taken[v] != expected(v))
+        if (!p.shifts() && taken[v] != expected(v))
             err("VI " + std::to_string(v) + ": " + std::to_string(taken[v]) + " receives completed, want " +
                 std::to_string(expected(v)));
         // Asynchronous errors, in order, and the VI's state.
@@ -620,7 +720,11 @@ void receiver(const FPlan& p, Host& h, Record& rec) {
             got.push_back(ed.ErrorCode);
             if (ed.ViHandle != e.vi) err("VI " + std::to_string(v) + ": an asynchronous error names another VI");
         }
-        if (got != async[v]) {
+        // Where messages may be lost, a lost one reports nothing: what came
+        // is what the plan says, in order, with gaps.
+        const bool async_ok = p.shifts() ? in_order_within(got, async[v]) : got == async[v];
+        if (p.shifts() && async_ok) skipped += async[v].size() - got.size();
+        if (!async_ok) {
             std::ostringstream os;
             os << "VI " << v << ": asynchronous errors";
             for (auto c : got) os << " " << c;
@@ -638,13 +742,23 @@ void receiver(const FPlan& p, Host& h, Record& rec) {
         std::vector<std::uint8_t> want = pattern(fv.s.receiver_bytes, p.seed * 1000 + v * 2 + 2);
         std::vector<bool> any(fv.s.receiver_bytes, false);
         const std::vector<std::uint8_t> src = pattern(fv.s.sender_bytes, p.seed * 1000 + v * 2 + 1);
+        // Where messages may be lost: each receive's bytes were checked as it
+        // completed, and any may hold what an abandoned message left there; a
+        // write not known to have arrived may have landed up to a gap.
+        std::vector<bool> arrived_msg(fv.s.msgs.size(), false), maybe_cut(fv.s.msgs.size(), false);
+        for (std::size_t c = 0; c < receives[v].size(); ++c) arrived_msg[receives[v][c]] = arrived[v][c];
         for (std::size_t j = 0; j < fv.s.msgs.size(); ++j) {
             const ViMsg& m = fv.s.msgs[j];
             const Outcome& x = out[v][j];
-            if (x.scribbles)
+            if (x.scribbles || (p.shifts() && x.receive_posted))
                 for (const auto& seg : m.recv)
                     for (std::size_t i = 0; i < seg.len; ++i) any[seg.off + i] = true;
-            if (!x.lands || m.op == ViOp::Read) continue;
+            if (!x.lands || m.op == ViOp::Read || (p.shifts() && m.op == ViOp::Send)) continue;
+            if (p.shifts() && !arrived_msg[j]) {
+                maybe_cut[j] = true;
+                for (std::size_t i = 0; i < m.len; ++i) any[m.remote + i] = true;
+                continue;
+            }
             const auto bytes = gather(src.data(), m.local, m.len);
             if (m.op == ViOp::Write) {
                 std::copy(bytes.begin(), bytes.end(), want.begin() + static_cast<std::ptrdiff_t>(m.remote));
@@ -663,6 +777,28 @@ void receiver(const FPlan& p, Host& h, Record& rec) {
                 err("VI " + std::to_string(v) + ": node 1's byte " + std::to_string(i) + " differs");
                 break;
             }
+        for (std::size_t j = 0; j < fv.s.msgs.size(); ++j) {
+            if (!maybe_cut[j]) continue;
+            const ViMsg& m = fv.s.msgs[j];
+            const auto bytes = gather(src.data(), m.local, m.len);
+            const std::uint8_t* at = e.data + m.remote;
+            const long long cut = first_mismatch(at, bytes.data(), m.len);
+            if (cut < 0) continue;
+            const long long bad = first_mismatch(at + cut, want.data() + m.remote + cut, m.len - static_cast<std::size_t>(cut));
+            if (bad >= 0)
+                err(what(v, j, m, fv.fault[j]) + ": written byte " + std::to_string(cut + bad) +
+                    " differs from both what it carried and what was there");
+        }
+    }
+    if (p.shifts()) {
+        // Each message lost, or asynchronous error missing, takes a packet lost.
+        const std::uint64_t lost = link_losses(h);
+        if (skipped > lost)
+            err(std::to_string(skipped) + " messages or their errors were lost, but only " + std::to_string(lost) +
+                " packets");
+        rec.num("node1.skipped", static_cast<long>(skipped));
+        rec.num("node1.shifted", static_cast<long>(shifted));
+        rec.num("node1.shift_turned", static_cast<long>(shift_turned));
     }
     rec.num("node1.completions", log);
     rec.num("node1.end_ps", h.now());
@@ -678,9 +814,9 @@ RunResult run_plan(const FPlan& p, const char* dma = "systemc") {
         cfg, [&p](Host& h, Record& rec) { sender(p, h, rec); }, [&p](Host& h, Record& rec) { receiver(p, h, rec); });
 }
 
-void run_seeds(std::uint64_t first, int normal, const char* dma = "systemc", bool lossy = false) {
+void run_seeds(std::uint64_t first, int normal, const char* dma = "systemc", bool lossy = false, bool unreliable = false) {
     for (std::uint64_t seed : stress::seeds(first, normal)) {
-        const FPlan p = make_plan(seed, lossy);
+        const FPlan p = make_plan(seed, lossy, unreliable);
         if (std::getenv("HCASIM_STRESS_DUMP"))
             for (std::size_t v = 0; v < p.vis.size(); ++v)
                 for (std::size_t j = 0; j < p.vis[v].s.msgs.size(); ++j)
@@ -689,7 +825,12 @@ void run_seeds(std::uint64_t first, int normal, const char* dma = "systemc", boo
         if (stress::long_mode())
             std::printf("kvipl fault stress %s, dma %s: %s, %.0f us simulated%s\n", p.describe().c_str(), dma,
                         clean(r) ? "ok" : "FAILED", static_cast<double>(r.num("node1.end_ps")) / 1e6,
-                        r.num("node0.timed_out") > 0 ? (", " + r.get("node0.timed_out") + " VIs out of retries").c_str() : "");
+                        (r.num("node0.timed_out") > 0 ? ", " + r.get("node0.timed_out") + " VIs out of retries"
+                         : p.shifts()                 ? ", " + r.get("node1.skipped") + " messages lost, " +
+                                                            r.get("node1.shifted") + " took another's receive, " +
+                                                            r.get("node1.shift_turned") + " of them failing or not as on their own"
+                                                      : std::string())
+                            .c_str());
         INFO(p.describe() << ", replay with HCASIM_STRESS_SEED=" << seed << ": " << errors_of(r));
         REQUIRE(r.ok);
         CHECK(clean(r));
@@ -717,6 +858,29 @@ TEST_CASE("random kvipl traffic with bad descriptors over links that drop and co
 TEST_CASE("the same kvipl plan with bad descriptors over lossy links run twice gives identical records",
           "[kvipl][stress][errors][determinism]") {
     const FPlan p = make_plan(12201, true);
+    const RunResult a = run_plan(p);
+    const RunResult b = run_plan(p);
+    HCASIM_REQUIRE_RUN(a);
+    CHECK(clean(a));
+    CHECK(a.kv == b.kv);
+    CHECK(a.num("node1.end_ps") > 0);
+}
+
+TEST_CASE("random kvipl traffic with bad descriptors on unreliable vis over lossy links fails each receive by the "
+          "message that takes it and loses nothing else",
+          "[kvipl][stress][errors][lossy][unreliable]") {
+    run_seeds(12301, 8, "systemc", true, true);
+}
+
+TEST_CASE("random kvipl traffic with bad descriptors on unreliable vis over lossy links through the rtl dma engine "
+          "fails each receive by the message that takes it",
+          "[kvipl][stress][errors][lossy][unreliable][rtl]") {
+    run_seeds(12401, 3, "rtl", true, true);
+}
+
+TEST_CASE("the same kvipl plan with bad descriptors on unreliable vis over lossy links run twice gives identical records",
+          "[kvipl][stress][errors][lossy][unreliable][determinism]") {
+    const FPlan p = make_plan(12301, true, true);
     const RunResult a = run_plan(p);
     const RunResult b = run_plan(p);
     HCASIM_REQUIRE_RUN(a);
