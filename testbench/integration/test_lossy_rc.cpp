@@ -382,13 +382,8 @@ long long lossy_required(std::uint64_t first_seed, int default_seeds, int ops) {
 }
 
 // Operations per seed: 4 seeds make the 10^5 of the exactly-once
-// requirement. The sanitizer build runs a fifth of them (the RTL run alone
-// would take minutes there); the normal build runs them all.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr int kOpsPerSeed = 5000;
-#else
+// requirement, in the sanitizer build too.
 constexpr int kOpsPerSeed = 25000;
-#endif
 
 }  // namespace
 
