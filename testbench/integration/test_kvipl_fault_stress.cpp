@@ -837,6 +837,16 @@ void run_seeds(std::uint64_t first, int normal, const char* dma = "systemc", boo
     }
 }
 
+// One plan run twice: clean, and the same records, end time included.
+void runs_alike(const FPlan& p) {
+    const RunResult a = run_plan(p);
+    const RunResult b = run_plan(p);
+    HCASIM_REQUIRE_RUN(a);
+    CHECK(clean(a));
+    CHECK(a.kv == b.kv);
+    CHECK(a.num("node1.end_ps") > 0);
+}
+
 }  // namespace
 
 TEST_CASE("random kvipl traffic with bad descriptors fails each where the vi architecture says and loses nothing else",
@@ -857,13 +867,7 @@ TEST_CASE("random kvipl traffic with bad descriptors over links that drop and co
 
 TEST_CASE("the same kvipl plan with bad descriptors over lossy links run twice gives identical records",
           "[kvipl][stress][errors][determinism]") {
-    const FPlan p = make_plan(12201, true);
-    const RunResult a = run_plan(p);
-    const RunResult b = run_plan(p);
-    HCASIM_REQUIRE_RUN(a);
-    CHECK(clean(a));
-    CHECK(a.kv == b.kv);
-    CHECK(a.num("node1.end_ps") > 0);
+    runs_alike(make_plan(12201, true));
 }
 
 TEST_CASE("random kvipl traffic with bad descriptors on unreliable vis over lossy links fails each receive by the "
@@ -880,13 +884,7 @@ TEST_CASE("random kvipl traffic with bad descriptors on unreliable vis over loss
 
 TEST_CASE("the same kvipl plan with bad descriptors on unreliable vis over lossy links run twice gives identical records",
           "[kvipl][stress][errors][lossy][unreliable][determinism]") {
-    const FPlan p = make_plan(12301, true, true);
-    const RunResult a = run_plan(p);
-    const RunResult b = run_plan(p);
-    HCASIM_REQUIRE_RUN(a);
-    CHECK(clean(a));
-    CHECK(a.kv == b.kv);
-    CHECK(a.num("node1.end_ps") > 0);
+    runs_alike(make_plan(12301, true, true));
 }
 
 }  // namespace hcasim::test
