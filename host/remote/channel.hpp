@@ -17,7 +17,7 @@
 namespace hcasim::remote {
 
 constexpr std::uint32_t kChannelMagic = 0x68636173;  // "hcas"
-constexpr std::uint32_t kChannelVersion = 8;    // the calls (call_codec.hpp Op) and this layout
+constexpr std::uint32_t kChannelVersion = 8;         // the calls (call_codec.hpp Op) and this layout
 constexpr std::uint32_t kSlots = 16;                 // threads of one program that make calls
 constexpr std::size_t kSlotBytes = 256 * 1024;       // arguments or results of one call
 constexpr std::uint32_t kMaxTscReads = 4096;         // TSC reads replaced by ud2 in one program (tsc_reads.hpp)

@@ -576,10 +576,15 @@ void receiver(const FPlan& p, Host& h, Record& rec) {
     };
     // When messages may shift (p.shifts()): per VI, the first of its
     // receive-consuming messages (by index into receives) that may still
-    // arrive, which did, and how many were skipped in all.
+    // arrive, which messages did, and how many were skipped in all; and the
+    // bytes each VI's sender sends from.
     std::vector<std::size_t> next_c(n, 0);
     std::vector<std::vector<bool>> arrived(n);
-    for (std::size_t v = 0; v < n; ++v) arrived[v].assign(receives[v].size(), false);
+    std::vector<std::vector<std::uint8_t>> sent(n);
+    for (std::size_t v = 0; v < n; ++v) {
+        arrived[v].assign(p.vis[v].s.msgs.size(), false);
+        sent[v] = pattern(p.vis[v].s.sender_bytes, p.seed * 1000 + v * 2 + 1);
+    }
     std::size_t skipped = 0;
     // Receives a message other than their own took, and of those, the ones
     // it failed where on its own receive it would not have, or the reverse.
@@ -622,8 +627,7 @@ void receiver(const FPlan& p, Host& h, Record& rec) {
                 (x.imm && got.CS.ImmediateData != m.imm_data))
                 continue;
             if (m.op == ViOp::Send && x.lands) {
-                const auto src = pattern(fv.s.sender_bytes, p.seed * 1000 + v * 2 + 1);
-                const auto want_bytes = gather(src.data(), m.local, m.len);
+                const auto want_bytes = gather(sent[v].data(), m.local, m.len);
                 const auto got_bytes = gather(ends[v]->data, fv.s.msgs[q].recv, m.len);
                 if (first_mismatch(got_bytes.data(), want_bytes.data(), m.len) >= 0) continue;
             }
@@ -632,7 +636,7 @@ void receiver(const FPlan& p, Host& h, Record& rec) {
                 ++shifted;
                 shift_turned += (x.recv_status & KVIP_STATUS_ERROR_MASK) != (out[v][j].recv_status & KVIP_STATUS_ERROR_MASK);
             }
-            arrived[v][c] = true;
+            arrived[v][j] = true;
             next_c[v] = c + 1;
             return;
         }
@@ -741,12 +745,13 @@ void receiver(const FPlan& p, Host& h, Record& rec) {
         // hold the start of its message).
         std::vector<std::uint8_t> want = pattern(fv.s.receiver_bytes, p.seed * 1000 + v * 2 + 2);
         std::vector<bool> any(fv.s.receiver_bytes, false);
-        const std::vector<std::uint8_t> src = pattern(fv.s.sender_bytes, p.seed * 1000 + v * 2 + 1);
+        const std::vector<std::uint8_t>& src = sent[v];
         // Where messages may be lost: each receive's bytes were checked as it
         // completed, and any may hold what an abandoned message left there; a
         // write not known to have arrived may have landed up to a gap.
-        std::vector<bool> arrived_msg(fv.s.msgs.size(), false), maybe_cut(fv.s.msgs.size(), false);
-        for (std::size_t c = 0; c < receives[v].size(); ++c) arrived_msg[receives[v][c]] = arrived[v][c];
+        auto maybe_cut = [&](std::size_t j) {
+            return p.shifts() && fv.s.msgs[j].op == ViOp::Write && out[v][j].lands && !arrived[v][j];
+        };
         for (std::size_t j = 0; j < fv.s.msgs.size(); ++j) {
             const ViMsg& m = fv.s.msgs[j];
             const Outcome& x = out[v][j];
@@ -754,8 +759,7 @@ void receiver(const FPlan& p, Host& h, Record& rec) {
                 for (const auto& seg : m.recv)
                     for (std::size_t i = 0; i < seg.len; ++i) any[seg.off + i] = true;
             if (!x.lands || m.op == ViOp::Read || (p.shifts() && m.op == ViOp::Send)) continue;
-            if (p.shifts() && !arrived_msg[j]) {
-                maybe_cut[j] = true;
+            if (maybe_cut(j)) {
                 for (std::size_t i = 0; i < m.len; ++i) any[m.remote + i] = true;
                 continue;
             }
@@ -778,7 +782,7 @@ void receiver(const FPlan& p, Host& h, Record& rec) {
                 break;
             }
         for (std::size_t j = 0; j < fv.s.msgs.size(); ++j) {
-            if (!maybe_cut[j]) continue;
+            if (!maybe_cut(j)) continue;
             const ViMsg& m = fv.s.msgs[j];
             const auto bytes = gather(src.data(), m.local, m.len);
             const std::uint8_t* at = e.data + m.remote;
