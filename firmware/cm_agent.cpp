@@ -10,13 +10,13 @@ using packet::CmReject;
 
 void declare_cm_params(sim::ParamRegistry& r) {
     using K = sim::ParamSpec::Kind;
-    r.add({"fw.cm_processing_us", K::Real, "us", "2", 0, 1e6, {},
+    r.add_per_node({"fw.cm_processing_us", K::Real, "us", "2", 0, 1e6, {},
            "firmware time to handle one connection management datagram",
            "estimate: a few thousand instructions of an embedded core per CM message"});
-    r.add({"fw.cm_response_timeout_us", K::Real, "us", "100", 1, 1e7, {},
+    r.add_per_node({"fw.cm_response_timeout_us", K::Real, "us", "100", 1, 1e7, {},
            "time a CM request or reply waits for an answer before it is sent again",
            "estimate: the IBA CM's remote response timeout set for a single subnet"});
-    r.add({"fw.cm_max_retries", K::Int, "count", "4", 1, 15, {},
+    r.add_per_node({"fw.cm_max_retries", K::Int, "count", "4", 1, 15, {},
            "unanswered CM (re)sends after which the peer counts as unreachable", "IBA CM max retries (15 at most)"});
 }
 

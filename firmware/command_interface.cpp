@@ -5,7 +5,7 @@
 namespace hcasim::firmware {
 
 void declare_firmware_params(sim::ParamRegistry& r) {
-    r.add({"fw.command_latency_us", sim::ParamSpec::Kind::Real, "us", "10", 0, 1e6, {},
+    r.add_per_node({"fw.command_latency_us", sim::ParamSpec::Kind::Real, "us", "10", 0, 1e6, {},
            "firmware command execution time (create/modify/destroy QP or CQ, register memory)",
            "estimate: mailbox commands of ConnectX-class firmware take microseconds to tens of microseconds"});
 }

@@ -6,8 +6,9 @@ namespace hcasim::host {
 
 void declare_host_params(sim::ParamRegistry& r) {
     using K = sim::ParamSpec::Kind;
+    // One host's CPU costs: each node may have its own.
     auto ns = [&](const char* key, const char* def, const char* doc, const char* src, double min = 0) {
-        r.add({key, K::Real, "ns", def, min, 1e9, {}, doc, src});
+        r.add_per_node({key, K::Real, "ns", def, min, 1e9, {}, doc, src});
     };
     ns("host.cpu.post_send_ns", "60", "CPU time of ibv_post_send per work request up to its MMIO store (the WQE "
        "written, the doorbell or BlueFlame store issued)",
@@ -34,11 +35,12 @@ void declare_host_params(sim::ParamRegistry& r) {
        "estimate: an L1/LLC hit in a spin loop", 0.1);
     ns("host.interrupt_ns", "2500", "MSI-X arrival to the blocked thread running again",
        "estimate: interrupt handler plus a scheduler wake-up of a few microseconds");
-    ns("host.cpu.clock_read_ns", "20",
+    // Charged by the synchronisation of every program of a run alike.
+    r.add({"host.cpu.clock_read_ns", K::Real, "ns", "20", 0.001, 1e9, {},
        "simulated time a program spends in each clock read: one run by `hcasim run` in clock_gettime, gettimeofday, "
        "time or rdtsc, charged at its next call (a loop that waits for the clock to move sees it move); `hcasim lat` "
        "and `bw` where perftest reads its time stamps",
-       "estimate: a vDSO clock_gettime or an rdtsc on a current x86-64 server takes 10 to 25 ns", 0.001);
+       "estimate: a vDSO clock_gettime or an rdtsc on a current x86-64 server takes 10 to 25 ns"});
     r.add({"host.oob_connect_wait_ms", K::Real, "ms", "10000", 0, 1e7, {},
            "how long a `hcasim run` program's TCP connect to a port no program listens on waits (simulated time) "
            "for one to, before it is refused",
@@ -55,7 +57,7 @@ void declare_host_params(sim::ParamRegistry& r) {
            "rate of the simulated TSC that `hcasim run` programs read with rdtsc; 0: the cpu MHz of this machine's "
            "/proc/cpuinfo, which perftest reads to turn cycles into microseconds",
            "perftest's get_cpu_mhz (the two must agree for its figures to be right)"});
-    r.add({"host.poll_fast_forward", K::Bool, "", "true", 0, 0, {},
+    r.add_per_node({"host.poll_fast_forward", K::Bool, "", "true", 0, 0, {},
            "simulate a run of empty ibv_poll_cq calls of a thread spinning on one CQ as one step that ends at the "
            "first poll able to see a change (same simulated times and results as polling one call at a time, far "
            "fewer thread switches)",

@@ -4,12 +4,15 @@ namespace hcasim::hca {
 
 void declare_hca_params(sim::ParamRegistry& r) {
     using K = sim::ParamSpec::Kind;
+    // The adapter's clocks, pipeline, caches and engines: each node may have
+    // its own. Its device limits (hca.max_*, the VI attributes) are one for
+    // every node, as programs and workloads size their queues by them.
     auto cyc = [&](const char* key, const char* def, const char* doc, const char* src) {
-        r.add({key, K::Int, "cycles", def, 0, 100000, {}, doc, src});
+        r.add_per_node({key, K::Int, "cycles", def, 0, 100000, {}, doc, src});
     };
-    r.add({"hca.core_clock_mhz", K::Real, "MHz", "500", 50, 5000, {}, "adapter core clock (all hca.* cycle counts; completion timestamps count its cycles)",
+    r.add_per_node({"hca.core_clock_mhz", K::Real, "MHz", "500", 50, 5000, {}, "adapter core clock (all hca.* cycle counts; completion timestamps count its cycles)",
            "estimate for a 40 nm-class HCA ASIC; see docs/timing-parameters.md"});
-    r.add({"hca.datapath_bytes", K::Int, "bytes", "32", 4, 256, {"4", "8", "16", "32", "64", "128", "256"},
+    r.add_per_node({"hca.datapath_bytes", K::Int, "bytes", "32", 4, 256, {"4", "8", "16", "32", "64", "128", "256"},
            "width of the packet datapath (bytes per core cycle)",
            "256-bit datapath: 16 GB/s at 500 MHz, above the 6.8 GB/s of FDR 4x"});
     cyc("hca.doorbell_cycles", "4", "doorbell register write to QP scheduler", "estimate: a register write and a queue push");
@@ -18,20 +21,20 @@ void declare_hca_params(sim::ParamRegistry& r) {
         "that needs it (a miss reads the entry from host memory over PCIe)",
         "assumption: a cached context is read within the stage's own cycles (hca.rx_packet_cycles, "
         "hca.doorbell_cycles, ...); raise it to model a slower context store");
-    r.add({"hca.qpc_cache_entries", K::Int, "entries", "68", 1, 1 << 24, {},
+    r.add_per_node({"hca.qpc_cache_entries", K::Int, "entries", "68", 1, 1 << 24, {},
            "on-chip cache of QP contexts (LRU; a miss DMA-reads the 256 B entry from ICM in host memory, an "
            "evicted entry the adapter changed is written back first)",
            "inferred: where the ConnectX-3 READ rate of the FaSST READ swarm falls with the QPs per machine "
            "(full at 40, falling by 80, a quarter at 120: reference points cx3-fdr.swarm_read.*); no cache size "
            "is published, and the count is the adapter's effective one, not necessarily a power of two "
            "(docs/timing-parameters.md)"});
-    r.add({"hca.cqc_cache_entries", K::Int, "entries", "68", 1, 1 << 24, {},
+    r.add_per_node({"hca.cqc_cache_entries", K::Int, "entries", "68", 1, 1 << 24, {},
            "on-chip cache of CQ contexts (LRU; a miss DMA-reads the 64 B entry from ICM)",
            "inferred with hca.qpc_cache_entries from the same swarm, whose QPs have a CQ each"});
-    r.add({"hca.context_fill_slots", K::Int, "reads", "8", 1, 256, {},
+    r.add_per_node({"hca.context_fill_slots", K::Int, "reads", "8", 1, 256, {},
            "context cache misses each cache (QP, CQ) has under way at once; a further miss waits for a slot",
            "estimate: a few miss-handling registers, as in a blocking-light cache; no figure is published"});
-    r.add({"hca.atomic_units", K::Int, "atomics", "1", 0, 256, {},
+    r.add_per_node({"hca.atomic_units", K::Int, "atomics", "1", 0, 256, {},
            "atomics the responder executes at once: each holds a unit from its DMA read until the original value "
            "is on chip and its write is issued, and a further atomic waits for a unit; 0: no limit (atomics on "
            "the same bytes still wait for each other's write)",
@@ -39,26 +42,26 @@ void declare_hca_params(sim::ParamRegistry& r) {
            "round trip (reference point cx3-fdr.atomic_rate.8B.qdr); no figure is published"});
     cyc("hca.scheduler_cycles", "2", "QP scheduler arbitration per decision", "estimate: one round-robin arbiter");
     cyc("hca.wqe_parse_cycles", "8", "parse one fetched WQE", "estimate: one 64 B WQE over a 256-bit datapath plus decode");
-    r.add({"hca.wqe_fetch_batch", K::Int, "WQEs", "8", 1, 256, {},
+    r.add_per_node({"hca.wqe_fetch_batch", K::Int, "WQEs", "8", 1, 256, {},
            "most WQEs one fetch DMA reads", "Connect-IB and later fetch all new WQEs in one DMA (calibration-facts)"});
-    r.add({"hca.rq_prefetch_depth", K::Int, "WQEs", "16", 1, 256, {},
+    r.add_per_node({"hca.rq_prefetch_depth", K::Int, "WQEs", "16", 1, 256, {},
            "receive WQEs prefetched on chip per QP", "estimate"});
-    r.add({"hca.srq_prefetch_depth", K::Int, "WQEs", "16", 1, 256, {},
+    r.add_per_node({"hca.srq_prefetch_depth", K::Int, "WQEs", "16", 1, 256, {},
            "receive WQEs the SRQ engine keeps on chip per shared receive queue", "estimate: as hca.rq_prefetch_depth"});
     cyc("hca.translation_cycles", "4",
         "MPT/MTT cache hit: key check and address translation; also each MPT entry a memory window bind or "
         "invalidate reads or writes", "estimate");
-    r.add({"hca.mpt_cache_entries", K::Int, "entries", "256", 1, 1 << 20, {},
+    r.add_per_node({"hca.mpt_cache_entries", K::Int, "entries", "256", 1, 1 << 20, {},
            "on-chip cache of memory protection table entries (a miss DMA-reads the 64 B entry)", "estimate"});
-    r.add({"hca.mtt_cache_entries", K::Int, "entries", "2048", 1, 1 << 24, {},
+    r.add_per_node({"hca.mtt_cache_entries", K::Int, "entries", "2048", 1, 1 << 24, {},
            "on-chip cache of page translations (a miss DMA-reads the 8 B entry)", "estimate"});
     cyc("hca.dma_setup_cycles", "4", "DMA engine per-request setup", "estimate");
     // The DMA engine implementation (docs/architecture.md, "The DMA engine in RTL").
-    r.add({"hca.dma.impl", K::Choice, "", "systemc", 0, 0, {"systemc", "rtl", "tlm"},
+    r.add_per_node({"hca.dma.impl", K::Choice, "", "systemc", 0, 0, {"systemc", "rtl", "tlm"},
            "DMA engine: systemc = the SystemC model, rtl = the Verilog engine of rtl/ clocked under Verilator "
            "(tlm, the SystemC model's former name, is still accepted)",
            "systemc: the faster reference; rtl for verification runs"});
-    r.add({"hca.dma.rtl_channels", K::Int, "engines", "8", 1, 64, {},
+    r.add_per_node({"hca.dma.rtl_channels", K::Int, "engines", "8", 1, 64, {},
            "hca.dma.impl=rtl: instances of the RTL engine; a request takes the first one free at its issue time "
            "and waits for the earliest one otherwise",
            "estimate: enough for the transmit, receive, WQE and CQE streams of a busy port to overlap"});
@@ -70,29 +73,29 @@ void declare_hca_params(sim::ParamRegistry& r) {
         "(docs/timing-parameters.md, docs/calibration.md item 7)");
     cyc("hca.rx_packet_cycles", "20", "RX transport per-packet parse and checks, plus payload at datapath width",
         "inferred: as hca.tx_packet_cycles");
-    r.add({"hca.tx_engines", K::Int, "engines", "1", 1, 64, {},
+    r.add_per_node({"hca.tx_engines", K::Int, "engines", "1", 1, 64, {},
            "transmit packet engines working side by side, each a full pass (hca.tx_packet_cycles plus payload "
            "at hca.datapath_bytes); a QP's packets and ACKs all go through engine QPN mod this, in order",
            "estimate: one pipeline; no engine count is published (docs/timing-parameters.md)"});
-    r.add({"hca.rx_engines", K::Int, "engines", "1", 1, 64, {},
+    r.add_per_node({"hca.rx_engines", K::Int, "engines", "1", 1, 64, {},
            "receive packet engines working side by side, each a full pass (hca.rx_packet_cycles plus payload "
            "at hca.datapath_bytes); a packet goes to engine destination QPN mod this, so a QP's packets stay "
            "in order",
            "estimate: as hca.tx_engines"});
-    r.add({"hca.tx_buffer_bytes", K::Int, "bytes", "65536", 4096, 1 << 26, {},
+    r.add_per_node({"hca.tx_buffer_bytes", K::Int, "bytes", "65536", 4096, 1 << 26, {},
            "transmit packet buffer: packets gathered but not yet serialised", "estimate"});
-    r.add({"hca.rx_buffer_bytes", K::Int, "bytes", "16384", 0, 1 << 26, {},
+    r.add_per_node({"hca.rx_buffer_bytes", K::Int, "bytes", "16384", 0, 1 << 26, {},
            "receive buffer between the port and the PCIe writes: how far received payload may run ahead of "
            "host memory before the RX pipeline stalls", "estimate"});
-    r.add({"hca.ack_coalesce", K::Int, "packets", "16", 1, 4096, {},
+    r.add_per_node({"hca.ack_coalesce", K::Int, "packets", "16", 1, 4096, {},
            "responder sends an ACK at least every N packets (and on every AckReq)", "estimate"});
     cyc("hca.cqe_cycles", "4", "completion engine per CQE", "estimate");
-    r.add({"hca.blueflame", K::Bool, "", "true", 0, 0, {},
+    r.add_per_node({"hca.blueflame", K::Bool, "", "true", 0, 0, {},
            "driver writes a lone small WQE through write-combined MMIO instead of ringing a doorbell",
            "Mellanox BlueFlame (calibration-facts: how adapters post work)"});
-    r.add({"hca.blueflame_max_bytes", K::Int, "bytes", "256", 64, 4096, {"64", "128", "256", "512", "1024", "2048", "4096"},
+    r.add_per_node({"hca.blueflame_max_bytes", K::Int, "bytes", "256", 64, 4096, {"64", "128", "256", "512", "1024", "2048", "4096"},
            "largest WQE sent by BlueFlame", "half of the mlx4 512 B BlueFlame register"});
-    r.add({"hca.blueflame_any_wqe", K::Bool, "", "false", 0, 0, {},
+    r.add_per_node({"hca.blueflame_any_wqe", K::Bool, "", "false", 0, 0, {},
            "with hca.blueflame, a lone WQE whose payload the adapter still has to DMA-read (gather entries) "
            "goes by BlueFlame too; false: only one with inline data, an RDMA READ or a WRITE without gather "
            "entries, the others ring the doorbell and the adapter fetches them",
@@ -114,10 +117,10 @@ void declare_hca_params(sim::ParamRegistry& r) {
     r.add({"hca.max_inline", K::Int, "bytes", "256", 0, 1024, {}, "largest inline payload",
            "the BlueFlame WQE budget"});
     cap("hca.max_qp_rd_atom", "16", 255, "outstanding RDMA reads per QP");
-    r.add({"hca.desc_parse_cycles", K::Int, "cycles", "8", 0, 100000, {},
+    r.add_per_node({"hca.desc_parse_cycles", K::Int, "cycles", "8", 0, 100000, {},
            "VI descriptor engine: decode one fetched descriptor (control, address and data segments)",
            "as hca.wqe_parse_cycles: a VI descriptor is decoded by the same kind of logic as a WQE"});
-    r.add({"hca.vi_fetch_depth", K::Int, "descriptors", "4", 1, 64, {},
+    r.add_per_node({"hca.vi_fetch_depth", K::Int, "descriptors", "4", 1, 64, {},
            "VI descriptor fetches one work queue may have in flight (1: strictly one after the other)",
            "estimate: the doorbell carries each descriptor's address, so fetches can overlap; 1 models a VI NIC that "
            "walks the chain one descriptor at a time"});

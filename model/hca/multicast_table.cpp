@@ -16,10 +16,10 @@ void declare_multicast_params(sim::ParamRegistry& r) {
            "QPs attached to one multicast group (max_mcast_qp_attach; max_total_mcast_qp_attach is the product "
            "with hca.max_mcast_grp)",
            "ConnectX-3 ibv_devinfo -v values (a 1 KiB group entry holds 248 QP numbers)"});
-    r.add({"hca.mcast_lookup_cycles", K::Int, "cycles", "8", 0, 100000, {},
+    r.add_per_node({"hca.mcast_lookup_cycles", K::Int, "cycles", "8", 0, 100000, {},
            "receive-side multicast steering: find the group of a packet's DGID in the group table",
            "estimate: a hash of the MGID and one on-chip table read, as hca.wqe_parse_cycles"});
-    r.add({"hca.mcast_qp_cycles", K::Int, "cycles", "4", 0, 100000, {},
+    r.add_per_node({"hca.mcast_qp_cycles", K::Int, "cycles", "4", 0, 100000, {},
            "receive-side multicast steering: hand the packet to one more attached QP",
            "estimate: read one QP number of the group entry and start the responder on it"});
 }

@@ -21,12 +21,12 @@ void declare_port_params(sim::ParamRegistry& r) {
            "(Myricom's Myrinet-2000 product overview)"});
     r.add({"link.width", K::Int, "lanes", "4", 1, 12, {"1", "4", "8", "12"}, "link width",
            "4x, the common HCA port width"});
-    r.add({"port.phy_latency_ns", K::Real, "ns", "25", 0, 10000, {},
+    r.add_per_node({"port.phy_latency_ns", K::Real, "ns", "25", 0, 10000, {},
            "PHY/SerDes latency added once at each end of a link",
            "estimate; typical SerDes transmit+receive latency of tens of ns"});
     r.add({"port.max_mtu", K::Int, "bytes", "4096", 256, 4096, {"256", "512", "1024", "2048", "4096"},
            "largest path MTU the port supports", "IBA path MTUs (calibration-facts); ConnectX-3 supports 4096"});
-    r.add({"port.vl_buffer_bytes", K::Int, "bytes", "65536", 0, 1 << 26, {},
+    r.add_per_node({"port.vl_buffer_bytes", K::Int, "bytes", "65536", 0, 1 << 26, {},
            "receive buffer of each port's data VL, which link-level flow control gives the link partner as credits "
            "in 64-byte blocks; 0 turns flow control off (the partner sends whatever it has)",
            "estimate: IBA 7.9 requires room for one packet of the largest MTU; 64 KiB covers the flow-control round "

@@ -7,7 +7,7 @@ namespace hcasim::pcie {
 
 void declare_host_bus_params(sim::ParamRegistry& r) {
     using K = sim::ParamSpec::Kind;
-    r.add({"host.bus", K::Choice, "", "pcie", 0, 0, {"pcie", "pci"},
+    r.add_per_node({"host.bus", K::Choice, "", "pcie", 0, 0, {"pcie", "pci"},
            "the adapter's bus to the host: pcie (a PCIe link, pcie.*) or pci (a conventional parallel PCI bus, "
            "pci.*)",
            "ConnectX-3/4 are PCIe devices; late-1990s VI NICs (Giganet cLAN, Myrinet) sat on PCI"});

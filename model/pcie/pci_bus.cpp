@@ -12,28 +12,28 @@ using sim::Tick;
 
 void declare_pci_params(sim::ParamRegistry& r) {
     using K = ParamSpec::Kind;
-    r.add({"pci.clock_mhz", K::Real, "MHz", "66", 20, 66, {},
+    r.add_per_node({"pci.clock_mhz", K::Real, "MHz", "66", 20, 66, {},
            "clock of the conventional PCI bus (host.bus=pci)",
            "PCI Local Bus Specification 2.1/2.2: 33 MHz, and 66 MHz since 2.1"});
-    r.add({"pci.width_bits", K::Int, "bits", "64", 32, 64, {"32", "64"},
+    r.add_per_node({"pci.width_bits", K::Int, "bits", "64", 32, 64, {"32", "64"},
            "width of the PCI AD bus: bytes moved by one data phase times 8",
            "PCI Local Bus Specification 2.2: 32-bit bus with the 64-bit extension (REQ64#/ACK64#)"});
-    r.add({"pci.arbitration_cycles", K::Int, "cycles", "2", 0, 64, {},
+    r.add_per_node({"pci.arbitration_cycles", K::Int, "cycles", "2", 0, 64, {},
            "clocks every PCI transaction spends winning the bus: the idle turnaround clock after the previous "
            "transaction and GNT# to FRAME#",
            "PCI Local Bus Specification 2.2: central arbitration (REQ#/GNT#), a turnaround cycle between "
            "transactions; estimate for the clock count"});
-    r.add({"pci.target_wait_cycles", K::Int, "cycles", "2", 0, 16, {},
+    r.add_per_node({"pci.target_wait_cycles", K::Int, "cycles", "2", 0, 16, {},
            "clocks from the address phase to the first data phase of a write: the target's address decode "
            "(DEVSEL#) and TRDY#",
            "PCI Local Bus Specification 2.2: fast/medium/slow DEVSEL# decode, initial latency at most 16 clocks; "
            "estimate: medium decode"});
-    r.add({"pci.max_burst_bytes", K::Int, "bytes", "512", 8, 4096, {},
+    r.add_per_node({"pci.max_burst_bytes", K::Int, "bytes", "512", 8, 4096, {},
            "largest burst of one PCI transaction: a longer transfer ends the burst there (latency timer "
            "expiry or the host bridge's disconnect) and arbitrates again",
            "PCI Local Bus Specification 2.2: burst transfers bounded by the master latency timer; estimate: "
            "64 data phases of 8 B"});
-    r.add({"pci.bridge_latency_ns", K::Real, "ns", "150", 0, 100000, {},
+    r.add_per_node({"pci.bridge_latency_ns", K::Real, "ns", "150", 0, 100000, {},
            "host bridge latency per traversal: a DMA read to the memory controller, a DMA write into host "
            "memory, a host CPU write onto the PCI bus",
            "estimate for a late-1990s PCI host bridge"});

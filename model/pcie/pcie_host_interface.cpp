@@ -12,38 +12,38 @@ using sim::Tick;
 
 void declare_pcie_params(sim::ParamRegistry& r) {
     using K = ParamSpec::Kind;
-    r.add({"pcie.gen", K::Int, "generation", "3", 1, 4, {"1", "2", "3", "4"},
+    r.add_per_node({"pcie.gen", K::Int, "generation", "3", 1, 4, {"1", "2", "3", "4"},
            "PCIe generation: 1 = 2.5 GT/s 8b/10b, 2 = 5 GT/s 8b/10b, 3 = 8 GT/s 128b/130b, 4 = 16 GT/s 128b/130b",
            "ConnectX-3 is a PCIe Gen3 device (calibration-facts: PCIe Gen3)"});
-    r.add({"pcie.lanes", K::Int, "lanes", "8", 1, 32, {"1", "2", "4", "8", "16", "32"}, "link width",
+    r.add_per_node({"pcie.lanes", K::Int, "lanes", "8", 1, 32, {"1", "2", "4", "8", "16", "32"}, "link width",
            "ConnectX-3 FDR adapters are Gen3 x8 (calibration-facts: CX-3 FDR on Gen3 x8)"});
-    r.add({"pcie.mps", K::Int, "bytes", "256", 128, 4096, {"128", "256", "512", "1024", "2048", "4096"},
+    r.add_per_node({"pcie.mps", K::Int, "bytes", "256", 128, 4096, {"128", "256", "512", "1024", "2048", "4096"},
            "max payload size: largest posted write or completion payload",
            "CX-3 advertises 256 B (calibration-facts: max payload size)"});
-    r.add({"pcie.mrrs", K::Int, "bytes", "512", 128, 4096, {"128", "256", "512", "1024", "2048", "4096"},
+    r.add_per_node({"pcie.mrrs", K::Int, "bytes", "512", 128, 4096, {"128", "256", "512", "1024", "2048", "4096"},
            "max read request size", "common BIOS default 512 B (calibration-facts: max read request size)"});
-    r.add({"pcie.rcb", K::Int, "bytes", "64", 64, 128, {"64", "128"},
+    r.add_per_node({"pcie.rcb", K::Int, "bytes", "64", 64, 128, {"64", "128"},
            "read completion boundary of the root complex", "PCIe spec; 64 B on x86 root complexes"});
-    r.add({"pcie.read_tags", K::Int, "requests", "32", 1, 256, {},
+    r.add_per_node({"pcie.read_tags", K::Int, "requests", "32", 1, 256, {},
            "outstanding non-posted read requests the adapter can have in flight",
            "PCIe 5-bit tag field without extended tags (PCIe spec 2.2.6.2)"});
-    r.add({"pcie.core_clock_mhz", K::Real, "MHz", "250", 50, 2000, {},
+    r.add_per_node({"pcie.core_clock_mhz", K::Real, "MHz", "250", 50, 2000, {},
            "clock of the adapter's PCIe core (transaction/data-link layers)",
            "Gen3 x8 hard IP cores run a 256-bit datapath at 250 MHz (vendor IP user guides)"});
-    r.add({"pcie.core_latency_cycles", K::Int, "cycles", "30", 0, 10000, {},
+    r.add_per_node({"pcie.core_latency_cycles", K::Int, "cycles", "30", 0, 10000, {},
            "adapter PCIe core latency per traversal (each TLP in or out)",
            "with pcie.root_complex_latency_ns and host.memory_latency_ns, makes a 64 B DMA read round trip "
            "about 550 ns, the pcie-bench median of 546-560 ns for 8-64 B (calibration-facts); docs/calibration.md"});
-    r.add({"pcie.root_complex_latency_ns", K::Real, "ns", "185", 0, 100000, {},
+    r.add_per_node({"pcie.root_complex_latency_ns", K::Real, "ns", "185", 0, 100000, {},
            "root complex latency per traversal (request in, completion or write out)",
            "split of the pcie-bench DMA round trip (calibration-facts); see docs/timing-parameters.md"});
-    r.add({"pcie.tlps_per_ack", K::Int, "TLPs", "4", 1, 64, {},
+    r.add_per_node({"pcie.tlps_per_ack", K::Int, "TLPs", "4", 1, 64, {},
            "TLPs acknowledged by one ACK DLLP on the opposite direction", "pcie-bench model (calibration-facts)"});
-    r.add({"pcie.tlps_per_fc_update", K::Int, "TLPs", "4", 1, 64, {},
+    r.add_per_node({"pcie.tlps_per_fc_update", K::Int, "TLPs", "4", 1, 64, {},
            "TLPs per UpdateFC DLLP on the opposite direction", "pcie-bench model (calibration-facts)"});
-    r.add({"pcie.ecrc", K::Bool, "", "false", 0, 0, {}, "end-to-end CRC on every TLP (+4 B)",
+    r.add_per_node({"pcie.ecrc", K::Bool, "", "false", 0, 0, {}, "end-to-end CRC on every TLP (+4 B)",
            "off by default on x86 platforms"});
-    r.add({"host.memory_latency_ns", K::Real, "ns", "100", 0, 100000, {},
+    r.add_per_node({"host.memory_latency_ns", K::Real, "ns", "100", 0, 100000, {},
            "host memory (or last-level cache) access latency for a DMA read",
            "split of the pcie-bench DMA round trip (calibration-facts)"});
 }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -166,6 +167,11 @@ bool ParamSpec::matches(const std::string& k) const {
            k.compare(k.size() - tail, tail, key, star + 1, tail) == 0;
 }
 
+void ParamRegistry::add_per_node(ParamSpec spec) {
+    spec.per_node = true;
+    add(std::move(spec));
+}
+
 void ParamRegistry::add(ParamSpec spec) {
     if (m_index.count(spec.key)) throw ConfigError("parameter declared twice: " + spec.key);
     m_index[spec.key] = m_specs.size();
@@ -191,16 +197,54 @@ const std::string& Config::value(const std::string& key, const ParamSpec& s) con
     return it == m_values.end() ? s.default_value : it->second;
 }
 
+namespace {
+
+[[noreturn]] void unknown_key(const std::string& key) {
+    throw ConfigError("unknown configuration key '" + printable(key) + "' (hcasim params lists the keys)");
+}
+
+}  // namespace
+
 const ParamSpec& Config::spec(const std::string& key) const {
     const ParamSpec* s = parameters().find(key);
-    if (!s) throw ConfigError("unknown configuration key '" + printable(key) + "' (hcasim params lists the keys)");
+    if (!s) unknown_key(key);
     return *s;
+}
+
+std::string Config::own_key(const std::string& key, int& node) {
+    node = -1;
+    if (key.compare(0, 4, "node") != 0) return key;
+    std::size_t i = 4;
+    while (i < key.size() && i < 12 && std::isdigit(static_cast<unsigned char>(key[i]))) ++i;
+    // Decimal, without leading zeros, and a key after the dot.
+    if (i == 4 || i >= key.size() || key[i] != '.' || i + 1 == key.size() || (key[4] == '0' && i > 5)) return key;
+    node = std::stoi(key.substr(4, i - 4));
+    return key.substr(i + 1);
 }
 
 void Config::set(const std::string& key_in, const std::string& value_in) {
     const std::string key = trim(key_in);
     const std::string value = trim(value_in);
-    const ParamSpec& s = spec(key);
+    if (const ParamSpec* s = parameters().find(key)) {
+        assign(*s, key, value, m_values.try_emplace(key, s->default_value).first->second);
+        return;
+    }
+    int node = -1;
+    const std::string own = own_key(key, node);
+    if (node < 0) unknown_key(key);
+    const ParamSpec* s = parameters().find(own);
+    if (!s) throw ConfigError("unknown configuration key '" + printable(key) + "': '" + printable(own) +
+                              "' is no parameter (hcasim params lists the keys)");
+    if (!s->per_node)
+        throw ConfigError("invalid key '" + printable(key) + "': " + own +
+                          " is one value for every node (hcasim params marks the keys a node can set for itself)");
+    if (node > kMaxNode)
+        throw ConfigError("invalid key '" + printable(key) + "': node " + std::to_string(node) +
+                          " is beyond any fabric (fabric.nodes is at most " + std::to_string(kMaxNode + 1) + ")");
+    assign(*s, key, value, m_node_values[node][own]);
+}
+
+void Config::assign(const ParamSpec& s, const std::string& key, const std::string& value, std::string& slot) {
     const std::string bad = "invalid value '" + printable(value) + "' for " + key + ": expected " + allowed(s);
     // The C-string parsers below would stop at a NUL and accept what precedes it.
     if (value.find('\0') != std::string::npos)
@@ -208,21 +252,19 @@ void Config::set(const std::string& key_in, const std::string& value_in) {
     switch (s.kind) {
     case ParamSpec::Kind::Bool:
         if (value == "true" || value == "1" || value == "yes" || value == "on") {
-            m_values[key] = "true";
+            slot = "true";
         } else if (value == "false" || value == "0" || value == "no" || value == "off") {
-            m_values[key] = "false";
+            slot = "false";
         } else {
             throw ConfigError(bad);
         }
         return;
-    case ParamSpec::Kind::Text: {
-        std::string& v = m_values[key];
-        v = s.list && !v.empty() && v != s.default_value ? v + "," + value : value;
+    case ParamSpec::Kind::Text:
+        slot = s.list && !slot.empty() && slot != s.default_value ? slot + "," + value : value;
         return;
-    }
     case ParamSpec::Kind::Choice:
         if (std::find(s.choices.begin(), s.choices.end(), value) == s.choices.end()) throw ConfigError(bad);
-        m_values[key] = value;
+        slot = value;
         return;
     case ParamSpec::Kind::Int: {
         std::int64_t x = 0;
@@ -233,16 +275,31 @@ void Config::set(const std::string& key_in, const std::string& value_in) {
         } else if (static_cast<double>(x) < s.min || static_cast<double>(x) > s.max) {
             throw ConfigError(bad);
         }
-        m_values[key] = std::to_string(x);
+        slot = std::to_string(x);
         return;
     }
     case ParamSpec::Kind::Real: {
         double x = 0;
         if (!parse_real(value, x) || x < s.min || x > s.max) throw ConfigError(bad);
-        m_values[key] = value;
+        slot = value;
         return;
     }
     }
+}
+
+bool Config::any_node_sets(const std::string& key) const {
+    for (const auto& [node, own] : m_node_values)
+        if (own.count(key)) return true;
+    return false;
+}
+
+Config Config::for_node(int node) const {
+    Config c = *this;
+    c.m_node_values.clear();
+    const auto own = m_node_values.find(node);
+    if (own != m_node_values.end())
+        for (const auto& [k, v] : own->second) c.m_values[k] = v;
+    return c;
 }
 
 void Config::set_assignment(const std::string& a) {
@@ -412,6 +469,11 @@ std::vector<std::pair<std::string, std::string>> Config::overrides() const {
         const auto& v = m_values.at(s.key);
         if (v != s.default_value) out.emplace_back(s.key, v);
     }
+    for (const auto& [node, own] : m_node_values)
+        for (const auto& s : parameters().all()) {
+            const auto v = own.find(s.key);
+            if (v != own.end()) out.emplace_back("node" + std::to_string(node) + "." + s.key, v->second);
+        }
     return out;
 }
 

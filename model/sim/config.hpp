@@ -37,6 +37,11 @@ struct ParamSpec {
     // Text: each assignment adds one comma-separated entry instead of
     // replacing the value.
     bool list = false;
+    // A node may have a value of its own ("node1.pcie.lanes"): a property of
+    // one host and its adapter (its bus, clocks, caches, CPU costs), not of
+    // the fabric (links, switch, subnet manager) nor a device limit that
+    // programs and workloads size themselves by.
+    bool per_node = false;
     // A key with a '*' names a family: "fault.*.drop" stands for every key
     // with that start and end and at least one character in place of '*'.
     bool is_pattern() const { return key.find('*') != std::string::npos; }
@@ -46,6 +51,8 @@ struct ParamSpec {
 class ParamRegistry {
 public:
     void add(ParamSpec spec);
+    // add() for a key each node may set for itself (ParamSpec::per_node).
+    void add_per_node(ParamSpec spec);
     const ParamSpec* find(const std::string& key) const;
     const std::vector<ParamSpec>& all() const { return m_specs; }
 
@@ -90,7 +97,8 @@ public:
     Config();
 
     // Sets key to value after checking both; throws ConfigError naming the key
-    // and the allowed range or choices.
+    // and the allowed range or choices. "nodeN.KEY" sets a per-node KEY for
+    // node N alone; the other nodes keep the class-wide value.
     void set(const std::string& key, const std::string& value);
     // "key=value".
     void set_assignment(const std::string& assignment);
@@ -112,9 +120,23 @@ public:
     // Whether key was assigned (a family's key has no value until it is).
     bool has(const std::string& key) const { return m_values.count(key) != 0; }
 
-    // The keys set away from their defaults, in key order (for reports).
+    // The keys set away from their defaults, in key order, then each node's
+    // own values as "nodeN.KEY", node by node (for reports).
     std::vector<std::pair<std::string, std::string>> overrides() const;
     const std::map<std::string, std::string>& values() const { return m_values; }
+
+    // The configuration node `node` is built from: the class-wide values
+    // with that node's own ones in their place.
+    Config for_node(int node) const;
+    // Whether some node has a value of its own for key.
+    bool any_node_sets(const std::string& key) const;
+    // The highest N of the "nodeN." keys set, or -1 when none is.
+    int highest_node() const { return m_node_values.empty() ? -1 : m_node_values.rbegin()->first; }
+    // "node3.pcie.lanes": node = 3 and "pcie.lanes"; any other key as it is,
+    // with node = -1.
+    static std::string own_key(const std::string& key, int& node);
+    // Largest N a "nodeN." key may name: the most nodes a fabric has, less one.
+    static constexpr int kMaxNode = 647;
 
     static std::string presets_dir();
     static std::vector<std::string> preset_names();
@@ -123,7 +145,11 @@ private:
     const ParamSpec& spec(const std::string& key) const;
     // key's value, or its spec's default when it has none yet.
     const std::string& value(const std::string& key, const ParamSpec& s) const;
+    // value checked against s (key names it in errors) and written in its
+    // canonical form into slot, which holds the current value.
+    static void assign(const ParamSpec& s, const std::string& key, const std::string& value, std::string& slot);
     std::map<std::string, std::string> m_values;
+    std::map<int, std::map<std::string, std::string>> m_node_values;  // node -> key -> its own value
 };
 
 }  // namespace hcasim::sim

@@ -76,7 +76,8 @@ Commands:
                 with --dma rtl: co-simulation speed of the RTL DMA engine (RTL
                 cycles per wall second) and the wall-time ratio of the same
                 bandwidth run with the RTL and with the SystemC DMA engine
-  params        every configuration parameter: unit, default, range, source
+  params        every configuration parameter: unit, default, range, source;
+                (per node): a node may have its own value, --set nodeN.KEY=VALUE
   presets       the device presets: description, the parameters each sets, and
                 the published facts and reference points behind it (--format md:
                 docs/reference-points.md)
@@ -178,6 +179,14 @@ void check_options_used(const Cli& c) {
     }
 }
 
+// Whether the RTL DMA engine runs in some node: class-wide, or in a node of
+// its own (nodeN.hca.dma.impl).
+bool some_node_uses_rtl(const sim::Config& cfg) {
+    for (int i = -1; i <= cfg.highest_node(); ++i)
+        if ((i < 0 ? cfg : cfg.for_node(i)).get_choice("hca.dma.impl") == "rtl") return true;
+    return false;
+}
+
 sim::Config make_config(const Cli& c) {
     sim::Config cfg;
     cfg.load_preset(c.preset);
@@ -185,14 +194,14 @@ sim::Config make_config(const Cli& c) {
     for (const auto& s : c.sets) cfg.set_assignment(s);
     if (c.has("vcd")) {
         cli::check_output_file("--vcd", c.vcd);
-        if (cfg.get_choice("hca.dma.impl") != "rtl")
+        if (!some_node_uses_rtl(cfg))
             throw sim::ConfigError("--vcd " + sim::printable(c.vcd) +
                                    " records the RTL DMA engine: add --set hca.dma.impl=rtl");
         cfg.set("hca.dma.vcd", c.vcd);
     }
     const std::string& vcd = cfg.get_text("hca.dma.vcd");
     if (!vcd.empty()) {
-        if (cfg.get_choice("hca.dma.impl") != "rtl")
+        if (!some_node_uses_rtl(cfg))
             throw sim::ConfigError("hca.dma.vcd records the RTL DMA engine: it needs hca.dma.impl=rtl");
         cli::check_output_file("hca.dma.vcd", vcd);
     }
@@ -681,7 +690,8 @@ BenchPlan plan_bench(const Cli& c, std::uint32_t default_size, int default_messa
         throw std::invalid_argument("unknown --dma '" + sim::printable(c.dma) + "': expected systemc or rtl");
     const sim::Config cfg = make_config(c);
     // --dma rtl runs both engines itself; a waveform would cover one run only.
-    if (c.dma == "rtl" && cfg.raw("hca.dma.impl") != sim::parameters().find("hca.dma.impl")->default_value)
+    if (c.dma == "rtl" && (cfg.raw("hca.dma.impl") != sim::parameters().find("hca.dma.impl")->default_value ||
+                           cfg.any_node_sets("hca.dma.impl")))
         throw std::invalid_argument("bench --dma rtl runs both DMA engines: do not set hca.dma.impl");
     if (!cfg.get_text("hca.dma.vcd").empty()) throw std::invalid_argument("bench writes no waveforms: do not set hca.dma.vcd");
     BenchPlan b;
@@ -837,7 +847,8 @@ int cmd_params(const Cli& c) {
         throw std::invalid_argument("unknown --format '" + sim::printable(c.format) + "' for params: expected text or md");
     const auto& all = sim::parameters().all();
     if (c.format == "md") {
-        std::cout << "| key | unit | default | allowed | meaning | source of the default |\n|---|---|---|---|---|---|\n";
+        std::cout << "| key | unit | default | allowed | per node | meaning | source of the default |\n"
+                     "|---|---|---|---|---|---|---|\n";
     }
     for (const auto& s : all) {
         std::string allowed;
@@ -857,10 +868,10 @@ int cmd_params(const Cli& c) {
         }
         if (c.format == "md")
             std::cout << "| `" << s.key << "` | " << s.unit << " | " << s.default_value << " | " << allowed << " | "
-                      << s.doc << " | " << s.source << " |\n";
+                      << (s.per_node ? "yes" : "") << " | " << s.doc << " | " << s.source << " |\n";
         else
             std::cout << s.key << " = " << s.default_value << (s.unit.empty() ? "" : " " + s.unit) << "  [" << allowed
-                      << "]  " << s.doc << "\n";
+                      << "]  " << (s.per_node ? "(per node) " : "") << s.doc << "\n";
     }
     return 0;
 }

@@ -58,7 +58,8 @@ SweepParameter parse_parameter(const std::string& text) {
         throw std::invalid_argument("unknown parameter " + quoted(key) + " in " + shown +
                                     " (hcasim params lists the parameters; the workload options a sweep can vary are " +
                                     swept_option_names() + ")");
-    if (!option && !sim::parameters().find(key))
+    int node = -1;
+    if (!option && !sim::parameters().find(sim::Config::own_key(key, node)))
         throw std::invalid_argument("unknown parameter " + quoted(key) + " in " + shown +
                                     " (hcasim params lists the parameters)");
     SweepParameter p;

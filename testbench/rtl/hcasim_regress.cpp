@@ -594,6 +594,9 @@ int sc_main(int argc, char** argv) {
         refuse_fixed_keys(o.sets);
         sim::Config cfg;
         for (const auto& s : o.sets) cfg.set_assignment(s);
+        if (cfg.highest_node() >= 0)
+            throw std::invalid_argument("--set node" + std::to_string(cfg.highest_node()) +
+                                        ".*: hcasim-regress drives one adapter's DMA path, not nodes; set the key itself");
         Regression reg("regress", cfg, o);
         sim::start();
         std::cout << reg.out.str() << std::flush;

@@ -47,13 +47,18 @@ System::System(const sim::Config& cfg, int nodes)
     if (topo == "back_to_back" && nodes > 2)
         throw sim::ConfigError("fabric.topology=back_to_back connects at most 2 nodes, not " + std::to_string(nodes) +
                                " (fabric.nodes=" + std::to_string(nodes) + "); use fabric.topology=switch");
+    if (cfg.highest_node() >= nodes)
+        throw sim::ConfigError("node" + std::to_string(cfg.highest_node()) + ".* sets a node the system does not have: " +
+                               "it has " + std::to_string(nodes) + ", node0 to node" + std::to_string(nodes - 1) +
+                               " (fabric.nodes)");
     m_sm = std::make_unique<fabric::SubnetManager>("subnet_manager", cfg);
     const int ports = static_cast<int>(cfg.get_int("port.count"));
     for (int i = 0; i < nodes; ++i) {
         // Port 1 of node i gets LID i + 1; a port 2 gets LID nodes + i + 1.
         const std::uint16_t lid = m_sm->assign_lid(i);
         const std::uint16_t lid2 = ports > 1 ? m_sm->assign_lid(nodes + i) : 0;
-        m_nodes.push_back(std::make_unique<Node>(("node" + std::to_string(i)).c_str(), cfg, i, lid, lid2));
+        m_nodes.push_back(
+            std::make_unique<Node>(("node" + std::to_string(i)).c_str(), cfg.for_node(i), i, lid, lid2));
         m_nodes.back()->driver().set_subnet_manager(m_sm.get());
         hca::Port& p1 = m_nodes.back()->hca().port(1);
         const auto gid = p1.gids().at(0);

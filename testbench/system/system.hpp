@@ -70,7 +70,10 @@ public:
     System(const sim::Config& cfg, int nodes);
     ~System();
 
+    // The class-wide configuration (with every node's own values, nodeN.*).
     const sim::Config& config() const { return m_cfg; }
+    // What node i was built from: the class-wide values with its own.
+    sim::Config node_config(int i) const { return m_cfg.for_node(i); }
     int nodes() const { return static_cast<int>(m_nodes.size()); }
     Node& node(int i) { return *m_nodes[static_cast<std::size_t>(i)]; }
     fabric::SubnetManager& subnet_manager() { return *m_sm; }

@@ -349,3 +349,92 @@ TEST_CASE("a list parameter collects one entry per assignment", "[config][unit]"
     cfg.set("fault.link_down", "node1.port@5us+1us");
     CHECK(cfg.get_text("fault.link_down") == "node0.port@1us+2us,node1.port@5us+1us");
 }
+
+TEST_CASE("a node's own value of a per-node key reaches that node's configuration alone", "[config][unit]") {
+    Config cfg;
+    cfg.set("pcie.lanes", "16");
+    cfg.set("node1.pcie.lanes", "4");
+    cfg.set_assignment("node1.hca.qpc_cache_entries = 32");
+    cfg.set("node3.host.cpu.post_send_ns", "90");
+    CHECK(cfg.get_int("pcie.lanes") == 16);  // the class-wide value stays
+    CHECK(cfg.highest_node() == 3);
+    CHECK(cfg.any_node_sets("pcie.lanes"));
+    CHECK_FALSE(cfg.any_node_sets("pcie.gen"));
+    const Config n0 = cfg.for_node(0);
+    const Config n1 = cfg.for_node(1);
+    const Config n3 = cfg.for_node(3);
+    CHECK(n0.get_int("pcie.lanes") == 16);
+    CHECK(n0.get_int("hca.qpc_cache_entries") == cfg.get_int("hca.qpc_cache_entries"));
+    CHECK(n1.get_int("pcie.lanes") == 4);
+    CHECK(n1.get_int("hca.qpc_cache_entries") == 32);
+    CHECK(n1.get_real("host.cpu.post_send_ns") == cfg.get_real("host.cpu.post_send_ns"));
+    CHECK(n3.get_real("host.cpu.post_send_ns") == 90);
+    CHECK(n3.get_int("pcie.lanes") == 16);
+    // A node's configuration is whole: it names no node of its own.
+    CHECK(n1.highest_node() == -1);
+    // The last assignment wins, as for a class-wide key.
+    cfg.set("node1.pcie.lanes", "2");
+    CHECK(cfg.for_node(1).get_int("pcie.lanes") == 2);
+    // Reports list the class-wide overrides, then each node's own values.
+    const auto o = cfg.overrides();
+    using KV = std::pair<std::string, std::string>;
+    const std::vector<KV> tail(o.end() - 3, o.end());
+    CHECK(tail == std::vector<KV>{{"node1.pcie.lanes", "2"}, {"node1.hca.qpc_cache_entries", "32"},
+                                  {"node3.host.cpu.post_send_ns", "90"}});
+}
+
+TEST_CASE("an INI section nodeN.block sets that node's own values", "[config][unit]") {
+    TempFile f("[pcie]\nlanes = 16\n[node0.pcie]\nlanes = 4\n[node1.hca]\ntx_engines = 2\n");
+    Config cfg;
+    cfg.load_file(f.path());
+    CHECK(cfg.for_node(0).get_int("pcie.lanes") == 4);
+    CHECK(cfg.for_node(1).get_int("pcie.lanes") == 16);
+    CHECK(cfg.for_node(1).get_int("hca.tx_engines") == 2);
+    CHECK(cfg.for_node(0).get_int("hca.tx_engines") == 1);
+}
+
+TEST_CASE("a node key that is malformed, not per node, out of range or unknown names itself", "[config][unit]") {
+    Config cfg;
+    // The value is checked against the key's own range, and the error names the node's key.
+    const std::string bad = error_of([&] { cfg.set("node1.pcie.lanes", "3"); });
+    CHECK(contains(bad, "node1.pcie.lanes"));
+    CHECK(contains(bad, "1, 2, 4, 8, 16, 32"));
+    // Fabric-wide keys and device limits take one value for every node.
+    for (const char* key : {"node1.link.speed", "node0.fabric.nodes", "node1.hca.max_qp", "node1.port.max_mtu",
+                            "node1.sim.seed", "node1.host.cpu.clock_read_ns", "node1.hca.dma.vcd"}) {
+        const std::string e = error_of([&] { cfg.set(key, "1"); });
+        INFO(key << ": " << e);
+        CHECK(contains(e, key));
+        CHECK(contains(e, "one value for every node"));
+    }
+    // A key that is no parameter, with or without a node.
+    CHECK(contains(error_of([&] { cfg.set("node1.pcie.nosuch", "1"); }), "node1.pcie.nosuch"));
+    CHECK(contains(error_of([&] { cfg.set("node1.pcie.nosuch", "1"); }), "is no parameter"));
+    for (const char* key : {"node.pcie.lanes", "node01.pcie.lanes", "node1.", "node1", "nodeX.pcie.lanes",
+                            "node-1.pcie.lanes"}) {
+        const std::string e = error_of([&] { cfg.set(key, "4"); });
+        INFO(key << ": " << e);
+        CHECK(contains(e, "unknown configuration key"));
+    }
+    // More nodes than any fabric has.
+    const std::string far = error_of([&] { cfg.set("node648.pcie.lanes", "4"); });
+    CHECK(contains(far, "node648.pcie.lanes"));
+    CHECK(contains(far, "648"));
+    CHECK_NOTHROW(cfg.set("node647.pcie.lanes", "4"));
+    // Nothing was set by the refused assignments.
+    CHECK(cfg.highest_node() == 647);
+    CHECK_FALSE(cfg.any_node_sets("link.speed"));
+}
+
+TEST_CASE("every per-node key is one a node's blocks read, never a fabric or limit key", "[config][unit]") {
+    for (const auto& s : hcasim::sim::parameters().all()) {
+        INFO(s.key);
+        const bool fabric = s.key.rfind("sim.", 0) == 0 || s.key.rfind("link.", 0) == 0 ||
+                            s.key.rfind("fabric.", 0) == 0 || s.key.rfind("switch.", 0) == 0 ||
+                            s.key.rfind("sm.", 0) == 0 || s.key.rfind("fault.", 0) == 0 ||
+                            s.key.rfind("ipoib.", 0) == 0 || s.key.rfind("hca.max_", 0) == 0;
+        if (fabric) CHECK_FALSE(s.per_node);
+        if (s.key.rfind("pcie.", 0) == 0 || s.key.rfind("pci.", 0) == 0 || s.key.rfind("host.cpu.post", 0) == 0)
+            CHECK(s.per_node);
+    }
+}

@@ -330,7 +330,7 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
                          "KvipPostRecv");
             h.barrier("kbw" + std::to_string(size));
             const sim::Tick stall = stall_limit(
-                sys.config(), static_cast<std::uint64_t>(std::min(depth, iters)) * static_cast<std::uint64_t>(size));
+                sys, static_cast<std::uint64_t>(std::min(depth, iters)) * static_cast<std::uint64_t>(size));
             if (client) {
                 const sim::Tick t0 = h.now();
                 const auto wall0 = std::chrono::steady_clock::now();

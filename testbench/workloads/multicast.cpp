@@ -196,7 +196,7 @@ std::vector<MulticastRow> run_multicast(System& sys, const MulticastOptions& opt
     bool sender_done = false;
     // Results by size and receiver.
     std::vector<MulticastRow> results(nsizes * static_cast<std::size_t>(nodes));
-    const sim::Tick wait_limit = stall_limit(sys.config(), static_cast<std::uint64_t>(recv_wr) * max_size);
+    const sim::Tick wait_limit = stall_limit(sys, static_cast<std::uint64_t>(recv_wr) * max_size);
 
     auto sender = [&](Host& h) {
         GroupEndpoint ep(opt, max_size, 1);

@@ -303,15 +303,19 @@ void verify_bytes(const std::uint8_t* got, const std::uint8_t* want, std::size_t
     throw std::runtime_error(os.str());
 }
 
-sim::Tick stall_limit(const sim::Config& cfg, std::uint64_t bytes_in_flight) {
+sim::Tick stall_limit(const System& sys, std::uint64_t bytes_in_flight) {
     static const double kGtPerLane[] = {2.5, 5.0, 8.0, 16.0};
-    const std::int64_t gen = cfg.get_int("pcie.gen");
-    const double pcie_bytes_per_s = kGtPerLane[std::clamp<std::int64_t>(gen, 1, 4) - 1] * 1e9 *
-                                    (gen <= 2 ? 8.0 / 10.0 : 128.0 / 130.0) / 8.0 *
-                                    static_cast<double>(cfg.get_int("pcie.lanes"));
-    const double pci_bytes_per_s = cfg.get_real("pci.clock_mhz") * 1e6 * static_cast<double>(cfg.get_int("pci.width_bits")) / 8.0;
-    const double bus_bytes_per_s = cfg.get_choice("host.bus") == "pci" ? pci_bytes_per_s : pcie_bytes_per_s;
-    const double rate = std::min(bus_bytes_per_s, hca::link_rate(cfg).data_bytes_per_s());
+    double rate = hca::link_rate(sys.config()).data_bytes_per_s();
+    for (int i = 0; i < sys.nodes(); ++i) {
+        const sim::Config cfg = sys.node_config(i);
+        const std::int64_t gen = cfg.get_int("pcie.gen");
+        const double pcie_bytes_per_s = kGtPerLane[std::clamp<std::int64_t>(gen, 1, 4) - 1] * 1e9 *
+                                        (gen <= 2 ? 8.0 / 10.0 : 128.0 / 130.0) / 8.0 *
+                                        static_cast<double>(cfg.get_int("pcie.lanes"));
+        const double pci_bytes_per_s =
+            cfg.get_real("pci.clock_mhz") * 1e6 * static_cast<double>(cfg.get_int("pci.width_bits")) / 8.0;
+        rate = std::min(rate, cfg.get_choice("host.bus") == "pci" ? pci_bytes_per_s : pcie_bytes_per_s);
+    }
     const double drain_s = 2.0 * static_cast<double>(bytes_in_flight) / rate;
     // A lossy fabric may leave a request waiting out every retry.
     return 100000 * sim::kPsPerUs + kRcRetryBudget + static_cast<sim::Tick>(drain_s * 1e12);
@@ -761,7 +765,7 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
                 sim::Tick last_progress = t0;
                 const std::uint64_t in_flight = std::min<std::uint64_t>(
                     static_cast<std::uint64_t>(iters), static_cast<std::uint64_t>(nq) * static_cast<std::uint64_t>(opt.tx_depth));
-                const sim::Tick stall = stall_limit(sys.config(), in_flight * size);
+                const sim::Tick stall = stall_limit(sys, in_flight * size);
                 std::vector<Target> targets;
                 for (int q = 0; q < nq; ++q)
                     targets.push_back(target_of(ep, static_cast<std::size_t>(q), wr_opcode(opt.op), ep.remote_addr + max_size));
@@ -874,7 +878,7 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
                 };
                 // UC and UD: how long the receiver waits for more once the
                 // sender is done (the run's stall limit for what is in flight).
-                const sim::Tick drain = stall_limit(sys.config(), static_cast<std::uint64_t>(recv_window) * size);
+                const sim::Tick drain = stall_limit(sys, static_cast<std::uint64_t>(recv_window) * size);
                 sim::Tick idle_since = 0;
                 while (received < iters) {
                     const int n = ibv_poll_cq(ep.recv_cq, 32, wc);

@@ -113,10 +113,10 @@ void spin_until(Host& h, const volatile std::uint8_t* p, std::uint8_t value);
 // Payload bytes: a pseudo-random pattern of (sim.seed, node).
 void fill_pattern(Host& h, std::uint8_t* p, std::size_t n);
 // How long a streaming run may go without a completion before it counts as
-// stuck: 100 ms, plus twice the time the data in flight takes at the slower
-// of the IB link and the PCIe link (with many QPs sharing the wire, a first
-// completion may wait for nearly all of it).
-sim::Tick stall_limit(const sim::Config& cfg, std::uint64_t bytes_in_flight);
+// stuck: 100 ms, plus twice the time the data in flight takes at the slowest
+// of the IB link and the nodes' host buses (with many QPs sharing the wire, a
+// first completion may wait for nearly all of it).
+sim::Tick stall_limit(const System& sys, std::uint64_t bytes_in_flight);
 // A bandwidth row from the run's start and end and when each message completed.
 BandwidthRow bandwidth_row(std::uint32_t size, int iterations, sim::Tick t0, sim::Tick t1,
                            std::vector<sim::Tick> message_done, int tx_depth, double wall_seconds);
