@@ -100,23 +100,31 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num, 
     // Later packets of the QP wait too, behind it, and keep their order.
     // The context being filled for them stays on chip until they are
     // delivered, or other misses could push it out before its first use.
+    // A context that could not be held (every entry on chip held by other
+    // work) is read again for each packet, and a later fill may end before
+    // an earlier one: a packet is never due before the one ahead of it, nor
+    // delivered at an earlier time.
     if (waiting == m_waiting.end()) waiting = m_waiting.emplace(qpn, Waiting{0, m_w.qps.hold_context(qpn)}).first;
-    ++waiting->second.packets;
+    Waiting& queued = waiting->second;
+    ++queued.packets;
     counter("packets_waiting_for_context")++;
     auto parsed = std::make_shared<const packet::Parsed>(p);
-    at(std::max(found.ready, done), [this, qpn, parsed, pkt, &port, buffered]() {
+    queued.due = std::max({found.ready, done, queued.due});
+    at(queued.due, [this, qpn, parsed, pkt, &port, buffered]() {
         if (buffered) port.release_rx_buffer(static_cast<std::uint32_t>(pkt->bytes.size()), sim::now_ps());
-        auto w = m_waiting.find(qpn);
-        const bool last = --w->second.packets == 0, held = w->second.held;
-        if (last) m_waiting.erase(w);
         const sim::Tracer::Scope in_flow(sim::tracer(), pkt->trace_flow);
         const QpAccess again = m_w.qps.context(qpn, sim::now_ps());
+        auto w = m_waiting.find(qpn);
+        const bool last = --w->second.packets == 0, held = w->second.held;
+        const sim::Tick when = std::max(again.ready, w->second.delivered);
+        w->second.delivered = when;
+        if (last) m_waiting.erase(w);
         if (last && held) m_w.qps.release_context(qpn);
         if (!again.qp) {
             counter("dropped_unknown_qp")++;
             return;
         }
-        deliver(*again.qp, *parsed, pkt, again.ready);
+        deliver(*again.qp, *parsed, pkt, when);
     });
 }
 

@@ -55,6 +55,8 @@ private:
     struct Waiting {
         std::uint32_t packets = 0;
         bool held = false;
+        sim::Tick due = 0;        // when the last of them is handed on
+        sim::Tick delivered = 0;  // the time the last handed on was delivered at
     };
     std::unordered_map<std::uint32_t, Waiting> m_waiting;
     // Hot counters, looked up once.

@@ -88,6 +88,7 @@ struct Shape {
     int timeout = 14;                       // RC local ACK timeout exponent (4.096 us << timeout)
     bool extended_verbs = false;            // also post with ibv_wr_* and poll with ibv_start_poll
     bool reads_atomics = false;             // RC: RDMA READs, fetch-and-adds and compare-and-swaps too
+    bool unlike_nodes = false;              // each node its own bus, adapter and host costs, drawn per seed
 };
 
 inline const char* qp_type_name(ibv_qp_type t) { return t == IBV_QPT_RC ? "RC" : t == IBV_QPT_UC ? "UC" : "UD"; }
@@ -182,6 +183,7 @@ struct Plan {
     std::uint8_t sgid_index = 0;   // global: the GID index of the path
     std::vector<std::uint32_t> qkey;  // UD: the Q_Key of each QP pair
     std::uint8_t rd_atomic = 16;      // max_rd_atomic and max_dest_rd_atomic
+    Overrides node_hardware;          // unlike_nodes: each node's own values (nodeN.KEY)
     std::vector<Stream> streams;
 
     ibv_qp_type type() const { return shape.qp_type; }
@@ -211,7 +213,9 @@ struct Plan {
         if (shape.reads_atomics) os << ", READs and atomics, max_rd_atomic " << int(rd_atomic);
         os << ", " << qps << " QPs, "
            << (both ? "both directions" : "node 0 to node 1") << ", MTU " << (128 << mtu) << ", sq depth " << sq_depth
-           << ", max_inline " << max_inline << ", " << messages() << " messages, " << bytes() << " B)";
+           << ", max_inline " << max_inline << ", " << messages() << " messages, " << bytes() << " B";
+        for (const auto& [key, value] : node_hardware) os << ", " << key << "=" << value;
+        os << ")";
         return os.str();
     }
     // Every message of every stream, one a line (HCASIM_STRESS_DUMP=1).
@@ -282,6 +286,56 @@ inline std::vector<Area> place_pieces(SplitMix64& r, std::size_t& cursor, std::u
     return out;
 }
 
+// Hardware of its own for each node, from stream r: its PCIe link and host
+// memory, its adapter's clock, datapath, engines, caches, prefetch, buffers,
+// ACK coalescing, BlueFlame rule, atomic units and DMA engine (the RTL one
+// time in eight), its port and its host's CPU costs. The two ends of a QP
+// then run at different paces and fill, miss and stall at different points.
+inline Overrides draw_node_hardware(SplitMix64& r) {
+    struct Choice {
+        const char* key;
+        std::vector<const char*> values;
+    };
+    static const std::vector<Choice> choices = {
+        {"pcie.gen", {"2", "3", "4"}},
+        {"pcie.lanes", {"2", "4", "8", "16"}},
+        {"pcie.mps", {"128", "256", "512"}},
+        {"pcie.mrrs", {"128", "512", "4096"}},
+        {"pcie.read_tags", {"2", "8", "32"}},
+        {"pcie.rcb", {"64", "128"}},
+        {"pcie.core_latency_cycles", {"10", "30", "200"}},
+        {"host.memory_latency_ns", {"50", "100", "400"}},
+        {"hca.core_clock_mhz", {"200", "500", "1000"}},
+        {"hca.datapath_bytes", {"8", "32", "128"}},
+        {"hca.tx_engines", {"1", "2", "4"}},
+        {"hca.rx_engines", {"1", "3"}},
+        {"hca.qpc_cache_entries", {"2", "8", "68"}},
+        {"hca.cqc_cache_entries", {"1", "4", "68"}},
+        {"hca.context_fill_slots", {"1", "8"}},
+        {"hca.wqe_fetch_batch", {"1", "4", "8"}},
+        {"hca.rq_prefetch_depth", {"1", "4", "16"}},
+        {"hca.mpt_cache_entries", {"1", "256"}},
+        {"hca.mtt_cache_entries", {"1", "2048"}},
+        {"hca.tx_buffer_bytes", {"8192", "65536"}},
+        {"hca.rx_buffer_bytes", {"4096", "16384", "65536"}},
+        {"hca.ack_coalesce", {"1", "4", "16"}},
+        {"hca.blueflame", {"true", "false"}},
+        {"hca.blueflame_any_wqe", {"true", "false"}},
+        {"hca.atomic_units", {"0", "1", "4"}},
+        {"hca.dma.impl", {"systemc", "systemc", "systemc", "systemc", "systemc", "systemc", "systemc", "rtl"}},
+        {"port.vl_buffer_bytes", {"8192", "65536"}},
+        {"port.phy_latency_ns", {"5", "25", "200"}},
+        {"host.cpu.post_send_ns", {"10", "60", "500"}},
+        {"host.cpu.mmio_store_ns", {"0", "135"}},
+        {"host.cpu.poll_cq_ns", {"5", "25"}},
+    };
+    Overrides o;
+    for (int node = 0; node < 2; ++node)
+        for (const auto& c : choices)
+            o.emplace_back("node" + std::to_string(node) + "." + c.key, c.values[r.below(c.values.size())]);
+    return o;
+}
+
 inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
     Plan p;
     p.seed = seed;
@@ -301,6 +355,10 @@ inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
     if (fetches) {
         static const std::uint8_t depths[] = {1, 2, 4, 8, 16};
         p.rd_atomic = depths[SplitMix64{mix(seed, 3)}.below(5)];
+    }
+    if (shape.unlike_nodes) {
+        SplitMix64 h{mix(seed, 4)};
+        p.node_hardware = draw_node_hardware(h);
     }
     if (!rc) {
         // Drawn apart, so that RC seeds plan what they always did.
@@ -1381,6 +1439,7 @@ inline Outcome run_plan(const Plan& plan) {
     const Program prog = [&plan, &shared](Host& h, Record& rec) { Node(h, plan, shared, rec).run(); };
     Overrides cfg{{"hca.dma.impl", plan.shape.dma}};
     cfg.insert(cfg.end(), plan.shape.extra.begin(), plan.shape.extra.end());
+    cfg.insert(cfg.end(), plan.node_hardware.begin(), plan.node_hardware.end());
     // UD: a datagram is one packet of up to the port's MTU.
     if (plan.type() == IBV_QPT_UD) cfg.emplace_back("port.max_mtu", std::to_string(plan.mtu_bytes()));
     // HCASIM_STRESS_LOG=debug: the model's log of a replayed seed.

@@ -215,6 +215,49 @@ TEST_CASE("the same rc random plan with reads, atomics and the extended verbs ov
     CHECK(a.run.num("lost.n0") > 0);
 }
 
+TEST_CASE("random rc traffic between two nodes with buses, adapters and host costs of their own delivers every "
+          "byte and every completion",
+          "[stress][node]") {
+    // Per seed, each node draws its own PCIe link, memory latency, adapter
+    // clock, datapath, engines, cache sizes, prefetch depths, buffers, ACK
+    // coalescing, BlueFlame rule and DMA engine: one end fills, misses and
+    // stalls where the other does not.
+    Shape shape;
+    shape.unlike_nodes = true;
+    run_seeds(shape, 11001, 8);
+}
+
+TEST_CASE("random rc traffic with reads and atomics between two nodes with hardware of their own, over lossy links, "
+          "delivers every byte and answer exactly once",
+          "[stress][node][atomic][lossy]") {
+    // An ACK timeout of 4.2 ms (exponent 10), not the 0.27 ms (6) of the
+    // other lossy cases: a node drawn with two read tags of 128 B fetches
+    // about 0.6 GB/s for all its QPs, and the packets a responder waits for
+    // before it ACKs (hca.ack_coalesce) can then take longer than 0.27 ms to
+    // come, even on a lossless link (seed 11104 with faults off: 62 time-outs,
+    // and retry exceeded).
+    Shape shape;
+    shape.unlike_nodes = true;
+    shape.reads_atomics = true;
+    shape.extra = kLossyLinks;
+    shape.timeout = 10;
+    run_seeds(shape, 11101, 6);
+}
+
+TEST_CASE("the same plan between two nodes with hardware of their own run twice gives identical records",
+          "[stress][determinism][node]") {
+    Shape shape;
+    shape.unlike_nodes = true;
+    shape.reads_atomics = true;
+    shape.max_qps = 5;
+    const Plan plan = make_plan(11201, shape);
+    // The plan gives each node values of its own.
+    REQUIRE(plan.node_hardware.size() > 2);
+    CHECK(plan.node_hardware != make_plan(11202, shape).node_hardware);
+    const Outcome a = run_twice_alike(plan);
+    CHECK(a.run.num("polled.n0") > 0);
+}
+
 // Long mode (hidden: run it by its tag): the same four configurations on 16
 // to 32 QPs with longer streams, HCASIM_STRESS_SEEDS seeds each (25 if unset).
 TEST_CASE("random rc traffic on 16 to 32 qps delivers every byte and every completion on both dma engines (long mode)",
