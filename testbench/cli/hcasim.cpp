@@ -182,8 +182,9 @@ void check_options_used(const Cli& c) {
 // Whether the RTL DMA engine runs in some node: class-wide, or in a node of
 // its own (nodeN.hca.dma.impl).
 bool some_node_uses_rtl(const sim::Config& cfg) {
-    for (int i = -1; i <= cfg.highest_node(); ++i)
-        if ((i < 0 ? cfg : cfg.for_node(i)).get_choice("hca.dma.impl") == "rtl") return true;
+    if (cfg.get_choice("hca.dma.impl") == "rtl") return true;
+    for (int i = 0; i <= cfg.highest_node(); ++i)
+        if (cfg.for_node(i).get_choice("hca.dma.impl") == "rtl") return true;
     return false;
 }
 
