@@ -232,16 +232,70 @@ void Config::set(const std::string& key_in, const std::string& value_in) {
     int node = -1;
     const std::string own = own_key(key, node);
     if (node < 0) unknown_key(key);
+    const auto beyond = [&] {
+        return ConfigError("invalid key '" + printable(key) + "': node " + std::to_string(node) +
+                           " is beyond any fabric (fabric.nodes is at most " + std::to_string(kMaxNode + 1) + ")");
+    };
+    if (own == "preset") {
+        if (node > kMaxNode) throw beyond();
+        try {
+            apply_node_preset(node, value);
+        } catch (const ConfigError& e) {
+            throw ConfigError(key + ": " + e.what());
+        }
+        return;
+    }
     const ParamSpec* s = parameters().find(own);
     if (!s) throw ConfigError("unknown configuration key '" + printable(key) + "': '" + printable(own) +
                               "' is no parameter (hcasim params lists the keys)");
     if (!s->per_node)
         throw ConfigError("invalid key '" + printable(key) + "': " + own +
                           " is one value for every node (hcasim params marks the keys a node can set for itself)");
-    if (node > kMaxNode)
-        throw ConfigError("invalid key '" + printable(key) + "': node " + std::to_string(node) +
-                          " is beyond any fabric (fabric.nodes is at most " + std::to_string(kMaxNode + 1) + ")");
+    if (node > kMaxNode) throw beyond();
     assign(*s, key, value, m_node_values[node][own]);
+    // Set by the node itself: a later preset of the node leaves it alone.
+    const auto preset = m_node_presets.find(node);
+    if (preset != m_node_presets.end()) preset->second.keys.erase(own);
+}
+
+void Config::apply_node_preset(int node, const std::string& name) {
+    Config preset;  // the preset alone, over the defaults
+    std::vector<std::string> keys;
+    read_ini(preset_path(name), [&](const std::string& key, const std::string& value) {
+        int other = -1;
+        own_key(key, other);
+        if (other >= 0)
+            throw ConfigError("a node's preset describes that node alone: it cannot set " + printable(key));
+        preset.set(key, value);
+        if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    });
+    auto& own = m_node_values[node];
+    // What an earlier preset of this node gave it goes first.
+    const auto earlier = m_node_presets.find(node);
+    if (earlier != m_node_presets.end())
+        for (const auto& k : earlier->second.keys) own.erase(k);
+    NodePreset np;
+    np.name = name;
+    // The keys that make the class-wide adapter what it is are this node's
+    // preset's too, at its value or the default.
+    std::set<std::string> take(m_preset_keys);
+    take.insert(keys.begin(), keys.end());
+    for (const auto& k : take) {
+        const ParamSpec& s = *parameters().find(k);
+        if (!s.per_node) continue;
+        own[k] = preset.value(k, s);
+        np.keys.insert(k);
+    }
+    for (const auto& k : keys) {
+        const ParamSpec& s = *parameters().find(k);
+        if (!s.per_node) np.fabric_wide.emplace_back(k, preset.value(k, s));
+    }
+    m_node_presets[node] = std::move(np);
+}
+
+std::string Config::node_preset(int node) const {
+    const auto np = m_node_presets.find(node);
+    return np == m_node_presets.end() ? "" : np->second.name;
 }
 
 void Config::assign(const ParamSpec& s, const std::string& key, const std::string& value, std::string& slot) {
@@ -296,6 +350,7 @@ bool Config::any_node_sets(const std::string& key) const {
 Config Config::for_node(int node) const {
     Config c = *this;
     c.m_node_values.clear();
+    c.m_node_presets.clear();
     const auto own = m_node_values.find(node);
     if (own != m_node_values.end())
         for (const auto& [k, v] : own->second) c.m_values[k] = v;
@@ -358,6 +413,11 @@ std::string read_config_file(const std::string& path) {
 }  // namespace
 
 void Config::load_file(const std::string& path) {
+    read_ini(path, [this](const std::string& key, const std::string& value) { set(key, value); });
+}
+
+void Config::read_ini(const std::string& path,
+                      const std::function<void(const std::string&, const std::string&)>& assign) {
     std::string text = read_config_file(path);
     // Editors on Windows start UTF-8 files with a byte order mark.
     if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
@@ -384,7 +444,7 @@ void Config::load_file(const std::string& path) {
             throw ConfigError(at + "invalid line '" + printable(line) + "': expected [section] or name = value");
         const std::string name = trim(t.substr(0, eq));
         try {
-            set(section.empty() ? name : section + "." + name, t.substr(eq + 1));
+            assign(section.empty() ? name : section + "." + name, t.substr(eq + 1));
         } catch (const ConfigError& e) {
             throw ConfigError(at + e.what());
         }
@@ -405,18 +465,24 @@ std::vector<std::string> Config::preset_names() {
     return names;
 }
 
-void Config::load_preset(const std::string& name) {
-    if (name.find('/') != std::string::npos || std::filesystem::exists(name)) {
-        load_file(name);
-        return;
-    }
+std::string Config::preset_path(const std::string& name) {
+    if (name.find('/') != std::string::npos || std::filesystem::exists(name)) return name;
     const std::string path = presets_dir() + "/" + name + ".ini";
     if (!std::filesystem::exists(path)) {
         std::string list;
         for (const auto& n : preset_names()) list += (list.empty() ? "" : ", ") + n;
-        throw ConfigError("unknown preset '" + name + "' (presets: " + list + ")");
+        throw ConfigError("unknown preset '" + printable(name) + "' (presets: " + list + ")");
     }
-    load_file(path);
+    return path;
+}
+
+void Config::load_preset(const std::string& name) {
+    read_ini(preset_path(name), [this](const std::string& key, const std::string& value) {
+        set(key, value);
+        int node = -1;
+        own_key(key, node);
+        if (node < 0) m_preset_keys.insert(key);
+    });
 }
 
 const std::string& Config::raw(const std::string& key) const {
@@ -469,11 +535,24 @@ std::vector<std::pair<std::string, std::string>> Config::overrides() const {
         const auto& v = m_values.at(s.key);
         if (v != s.default_value) out.emplace_back(s.key, v);
     }
-    for (const auto& [node, own] : m_node_values)
+    for (const auto& [node, own] : m_node_values) {
+        const std::string prefix = "node" + std::to_string(node) + ".";
+        const auto np = m_node_presets.find(node);
+        if (np != m_node_presets.end()) {
+            std::string not_taken;
+            for (const auto& [k, v] : np->second.fabric_wide)
+                if (v != value(k, *parameters().find(k))) not_taken += (not_taken.empty() ? "" : ", ") + k + "=" + v;
+            out.emplace_back(prefix + "preset",
+                             np->second.name + (not_taken.empty() ? "" : "; fabric-wide, so not taken: " + not_taken));
+        }
         for (const auto& s : parameters().all()) {
             const auto v = own.find(s.key);
-            if (v != own.end()) out.emplace_back("node" + std::to_string(node) + "." + s.key, v->second);
+            if (v == own.end()) continue;
+            // What the node's preset gave it shows where the node differs.
+            if (np != m_node_presets.end() && np->second.keys.count(s.key) && v->second == value(s.key, s)) continue;
+            out.emplace_back(prefix + s.key, v->second);
         }
+    }
     return out;
 }
 

@@ -6,7 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -99,6 +101,14 @@ public:
     // Sets key to value after checking both; throws ConfigError naming the key
     // and the allowed range or choices. "nodeN.KEY" sets a per-node KEY for
     // node N alone; the other nodes keep the class-wide value.
+    // "nodeN.preset" = NAME makes node N an adapter of preset NAME: for every
+    // per-node key that NAME or the class-wide preset sets, node N takes NAME's
+    // value (the default where NAME leaves the key unset). Other keys follow
+    // the class-wide value; the preset's fabric-wide keys (its link, its
+    // device limits) are not taken, since one fabric has one of each, and the
+    // reports name them. As for any key, the last assignment wins: a
+    // nodeN.KEY after the preset, or a later preset of the node, which
+    // replaces all the earlier one gave.
     void set(const std::string& key, const std::string& value);
     // "key=value".
     void set_assignment(const std::string& assignment);
@@ -108,7 +118,8 @@ public:
     // kMaxFileBytes is read (a directory, FIFO or device is refused unopened).
     void load_file(const std::string& path);
     static constexpr std::size_t kMaxFileBytes = 1 << 20;
-    // A preset by name from the presets folder, or a path.
+    // A preset by name from the presets folder, or a path. The keys it sets
+    // are those a node preset (nodeN.preset) takes again from its own preset.
     void load_preset(const std::string& name_or_path);
 
     std::int64_t get_int(const std::string& key) const;
@@ -135,6 +146,8 @@ public:
     // "node3.pcie.lanes": node = 3 and "pcie.lanes"; any other key as it is,
     // with node = -1.
     static std::string own_key(const std::string& key, int& node);
+    // The preset node N was given with nodeN.preset, or "" when none.
+    std::string node_preset(int node) const;
     // Largest N a "nodeN." key may name: the most nodes a fabric has, less one.
     static constexpr int kMaxNode = 647;
 
@@ -142,6 +155,21 @@ public:
     static std::vector<std::string> preset_names();
 
 private:
+    // A node's preset: its name, the per-node keys it gave the node (a key
+    // the node then sets itself is the node's own and leaves this set), and
+    // the fabric-wide keys it sets but cannot give one node.
+    struct NodePreset {
+        std::string name;
+        std::set<std::string> keys;
+        std::vector<std::pair<std::string, std::string>> fabric_wide;
+    };
+    // The file of a preset name, or the path itself.
+    static std::string preset_path(const std::string& name_or_path);
+    // Each "name = value" of an INI file as assign(key, value), in order; an
+    // error thrown by assign gets the file and line in front.
+    static void read_ini(const std::string& path,
+                         const std::function<void(const std::string&, const std::string&)>& assign);
+    void apply_node_preset(int node, const std::string& name_or_path);
     const ParamSpec& spec(const std::string& key) const;
     // key's value, or its spec's default when it has none yet.
     const std::string& value(const std::string& key, const ParamSpec& s) const;
@@ -150,6 +178,8 @@ private:
     static void assign(const ParamSpec& s, const std::string& key, const std::string& value, std::string& slot);
     std::map<std::string, std::string> m_values;
     std::map<int, std::map<std::string, std::string>> m_node_values;  // node -> key -> its own value
+    std::set<std::string> m_preset_keys;                               // keys the class-wide preset set
+    std::map<int, NodePreset> m_node_presets;
 };
 
 }  // namespace hcasim::sim

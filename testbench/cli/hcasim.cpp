@@ -35,13 +35,36 @@ using namespace hcasim::testbench;
 
 namespace {
 
-// The report header's line for the host bus: the PCIe generation and
-// width, or the PCI bus width and clock.
-void add_host_bus_setting(RunInfo& info, const sim::Config& cfg) {
+// The host bus of a configuration: its kind and what the report header
+// says of it (the PCIe generation and width, or the PCI bus width and clock).
+std::pair<std::string, std::string> host_bus(const sim::Config& cfg) {
     if (cfg.get_choice("host.bus") == "pci")
-        info.settings.emplace_back("pci", cfg.raw("pci.width_bits") + "-bit " + cfg.raw("pci.clock_mhz") + " MHz");
-    else
-        info.settings.emplace_back("pcie", "gen" + cfg.raw("pcie.gen") + " x" + cfg.raw("pcie.lanes"));
+        return {"pci", cfg.raw("pci.width_bits") + "-bit " + cfg.raw("pci.clock_mhz") + " MHz"};
+    return {"pcie", "gen" + cfg.raw("pcie.gen") + " x" + cfg.raw("pcie.lanes")};
+}
+
+// The report header's line for the host bus, with each node whose bus
+// differs from the class-wide one named after it.
+void add_host_bus_setting(RunInfo& info, const sim::Config& cfg) {
+    const auto [kind, text] = host_bus(cfg);
+    std::string nodes;
+    for (int i = 0; i <= cfg.highest_node(); ++i) {
+        const auto [k, t] = host_bus(cfg.for_node(i));
+        if (k == kind && t == text) continue;
+        nodes += (nodes.empty() ? " (" : ", ") + ("node" + std::to_string(i) + ": ") + (k == kind ? t : k + " " + t);
+    }
+    info.settings.emplace_back(kind, text + (nodes.empty() ? "" : nodes + ")"));
+}
+
+// The report header's preset line, with each node of another preset
+// (nodeN.preset) named after it.
+void add_preset_setting(RunInfo& info, const std::string& preset, const sim::Config& cfg) {
+    std::string nodes;
+    for (int i = 0; i <= cfg.highest_node(); ++i) {
+        const std::string own = cfg.node_preset(i);
+        if (!own.empty()) nodes += (nodes.empty() ? " (" : ", ") + ("node" + std::to_string(i) + ": ") + own;
+    }
+    info.settings.emplace_back("preset", preset + (nodes.empty() ? "" : nodes + ")"));
 }
 
 const char* kUsage = R"(usage: hcasim [COMMAND] [OPTIONS]
@@ -344,7 +367,7 @@ Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes
     w.info.api = c.api;
     w.info.op = op_name(op);
     w.info.title = title(op, kind, post_list);
-    w.info.settings.emplace_back("preset", c.preset);
+    add_preset_setting(w.info, c.preset, w.cfg);
     if (w.kvipl) w.info.settings.emplace_back("VI reliability", c.reliability);
     w.info.settings.emplace_back("link", w.cfg.raw("link.speed") + " " + w.cfg.raw("link.width") + "x");
     add_host_bus_setting(w.info, w.cfg);
@@ -598,7 +621,7 @@ int cmd_mcast(const Cli& c) {
     info.api = "verbs";
     info.op = "send";
     info.title = "Multicast Send";
-    info.settings.emplace_back("preset", c.preset);
+    add_preset_setting(info, c.preset, cfg);
     info.settings.emplace_back("link", cfg.raw("link.speed") + " " + cfg.raw("link.width") + "x");
     add_host_bus_setting(info, cfg);
     info.settings.emplace_back("topology", cfg.raw("fabric.topology"));
@@ -662,7 +685,7 @@ int cmd_swarm(const Cli& c) {
     RunInfo info;
     info.op = "read";
     info.title = "RDMA READ swarm";
-    info.settings.emplace_back("preset", c.preset);
+    add_preset_setting(info, c.preset, cfg);
     info.settings.emplace_back("link", cfg.raw("link.speed") + " " + cfg.raw("link.width") + "x");
     add_host_bus_setting(info, cfg);
     info.settings.emplace_back("machines", std::to_string(o.machines) + " behind one switch");

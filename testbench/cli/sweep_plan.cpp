@@ -59,7 +59,8 @@ SweepParameter parse_parameter(const std::string& text) {
                                     " (hcasim params lists the parameters; the workload options a sweep can vary are " +
                                     swept_option_names() + ")");
     int node = -1;
-    if (!option && !sim::parameters().find(sim::Config::own_key(key, node)))
+    const std::string own = option ? key : sim::Config::own_key(key, node);
+    if (!option && !sim::parameters().find(own) && !(node >= 0 && own == "preset"))
         throw std::invalid_argument("unknown parameter " + quoted(key) + " in " + shown +
                                     " (hcasim params lists the parameters)");
     SweepParameter p;

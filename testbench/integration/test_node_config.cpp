@@ -155,3 +155,81 @@ TEST_CASE("hcasim sweep varies one node's own value", "[config][node][sweep]") {
     CHECK(shared.exit_code == 2);
     CHECK(shared.out.find("one value for every node") != std::string::npos);
 }
+
+TEST_CASE("a node of another preset sits between the two classes, and nodes all of one preset are that preset",
+          "[config][node][preset]") {
+    const std::string lat = "lat --op write --sizes 2,4096 -n 100 ";
+    const CommandResult cx3 = run_hcasim(lat + "--format csv --preset cx3-fdr");
+    // The ConnectX-4 class on the same FDR link: the fabric is the class-wide preset's.
+    const CommandResult cx4 = run_hcasim(lat + "--format csv --preset cx4-edr --set link.speed=fdr");
+    const CommandResult mixed = run_hcasim(lat + "--format csv --preset cx3-fdr --set node1.preset=cx4-edr");
+    const CommandResult both = run_hcasim(lat + "--format csv --preset cx4-edr --set link.speed=fdr " +
+                                          "--set node0.preset=cx3-fdr --set node1.preset=cx3-fdr");
+    for (const auto* r : {&cx3, &cx4, &mixed, &both}) REQUIRE(r->exit_code == 0);
+    // Both adapters of the ConnectX-3 class under a ConnectX-4 fabric on FDR
+    // links are the ConnectX-3 preset, row for row.
+    CHECK(csv_rows(both.out) == csv_rows(cx3.out));
+    // One adapter of each: the 4 KiB write lies between the two classes.
+    auto row_4k = [](const std::string& out) {
+        std::istringstream rows(csv_rows(out));
+        std::string line;
+        std::getline(rows, line);
+        std::getline(rows, line);
+        return csv_typical("bytes,\n" + line);
+    };
+    const double slow = row_4k(cx3.out), fast = row_4k(cx4.out), mid = row_4k(mixed.out);
+    INFO(slow << " " << mid << " " << fast);
+    CHECK(fast < slow);
+    CHECK(mid > fast + 0.25 * (slow - fast));
+    CHECK(mid < slow - 0.25 * (slow - fast));
+    // The text header names each node's preset and bus, and what of its
+    // preset the fabric kept.
+    const CommandResult text = run_hcasim(lat + "--preset cx3-fdr --set node1.preset=cx4-edr");
+    REQUIRE(text.exit_code == 0);
+    CHECK(text.out.find(": cx3-fdr (node1: cx4-edr)") != std::string::npos);
+    CHECK(text.out.find(": gen3 x8 (node1: gen3 x16)") != std::string::npos);
+    CHECK(text.out.find("node1.preset    : cx4-edr; fabric-wide, so not taken: link.speed=edr") != std::string::npos);
+    CHECK(text.out.find("node1.pcie.lanes : 16") != std::string::npos);
+    CHECK(text.out.find("node1.pcie.gen") == std::string::npos);  // as the other node's
+}
+
+TEST_CASE("a node preset that is unknown, or for a node the fabric lacks, stops hcasim with its name",
+          "[config][node][preset][cli]") {
+    const CommandResult unknown = run_hcasim("lat --sizes 64 -n 10 --set node1.preset=nosuch", true);
+    CHECK(unknown.exit_code == 2);
+    CHECK(unknown.out.find("node1.preset: unknown preset 'nosuch' (presets: cx3-fdr") != std::string::npos);
+    CHECK(unknown.out.find("#bytes") == std::string::npos);
+    const CommandResult beyond = run_hcasim("lat --sizes 64 -n 10 --set node2.preset=cx4-edr", true);
+    CHECK(beyond.exit_code == 2);
+    CHECK(beyond.out.find("node2") != std::string::npos);
+    CHECK(beyond.out.find("fabric.nodes") != std::string::npos);
+    const CommandResult sweep = run_hcasim("sweep --param node1.preset=cx4-edr,nosuch -- lat --sizes 64 -n 10", true);
+    CHECK(sweep.exit_code == 2);
+    CHECK(sweep.out.find("unknown preset 'nosuch'") != std::string::npos);
+}
+
+TEST_CASE("hcasim sweep varies one node's preset", "[config][node][preset][sweep]") {
+    const CommandResult r = run_hcasim(
+        "sweep --jobs 1 --param node1.preset=vi-pci66,cx3-fdr,cx4-edr -- lat --op write --sizes 4096 -n 100");
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    std::istringstream in(r.out);
+    std::string header, pci, cx3, cx4;
+    std::getline(in, header);
+    std::getline(in, pci);
+    std::getline(in, cx3);
+    std::getline(in, cx4);
+    CHECK(header.rfind("node1.preset,", 0) == 0);
+    REQUIRE(pci.rfind("vi-pci66,", 0) == 0);
+    REQUIRE(cx3.rfind("cx3-fdr,", 0) == 0);
+    REQUIRE(cx4.rfind("cx4-edr,", 0) == 0);
+    auto typical = [](const std::string& row) {
+        std::istringstream f(row);
+        std::string v;
+        for (int i = 0; i < 6; ++i) std::getline(f, v, ',');  // node1.preset,bytes,iterations,t_min,t_max,t_typical
+        return std::stod(v);
+    };
+    // A receiver on 64-bit/66 MHz PCI is far slower than either PCIe adapter.
+    CHECK(typical(pci) > 2 * typical(cx3));
+    CHECK(typical(cx4) < typical(cx3));
+}

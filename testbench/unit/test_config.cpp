@@ -426,6 +426,99 @@ TEST_CASE("a node key that is malformed, not per node, out of range or unknown n
     CHECK_FALSE(cfg.any_node_sets("link.speed"));
 }
 
+TEST_CASE("a node preset gives the node every per-node value of that preset, whatever the class-wide preset",
+          "[config][unit][preset]") {
+    const auto names = Config::preset_names();
+    REQUIRE(names.size() >= 5);
+    for (const auto& a : names)
+        for (const auto& b : names) {
+            INFO("--preset " << a << " --set node1.preset=" << b);
+            Config cfg;
+            cfg.load_preset(a);
+            cfg.set("node1.preset", b);
+            Config only_a;
+            only_a.load_preset(a);
+            Config only_b;
+            only_b.load_preset(b);
+            const Config n0 = cfg.for_node(0);
+            const Config n1 = cfg.for_node(1);
+            CHECK(cfg.node_preset(1) == b);
+            CHECK(cfg.node_preset(0).empty());
+            for (const auto& s : hcasim::sim::parameters().all()) {
+                if (s.is_pattern()) continue;
+                INFO(s.key);
+                // Node 1 is an adapter of b, node 0 one of a; the fabric is a's.
+                CHECK(n0.raw(s.key) == only_a.raw(s.key));
+                CHECK(n1.raw(s.key) == (s.per_node ? only_b : only_a).raw(s.key));
+            }
+        }
+}
+
+TEST_CASE("a node preset shows what it changed and the fabric-wide keys it could not take", "[config][unit][preset]") {
+    Config cfg;
+    cfg.load_preset("cx3-fdr");
+    cfg.set("host.cpu.post_send_ns", "90");  // set by neither preset: every node's
+    cfg.set("node1.preset", "cx4-edr");
+    const Config n1 = cfg.for_node(1);
+    CHECK(n1.get_int("pcie.lanes") == 16);
+    CHECK(n1.get_int("hca.qpc_cache_entries") == 256);
+    CHECK(n1.get_int("hca.tx_packet_cycles") == 16);
+    CHECK(n1.get_real("host.cpu.post_send_ns") == 90);
+    CHECK(n1.get_choice("link.speed") == "fdr");
+    CHECK(cfg.get_int("pcie.lanes") == 8);
+    using KV = std::pair<std::string, std::string>;
+    const auto o = cfg.overrides();
+    auto has = [&](const KV& kv) { return std::find(o.begin(), o.end(), kv) != o.end(); };
+    CHECK(has({"node1.preset", "cx4-edr; fabric-wide, so not taken: link.speed=edr"}));
+    CHECK(has({"node1.pcie.lanes", "16"}));
+    CHECK(has({"node1.hca.qpc_cache_entries", "256"}));
+    // As the other nodes: not listed.
+    for (const auto& [k, v] : o) CHECK(k != "node1.pcie.gen");
+    // The last assignment wins: a node's own key after its preset, and a
+    // later preset of the node, which replaces all the first one gave.
+    cfg.set("node1.pcie.lanes", "4");
+    CHECK(cfg.for_node(1).get_int("pcie.lanes") == 4);
+    cfg.set("node1.hca.tx_engines", "2");
+    cfg.set("node1.preset", "cx3-fdr");
+    const Config again = cfg.for_node(1);
+    CHECK(again.get_int("pcie.lanes") == 8);
+    CHECK(again.get_int("hca.tx_engines") == 2);  // no preset sets it
+    CHECK(again.get_int("hca.qpc_cache_entries") == 68);
+    CHECK(again.get_int("hca.wqe_fetch_batch") == cfg.get_int("hca.wqe_fetch_batch"));
+    CHECK_FALSE(again.get_bool("hca.blueflame_any_wqe"));
+    const auto o2 = cfg.overrides();
+    CHECK(std::find(o2.begin(), o2.end(), KV{"node1.preset", "cx3-fdr"}) != o2.end());
+    CHECK(std::find(o2.begin(), o2.end(), KV{"node1.hca.tx_engines", "2"}) != o2.end());
+    // The node is now as the others but for its own key.
+    for (const auto& [k, v] : o2) CHECK((k.rfind("node1.", 0) != 0 || k == "node1.preset" || k == "node1.hca.tx_engines"));
+}
+
+TEST_CASE("a node preset comes from an INI section too, and a bad one names itself and changes nothing",
+          "[config][unit][preset]") {
+    TempFile ini("[node1]\npreset = cx4-edr\n");
+    Config cfg;
+    cfg.load_file(ini.path());
+    CHECK(cfg.for_node(1).get_int("pcie.lanes") == 16);
+    Config fresh;
+    const std::string unknown = error_of([&] { fresh.set("node1.preset", "nosuch"); });
+    CHECK(contains(unknown, "node1.preset"));
+    CHECK(contains(unknown, "unknown preset 'nosuch'"));
+    CHECK(contains(unknown, "cx4-edr"));
+    CHECK(contains(error_of([&] { fresh.set("node648.preset", "cx4-edr"); }), "beyond any fabric"));
+    // A preset file that sets another node's keys, or a bad value.
+    TempFile other("[pcie]\nlanes = 4\n[node2.pcie]\nlanes = 4\n");
+    const std::string e = error_of([&] { fresh.set("node1.preset", other.path()); });
+    CHECK(contains(e, "node1.preset"));
+    CHECK(contains(e, ":4:"));
+    CHECK(contains(e, "node2.pcie.lanes"));
+    TempFile bad("[pcie]\nlanes = 3\n");
+    const std::string b = error_of([&] { fresh.set("node1.preset", bad.path()); });
+    CHECK(contains(b, ":2:"));
+    CHECK(contains(b, "pcie.lanes"));
+    CHECK(fresh.highest_node() == -1);
+    CHECK(fresh.overrides().empty());
+}
+
 TEST_CASE("every per-node key is one a node's blocks read, never a fabric or limit key", "[config][unit]") {
     for (const auto& s : hcasim::sim::parameters().all()) {
         INFO(s.key);
