@@ -336,6 +336,22 @@ inline Overrides draw_node_hardware(SplitMix64& r) {
     return o;
 }
 
+// A parallel PCI bus for a node one time in four, from stream r (the bus of
+// the VI NIC presets, at their 64-bit/66 MHz or at 32-bit/33 MHz): a shared
+// bus without split transactions beside its peer's PCIe, so one end of a QP
+// waits on bus arbitration and the other on PCIe credits and tags.
+inline Overrides draw_node_buses(SplitMix64& r) {
+    Overrides o;
+    for (int node = 0; node < 2; ++node) {
+        const std::string n = "node" + std::to_string(node) + ".";
+        if (!r.chance(25)) continue;
+        o.emplace_back(n + "host.bus", "pci");
+        o.emplace_back(n + "pci.width_bits", r.chance(50) ? "64" : "32");
+        o.emplace_back(n + "pci.clock_mhz", r.chance(50) ? "66" : "33");
+    }
+    return o;
+}
+
 inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
     Plan p;
     p.seed = seed;
@@ -359,6 +375,15 @@ inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
     if (shape.unlike_nodes) {
         SplitMix64 h{mix(seed, 4)};
         p.node_hardware = draw_node_hardware(h);
+        // Drawn apart, so that the other keys are drawn as they always were.
+        SplitMix64 b{mix(seed, 5)};
+        const Overrides buses = draw_node_buses(b);
+        p.node_hardware.insert(p.node_hardware.end(), buses.begin(), buses.end());
+        // The RTL DMA engine speaks PCIe: a node on PCI keeps the SystemC one.
+        for (const auto& [key, value] : buses)
+            if (value == "pci")
+                for (auto& [k, v] : p.node_hardware)
+                    if (k == key.substr(0, key.find('.') + 1) + "hca.dma.impl") v = "systemc";
     }
     if (!rc) {
         // Drawn apart, so that RC seeds plan what they always did.

@@ -203,6 +203,10 @@ TEST_CASE("a node preset that is unknown, or for a node the fabric lacks, stops 
     CHECK(beyond.exit_code == 2);
     CHECK(beyond.out.find("node2") != std::string::npos);
     CHECK(beyond.out.find("fabric.nodes") != std::string::npos);
+    // A node of a preset on PCI cannot run the class-wide RTL engine, a PCIe device.
+    const CommandResult rtl = run_hcasim("lat --sizes 64 -n 10 --set hca.dma.impl=rtl --set node1.preset=vi-pci66", true);
+    CHECK(rtl.exit_code == 2);
+    CHECK(rtl.out.find("node1: hca.dma.impl=rtl needs host.bus=pcie") != std::string::npos);
     const CommandResult sweep = run_hcasim("sweep --param node1.preset=cx4-edr,nosuch -- lat --sizes 64 -n 10", true);
     CHECK(sweep.exit_code == 2);
     CHECK(sweep.out.find("unknown preset 'nosuch'") != std::string::npos);

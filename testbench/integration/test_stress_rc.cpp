@@ -220,8 +220,9 @@ TEST_CASE("random rc traffic between two nodes with buses, adapters and host cos
           "[stress][node]") {
     // Per seed, each node draws its own PCIe link, memory latency, adapter
     // clock, datapath, engines, cache sizes, prefetch depths, buffers, ACK
-    // coalescing, BlueFlame rule and DMA engine: one end fills, misses and
-    // stalls where the other does not.
+    // coalescing, BlueFlame rule and DMA engine, and one node in four a PCI
+    // bus (seeds 11006 and 11008): one end fills, misses and stalls where the
+    // other does not.
     Shape shape;
     shape.unlike_nodes = true;
     run_seeds(shape, 11001, 8);

@@ -57,8 +57,14 @@ System::System(const sim::Config& cfg, int nodes)
         // Port 1 of node i gets LID i + 1; a port 2 gets LID nodes + i + 1.
         const std::uint16_t lid = m_sm->assign_lid(i);
         const std::uint16_t lid2 = ports > 1 ? m_sm->assign_lid(nodes + i) : 0;
-        m_nodes.push_back(
-            std::make_unique<Node>(("node" + std::to_string(i)).c_str(), cfg.for_node(i), i, lid, lid2));
+        try {
+            m_nodes.push_back(
+                std::make_unique<Node>(("node" + std::to_string(i)).c_str(), cfg.for_node(i), i, lid, lid2));
+        } catch (const sim::ConfigError& e) {
+            // Nodes built from values of their own: say which one cannot be.
+            if (cfg.highest_node() < 0) throw;
+            throw sim::ConfigError("node" + std::to_string(i) + ": " + e.what());
+        }
         m_nodes.back()->driver().set_subnet_manager(m_sm.get());
         hca::Port& p1 = m_nodes.back()->hca().port(1);
         const auto gid = p1.gids().at(0);
