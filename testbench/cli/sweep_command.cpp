@@ -35,8 +35,8 @@ Runs WORKLOAD (lat, bw, msgrate, mcast or swarm, with its own options) once per
 combination of the parameters' values, each run an hcasim process of its own
 with --set KEY=VALUE per parameter and --format json. A KEY without a dot
 is one of the workload's numeric options (inline, iters, machines, mtu,
-post-list, qps, threads, tx-depth, vms, window), given to each run as
---KEY VALUE. The results are one
+post-list, qps, threads, tx-depth, vms, window) or preset, given to each run
+as --KEY VALUE. The results are one
 table: a row per (combination, result row), a column per parameter, then the
 workload's columns; rows in combination order (the first --param varies
 slowest), then in the workload's order. Under mpirun the combinations are
@@ -87,7 +87,7 @@ po::options_description sweep_options(SweepArgs& a) {
     opts.add_options()("help,h", "this text")
         ("param", po::value(&a.params),
          "KEY=V1,V2,...: a configuration parameter (hcasim params), or a workload option without its dashes "
-         "(inline, iters, mtu, post-list, qps, threads, tx-depth), and its values, comma-separated (repeatable, one "
+         "(inline, iters, mtu, post-list, qps, threads, tx-depth, preset), and its values, comma-separated (repeatable, one "
          "--param per key)")
         ("jobs,j", po::value(&a.jobs),
          "points run at once on this machine (each MPI rank), 1 to 4096 (default: the number of online CPUs)")

@@ -18,17 +18,18 @@ std::string trim(const std::string& s) {
 std::string quoted(const std::string& s) { return "'" + sim::printable(s) + "'"; }
 
 // Workload options a sweep can vary besides the parameters (whose keys all
-// contain a dot): whole numbers, each with its short form.
+// contain a dot): whole numbers, each with its short form, and the preset.
 struct SweptOption {
     const char* name;
     char short_name;
     long long min;
+    bool preset = false;  // a preset's name or file, not a number
 };
 const std::vector<SweptOption>& swept_options() {
     static const std::vector<SweptOption> o{{"inline", 'I', 0},   {"iters", 'n', 1},    {"machines", 0, 2},
-                                            {"mtu", 'm', 1},      {"post-list", 'l', 1}, {"qps", 'q', 1},
-                                            {"threads", 0, 1},    {"tx-depth", 't', 1},  {"vms", 0, 1},
-                                            {"window", 0, 1}};
+                                            {"mtu", 'm', 1},      {"post-list", 'l', 1}, {"preset", 'p', 0, true},
+                                            {"qps", 'q', 1},      {"threads", 0, 1},    {"tx-depth", 't', 1},
+                                            {"vms", 0, 1},        {"window", 0, 1}};
     return o;
 }
 
@@ -76,7 +77,13 @@ SweepParameter parse_parameter(const std::string& text) {
             throw std::invalid_argument(shown + " names the value " + quoted(value) + " twice");
         // Each value on its own: what only a combination makes wrong shows
         // when that point runs (an option's limits: when the workload reads it).
-        if (swept) {
+        if (swept && swept->preset) {
+            try {
+                sim::Config().load_preset(value);
+            } catch (const sim::ConfigError& e) {
+                throw std::invalid_argument(shown + ": " + e.what());
+            }
+        } else if (swept) {
             const bool whole = value.find_first_not_of("0123456789") == std::string::npos && value.size() <= 9;
             if (!whole || std::stoll(value) < swept->min)
                 throw std::invalid_argument(shown + ": invalid value " + quoted(value) + " for --" + key +

@@ -186,6 +186,30 @@ TEST_CASE("a sweep varies a workload option: the QP count of msgrate, drawn as r
     }
 }
 
+TEST_CASE("a sweep varies the preset: each point runs as hcasim with that --preset", "[sweep][preset]") {
+    TempDir dir;
+    const std::string lat = "lat --op write --sizes 4096 -n 50";
+    const CommandResult r =
+        run_hcasim("sweep --jobs 2 --param preset=cx3-fdr,cx4-edr,vi-pci66 --out " + dir / "p.csv" + " -- " + lat, true);
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    const auto lines = lines_of(read_file(dir / "p.csv"));
+    REQUIRE(lines.size() == 4);
+    CHECK(lines[0].rfind("--preset,bytes,iterations,", 0) == 0);
+    // Each row is what the preset gives when run on its own.
+    const std::vector<std::string> presets{"cx3-fdr", "cx4-edr", "vi-pci66"};
+    for (std::size_t i = 0; i < presets.size(); ++i) {
+        const auto row = fields_of(lines[i + 1]);
+        REQUIRE(row.size() > 5);
+        CHECK(row[0] == presets[i]);
+        const CommandResult alone = run_hcasim(lat + " --format csv --preset " + presets[i]);
+        REQUIRE(alone.exit_code == 0);
+        const auto own = fields_of(lines_of(alone.out).back());
+        REQUIRE(own.size() > 4);
+        CHECK(std::stod(row[5]) == Approx(std::stod(own[4])).margin(0.001));  // t_typical, csv to 3 places
+    }
+}
+
 TEST_CASE("a swarm sweep varies the emulated machines and is drawn as read rate against active qps", "[sweep][plot][swarm]") {
     TempDir dir;
     const CommandResult r =
@@ -253,6 +277,9 @@ TEST_CASE("sweep refuses a bad parameter, value or command line by name before a
         {"--param inline=0,-1 -- msgrate", "invalid value '-1' for --inline"},
         {"--param qps=4,8 -- msgrate -q 2", "is an option the sweep varies (--param qps)"},
         {"--param iters=4,8 -- msgrate -n 2", "is an option the sweep varies (--param iters)"},
+        {"--param preset=cx3-fdr,nosuch -- lat", "unknown preset 'nosuch'"},
+        {"--param preset=cx3-fdr,cx4-edr -- lat --preset cx5-edr", "is an option the sweep varies (--param preset)"},
+        {"--param preset=cx3-fdr,cx4-edr -- lat -p cx5-edr", "is an option the sweep varies (--param preset)"},
     };
     for (const auto& c : cases) {
         const CommandResult r = run_hcasim("sweep " + c.args, true);
