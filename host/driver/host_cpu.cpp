@@ -58,9 +58,9 @@ void declare_host_params(sim::ParamRegistry& r) {
            "/proc/cpuinfo, which perftest reads to turn cycles into microseconds",
            "perftest's get_cpu_mhz (the two must agree for its figures to be right)"});
     r.add_per_node({"host.poll_fast_forward", K::Bool, "", "true", 0, 0, {},
-           "simulate a run of empty ibv_poll_cq calls of a thread spinning on one CQ as one step that ends at the "
-           "first poll able to see a change (same simulated times and results as polling one call at a time, far "
-           "fewer thread switches)",
+           "simulate a run of empty ibv_poll_cq calls of a thread spinning on one CQ (or of KvipSendDone or "
+           "KvipRecvDone calls on one VI work queue) as one step that ends at the first poll able to see a change "
+           "(same simulated times and results as polling one call at a time, far fewer thread switches)",
            "simulator speed; set false to step every empty poll"});
     ns("host.poll_horizon_ns", "10000", "longest fast-forwarded run of empty polls before ibv_poll_cq returns 0",
        "simulator speed against the responsiveness of polling loops that watch the clock: such a loop sees the "

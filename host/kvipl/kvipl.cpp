@@ -81,6 +81,10 @@ struct _VIP_VI {
     std::deque<Posted> sq, rq;
     KVIP_PVOID context = nullptr;
     bool has_context = false;
+    // Where the last Kvip*Done call on each queue (send, receive) that found
+    // nothing ended, and on which thread: a call right there spins.
+    hcasim::sim::Tick empty_poll_end[2] = {~hcasim::sim::Tick(0), ~hcasim::sim::Tick(0)};
+    const sc_core::sc_process_b* empty_poll_thread[2] = {nullptr, nullptr};
 };
 
 namespace {
@@ -332,6 +336,11 @@ KVIP_RETURN post(_VIP_VI* vi, bool recv, KVIP_DESCRIPTOR* desc, KVIP_MEM_HANDLE 
 
 KVIP_RETURN done(_VIP_VI* vi, bool recv, KVIP_DESCRIPTOR** out) {
     Driver* d = vi->nic->prov->drv;
+    const sim::Tick t0 = sim::now_ps();
+    // As Driver::poll_cq: only a call made the instant the last one on this
+    // queue found nothing, by the same thread, may stand for a run of them.
+    const sc_core::sc_process_b* thread = sc_core::sc_get_current_process_b();
+    const bool spinning = vi->empty_poll_end[recv] == t0 && vi->empty_poll_thread[recv] == thread;
     hcasim::host::spend_cpu(d->costs().poll_cq);
     std::deque<Posted>& q = recv ? vi->rq : vi->sq;
     if (q.empty()) {
@@ -339,11 +348,30 @@ KVIP_RETURN done(_VIP_VI* vi, bool recv, KVIP_DESCRIPTOR** out) {
         return KVIP_DESCRIPTOR_ERROR;
     }
     KVIP_DESCRIPTOR* head = q.front().desc;
+    const hcasim::pcie::HostMemory& memory = d->hca().pcie().memory();
     // The adapter DMA-writes Status: read it as the CPU would, and not
     // before the instant after the write (HostMemory::wrote_now).
-    const KVIP_ULONG status = *static_cast<volatile KVIP_ULONG*>(&head->CS.Status);
-    if (!(status & KVIP_STATUS_DONE)) return KVIP_NOT_DONE;
-    if (d->hca().pcie().memory().wrote_now(&head->CS.Status, sizeof status)) return KVIP_NOT_DONE;
+    auto status_now = [&]() -> KVIP_ULONG {
+        const KVIP_ULONG status = *static_cast<volatile KVIP_ULONG*>(&head->CS.Status);
+        if (!(status & KVIP_STATUS_DONE) || memory.wrote_now(&head->CS.Status, sizeof status)) return 0;
+        return status;
+    };
+    KVIP_ULONG status = status_now();
+    const sim::Tick cost = d->costs().poll_cq;
+    if (!status && spinning && d->costs().poll_fast_forward && cost > 0) {
+        // Sleep through the calls that cannot see a change, on their grid.
+        const sim::Tick horizon = t0 + d->costs().poll_horizon;
+        while (!status && sim::now_ps() + cost <= horizon) {
+            hcasim::host::sleep_to_next_useful_read(memory, t0, cost, horizon);
+            status = status_now();
+        }
+    }
+    if (!status) {
+        vi->empty_poll_end[recv] = sim::now_ps();
+        vi->empty_poll_thread[recv] = thread;
+        return KVIP_NOT_DONE;
+    }
+    vi->empty_poll_end[recv] = ~sim::Tick(0);
     q.pop_front();
     if (out) *out = head;
     return (status & KVIP_STATUS_ERROR_MASK) ? KVIP_DESCRIPTOR_ERROR : KVIP_SUCCESS;

@@ -231,13 +231,18 @@ TEST_CASE("results and counters do not depend on where the host heap put the reg
 // A run of empty polls is simulated in one step only where it stands for
 // polls one at a time exactly: results must not depend on whether it is, or
 // on how long a step may be. The send latency loop reaps its send CQ with
-// one poll between pings (no fast-forward there); the bandwidth loops spin.
+// one poll between pings (no fast-forward there); the bandwidth loops spin,
+// and so do the KVIPL loops on their work queues.
 TEST_CASE("results do not depend on how empty polls are simulated: stepped, fast-forwarded, any horizon",
           "[determinism][cli]") {
     for (const std::string args :
          {"lat --op send --sizes 2:4096 --iters 100", "lat --sizes 2:4096 --iters 100",
           "bw --qp-type ud --op send --sizes 64:4096 --iters 200", "bw --qp-type xrc --sizes 64:65536 --iters 200",
-          "bw --sizes 4096 --iters 2000 --set fault.drop=0.01"}) {
+          "bw --sizes 4096 --iters 2000 --set fault.drop=0.01", "lat --api kvipl --op send --sizes 2:4096 --iters 100",
+          "bw --api kvipl --op send --sizes 64:65536 --iters 200",
+          // A lost message waits out its ACK timeout (67 ms) in KvipSendDone
+          // calls; polls of 1 us keep the stepped run short.
+          "lat --api kvipl --op send --sizes 64 --iters 60 --set fault.drop=0.02 --set host.cpu.poll_cq_ns=1000"}) {
         INFO(args);
         const CommandResult stepped = run_hcasim(args + " --format csv --set host.poll_fast_forward=false");
         REQUIRE(stepped.exit_code == 0);

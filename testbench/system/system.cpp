@@ -364,6 +364,46 @@ std::vector<std::pair<std::string, std::uint64_t>> System::link_counters() const
     return out;
 }
 
+std::uint64_t System::packets_sent() const {
+    std::uint64_t n = 0;
+    for (int i = 0; i < nodes(); ++i) {
+        const std::string hca = "node" + std::to_string(i) + ".hca.";
+        n += counter(hca + "port.tx_packets");
+        if (m_nodes[static_cast<std::size_t>(i)]->hca().port_count() > 1) n += counter(hca + "port2.tx_packets");
+    }
+    return n;
+}
+
+std::string System::losses() const {
+    fabric::Link::FaultCounts f;
+    for (const auto& l : m_links) {
+        const fabric::Link::FaultCounts c = l->fault_counts();
+        f.dropped += c.dropped;
+        f.corrupted += c.corrupted;
+        f.lost_link_down += c.lost_link_down;
+    }
+    std::vector<std::string> parts;
+    auto packets = [](std::uint64_t n) { return std::to_string(n) + (n == 1 ? " packet" : " packets"); };
+    if (f.dropped) parts.push_back("the links dropped " + packets(f.dropped));
+    if (f.corrupted) parts.push_back("the links corrupted " + packets(f.corrupted));
+    std::uint64_t down = f.lost_link_down;
+    for (int i = 0; i < nodes(); ++i) {
+        const std::string hca = "node" + std::to_string(i) + ".hca.";
+        down += counter(hca + "port.tx_dropped_link_down") + counter(hca + "port2.tx_dropped_link_down");
+    }
+    if (down) parts.push_back(packets(down) + " met a link that was down");
+    for (int i = 0; i < nodes(); ++i) {
+        const std::string engine = "node" + std::to_string(i) + ".hca.completion_engine.";
+        const std::uint64_t errors = counter(engine + "req_cqe_errors") + counter(engine + "resp_cqe_errors");
+        if (errors)
+            parts.push_back("node" + std::to_string(i) + " completed " + std::to_string(errors) +
+                            (errors == 1 ? " work request" : " work requests") + " in error");
+    }
+    std::string out;
+    for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
+    return out;
+}
+
 std::vector<const sim::Block*> System::fabric_blocks() const {
     std::vector<const sim::Block*> blocks;
     if (m_switch) blocks.push_back(m_switch.get());

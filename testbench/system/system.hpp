@@ -100,6 +100,13 @@ public:
     std::uint64_t counter(const std::string& path) const;
     // Node n's port counters under their Linux names (without the prefix).
     std::vector<std::pair<std::string, std::uint64_t>> linux_port_counters(int n) const;
+    // Packets the adapters' ports have sent so far, those a link lost or a
+    // port dropped with its link down included: whether the fabric is still
+    // carrying anything (StallWatch).
+    std::uint64_t packets_sent() const;
+    // What may have lost a message so far, for an error message: "the links
+    // dropped 8 packets; node0 completed 1 work request in error", or empty.
+    std::string losses() const;
 
 private:
     friend class Host;

@@ -583,7 +583,7 @@ TEST_CASE("a host program that throws ends the run at once and the error names i
         auto waits = [](Host& h) {
             EndpointOptions eo;
             RcEndpoint ep(h, eo);
-            poll_n(ep.recv_cq, 1, "receive");
+            poll_n(h, ep.recv_cq, 1, "receive");
         };
         sys.run({waits, fails}, {"waiting server", "failing client"});
         os << "returned";

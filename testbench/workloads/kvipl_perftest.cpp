@@ -12,6 +12,7 @@
 
 #include "host/kvipl/kvipl.h"
 #include "model/hca/hca_params.hpp"
+#include "testbench/workloads/stall_watch.hpp"
 
 namespace hcasim::testbench {
 
@@ -155,10 +156,10 @@ struct KvipEndpoint {
     }
 };
 
-// Polls a work queue until a descriptor completes; it must succeed within
-// limit (100 ms unless more data is in flight, see stall_limit).
-void reap(Host& h, KVIP_VI_HANDLE vi, bool recv, const char* what, sim::Tick limit = 100000 * sim::kPsPerUs) {
-    const sim::Tick deadline = h.now() + limit;
+// Polls a work queue until a descriptor completes, which must succeed;
+// gives up when the fabric falls silent first (StallWatch).
+void reap(Host& h, KVIP_VI_HANDLE vi, bool recv, const char* what) {
+    StallWatch watch(h);
     KVIP_DESCRIPTOR* d = nullptr;
     for (;;) {
         const KVIP_RETURN r = recv ? KvipRecvDone(vi, &d) : KvipSendDone(vi, &d);
@@ -172,9 +173,7 @@ void reap(Host& h, KVIP_VI_HANDLE vi, bool recv, const char* what, sim::Tick lim
                                           ? " (the receiver had no receive descriptor posted)"
                                           : ""));
         }
-        if (h.now() > deadline)
-            throw std::runtime_error(std::string(what) + ": nothing completed in " +
-                                     std::to_string(limit / sim::kPsPerUs / 1000) + " ms of simulated time");
+        watch.check(what);
     }
 }
 
@@ -329,8 +328,6 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
                                       ep.desc_mh),
                          "KvipPostRecv");
             h.barrier("kbw" + std::to_string(size));
-            const sim::Tick stall = stall_limit(
-                sys, static_cast<std::uint64_t>(std::min(depth, iters)) * static_cast<std::uint64_t>(size));
             if (client) {
                 const sim::Tick t0 = h.now();
                 const auto wall0 = std::chrono::steady_clock::now();
@@ -344,7 +341,7 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
                              "KvipPostSend");
                         ++posted;
                     }
-                    reap(h, ep.vi, false, "bandwidth send", stall);
+                    reap(h, ep.vi, false, "bandwidth send");
                     message_done.push_back(h.now());
                     ++done;
                 }
@@ -354,7 +351,7 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count()));
             } else if (opt.op == Op::Send) {
                 for (int received = 0; received < iters; ++received) {
-                    reap(h, ep.vi, true, "bandwidth receive", stall);
+                    reap(h, ep.vi, true, "bandwidth receive");
                     if (posted < iters) {
                         need(KvipPostRecv(ep.vi, ep.desc(static_cast<std::size_t>(posted % rwin), KVIP_CONTROL_OP_SENDRECV,
                                                          ep.data.p + half, max_size, 0),

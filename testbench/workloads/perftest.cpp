@@ -12,6 +12,7 @@
 #include "model/hca/hca_params.hpp"
 #include "model/hca/port.hpp"
 #include "testbench/workloads/rc_endpoint.hpp"
+#include "testbench/workloads/stall_watch.hpp"
 
 namespace hcasim::testbench {
 
@@ -258,18 +259,18 @@ std::unique_ptr<RcEndpoint> open_endpoint(Host& h, const EndpointOptions& eo, Op
 // Polls a byte the peer writes by RDMA, as perftest's write_lat does: one
 // read per poll_memory cost. Only an adapter write to host memory can change
 // the byte, so the thread sleeps until one and resumes on its polling grid,
-// which gives the time a poll-by-poll loop would. Gives up after 100 ms of
-// simulated time, which no healthy run comes near.
+// which gives the time a poll-by-poll loop would. Gives up when the fabric
+// falls silent before the byte comes (StallWatch).
 void spin_until(Host& h, const volatile std::uint8_t* p, std::uint8_t value) {
     const sim::Tick cost = std::max<sim::Tick>(1, h.node().driver().costs().poll_memory);
     const sim::Tick t0 = h.now();
-    const sim::Tick deadline = t0 + 100000 * sim::kPsPerUs;
+    StallWatch watch(h);
     const pcie::HostMemory& memory = h.node().pcie().memory();
     sc_core::wait(sim::to_sc(cost));
     // A read does not see a write of its own instant (HostMemory::wrote_now).
     while (*p != value || memory.wrote_now(const_cast<const std::uint8_t*>(p), 1)) {
-        if (h.now() > deadline) throw std::runtime_error("no RDMA WRITE data arrived within 100 ms of simulated time");
-        host::sleep_to_next_useful_read(memory, t0, cost, deadline + cost);
+        watch.check("RDMA WRITE");
+        host::sleep_to_next_useful_read(memory, t0, cost, watch.next_look() + cost);
     }
 }
 
@@ -596,7 +597,7 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
                 for (; recv_posted < rx_depth; ++recv_posted) post_recv(ep, 0, in, recv_bytes, 0);
             int received = 0;
             auto receive = [&]() {
-                const auto wc = poll_n(ep.recv_cq, 1, "receive");
+                const auto wc = poll_n(h, ep.recv_cq, 1, "receive");
                 --recv_posted;
                 if (++received + rx_depth <= opt.iterations) {
                     post_recv(ep, 0, in, recv_bytes, 0);
@@ -620,7 +621,7 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
                     h.read_clock();  // perftest's time stamp of the iteration
                     post_one(qp, target_of(ep, 0, wr_opcode(opt.op), ep.remote_addr), in, ep.mr->lkey, size,
                              IBV_SEND_SIGNALED, static_cast<std::uint64_t>(it));
-                    poll_n(ep.send_cq, 1, opt.op == Op::Read ? "RDMA READ" : "atomic");
+                    poll_n(h, ep.send_cq, 1, opt.op == Op::Read ? "RDMA READ" : "atomic");
                     samples.push_back(h.now() - t0);
                     if (opt.verify) {
                         verify_bytes(in, peer.data(), size, size, "RDMA READ");

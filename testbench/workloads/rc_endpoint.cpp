@@ -9,6 +9,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "testbench/workloads/stall_watch.hpp"
+
 namespace hcasim::testbench {
 
 namespace {
@@ -35,10 +37,12 @@ ibv_context* open_first_device() {
     return ctx;
 }
 
-std::vector<ibv_wc> poll_n(ibv_cq* cq, int n, const char* what) {
+std::vector<ibv_wc> poll_n(Host& h, ibv_cq* cq, int n, const char* what) {
     std::vector<ibv_wc> out(static_cast<std::size_t>(n));
+    StallWatch watch(h);
     int got = 0;
     while (got < n) {
+        watch.check(what);
         const int r = ibv_poll_cq(cq, n - got, out.data() + got);
         if (r < 0) throw std::runtime_error(std::string(what) + ": ibv_poll_cq failed");
         for (int i = got; i < got + r; ++i)

@@ -152,7 +152,8 @@ T* need(T* p, const std::string& what, const char* bounds = nullptr) {
 }
 // The first RDMA device, opened; throws naming what failed.
 ibv_context* open_first_device();
-// Polls cq until n completions arrive; every one must succeed.
-std::vector<ibv_wc> poll_n(ibv_cq* cq, int n, const char* what);
+// Polls cq until n completions arrive; every one must succeed. Gives up
+// when the fabric falls silent with completions still missing (StallWatch).
+std::vector<ibv_wc> poll_n(Host& h, ibv_cq* cq, int n, const char* what);
 
 }  // namespace hcasim::testbench

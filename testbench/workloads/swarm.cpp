@@ -245,7 +245,7 @@ SwarmResult run_swarm(System& sys, const SwarmOptions& opt) {
             if (s.busy) {
                 // The oldest READ: its QP's CQ returns it first (one QP
                 // completes in order, and the slots are reused in order).
-                const ibv_wc wc = poll_n(w.cqs[s.qp], 1, "RDMA READ").front();
+                const ibv_wc wc = poll_n(h, w.cqs[s.qp], 1, "RDMA READ").front();
                 if (wc.wr_id != s.id)
                     throw std::runtime_error("RDMA READ " + std::to_string(wc.wr_id) + " completed in place of " +
                                              std::to_string(s.id));
