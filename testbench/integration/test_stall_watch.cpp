@@ -8,6 +8,8 @@
 #include <string>
 
 #include "testbench/integration/harness.hpp"
+#include "testbench/system/isolated.hpp"
+#include "testbench/workloads/rc_endpoint.hpp"
 
 using namespace hcasim::test;
 
@@ -57,4 +59,49 @@ TEST_CASE("a wait longer than 100 ms that is still moving runs to its end", "[cl
         REQUIRE(row.size() > 3);
         CHECK(row[3] > 2 * 67108.0);  // t_max, us
     }
+}
+
+TEST_CASE("a UD message that finds no receive posted is named when its receiver gives up waiting", "[cli][workload]") {
+    using namespace hcasim::testbench;
+    const IsolatedResult r = run_isolated([](std::ostream& os) {
+        hcasim::sim::Config cfg;
+        System sys(cfg);
+        auto program = [](Host& h) {
+            EndpointOptions eo;
+            eo.qp_type = IBV_QPT_UD;
+            RcEndpoint ep(h, eo);
+            ep.connect("ud", 1 - h.index());
+            if (h.index() == 0) {
+                // One datagram to a peer that has posted no receive.
+                ibv_sge sge{reinterpret_cast<std::uintptr_t>(ep.buf), 64, ep.mr->lkey};
+                ibv_send_wr wr{};
+                wr.sg_list = &sge;
+                wr.num_sge = 1;
+                wr.opcode = IBV_WR_SEND;
+                wr.send_flags = IBV_SEND_SIGNALED;
+                wr.wr.ud.ah = ep.ah;
+                wr.wr.ud.remote_qpn = ep.remote_qpn[0];
+                wr.wr.ud.remote_qkey = ep.qkey();
+                ibv_send_wr* bad = nullptr;
+                check(ibv_post_send(ep.qps[0], &wr, &bad), "ibv_post_send");
+                poll_n(h, ep.send_cq, 1, "send");
+                h.barrier("sent");
+                return;
+            }
+            h.barrier("sent");
+            ibv_recv_wr* bad = nullptr;
+            ibv_sge sge{reinterpret_cast<std::uintptr_t>(ep.buf), 4096, ep.mr->lkey};
+            ibv_recv_wr wr{};
+            wr.sg_list = &sge;
+            wr.num_sge = 1;
+            check(ibv_post_recv(ep.qps[0], &wr, &bad), "ibv_post_recv");
+            poll_n(h, ep.recv_cq, 1, "receive");
+        };
+        sys.run({program, program}, {"sender", "receiver"});
+        os << "returned";
+    });
+    CHECK_FALSE(r.ok);
+    CHECK(has(r.error, "host program 1 (receiver) on node1 failed"));
+    CHECK(has(r.error, "receive: nothing arrived, and no port has sent a packet for 100 ms of simulated time "
+                       "(node1 dropped 1 message that found no receive posted)"));
 }

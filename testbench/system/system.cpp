@@ -393,6 +393,12 @@ std::string System::losses() const {
     }
     if (down) parts.push_back(packets(down) + " met a link that was down");
     for (int i = 0; i < nodes(); ++i) {
+        const std::uint64_t n = counter("node" + std::to_string(i) + ".hca.responder.dropped_no_recv_wqe");
+        if (n)
+            parts.push_back("node" + std::to_string(i) + " dropped " + std::to_string(n) +
+                            (n == 1 ? " message that found" : " messages that found") + " no receive posted");
+    }
+    for (int i = 0; i < nodes(); ++i) {
         const std::string engine = "node" + std::to_string(i) + ".hca.completion_engine.";
         const std::uint64_t errors = counter(engine + "req_cqe_errors") + counter(engine + "resp_cqe_errors");
         if (errors)

@@ -588,13 +588,16 @@ std::vector<LatencyRow> run_latency(System& sys, const LatencyOptions& opt) {
             verify_bytes(got + size - 1, &tag, 1, size, what);
         };
         for (std::uint32_t size : opt.sizes) {
+            // Receives are posted before the peers meet, as perftest does: a
+            // UD or UC ping that found none would be lost, however slowly
+            // the host posts them.
+            if (opt.op == Op::Send)
+                for (; recv_posted < rx_depth; ++recv_posted) post_recv(ep, 0, in, recv_bytes, 0);
             h.barrier("size" + std::to_string(size));
             // The tag goes over this byte of the pattern; put back once both
             // sides are done with the size (a DMA read of the last message
             // may still be due), so the next size sends the pattern again.
             const std::uint8_t untagged = out[size - 1];
-            if (opt.op == Op::Send)
-                for (; recv_posted < rx_depth; ++recv_posted) post_recv(ep, 0, in, recv_bytes, 0);
             int received = 0;
             auto receive = [&]() {
                 const auto wc = poll_n(h, ep.recv_cq, 1, "receive");
