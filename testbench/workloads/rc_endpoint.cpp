@@ -66,10 +66,10 @@ RcEndpoint::RcEndpoint(Host& host, const EndpointOptions& opt) : m_host(host), m
 void RcEndpoint::open() {
     const EndpointOptions& opt = m_opt;
     ctx = open_first_device();
-    pd = need(ibv_alloc_pd(ctx), "ibv_alloc_pd");
+    pd = need(ibv_alloc_pd(ctx), "ibv_alloc_pd", "hca.max_pd");
     if (opt.completion_channel) channel = need(ibv_create_comp_channel(ctx), "ibv_create_comp_channel");
-    send_cq = need(ibv_create_cq(ctx, opt.cq_depth, nullptr, channel, 0), "ibv_create_cq");
-    recv_cq = need(ibv_create_cq(ctx, opt.cq_depth, nullptr, channel, 0), "ibv_create_cq");
+    send_cq = need(ibv_create_cq(ctx, opt.cq_depth, nullptr, channel, 0), "ibv_create_cq", "hca.max_cq, hca.max_cqe");
+    recv_cq = need(ibv_create_cq(ctx, opt.cq_depth, nullptr, channel, 0), "ibv_create_cq", "hca.max_cq, hca.max_cqe");
     buf = static_cast<std::uint8_t*>(std::aligned_alloc(4096, (opt.buffer_bytes + 4095) & ~std::size_t(4095)));
     if (!buf) throw std::runtime_error("out of memory for the buffer");
     std::memset(buf, 0, opt.buffer_bytes);
@@ -81,7 +81,7 @@ void RcEndpoint::open() {
                                       "the device reports atomic_cap = IBV_ATOMIC_NONE (ibv_query_device): it has no "
                                       "atomic operations");
     }
-    mr = need(ibv_reg_mr(pd, buf, opt.buffer_bytes, opt.access), "ibv_reg_mr");
+    mr = need(ibv_reg_mr(pd, buf, opt.buffer_bytes, opt.access), "ibv_reg_mr", "hca.max_mr");
     if (opt.qp_type == IBV_QPT_XRC_SEND) {
         open_xrc();
         return;
@@ -93,7 +93,7 @@ void RcEndpoint::open() {
         srq = ibv_create_srq(pd, &sa);
         if (!srq && (errno == EOPNOTSUPP || errno == ENOSYS))
             throw EndpointUnsupported(EndpointUnsupported::Feature::Srq, "ibv_create_srq failed: Operation not supported");
-        need(srq, "ibv_create_srq");
+        need(srq, "ibv_create_srq", "hca.max_srq, hca.max_srq_wr, hca.max_srq_sge");
     }
     for (int i = 0; i < opt.qps; ++i) {
         ibv_qp_init_attr init{};
@@ -111,7 +111,7 @@ void RcEndpoint::open() {
             throw EndpointUnsupported(EndpointUnsupported::Feature::QpType,
                                       std::string("ibv_create_qp(IBV_QPT_") + qp_type_text(opt.qp_type) +
                                           ") failed: Operation not supported");
-        qps.push_back(need(qp, "ibv_create_qp"));
+        qps.push_back(need(qp, "ibv_create_qp", "hca.max_qp, hca.max_qp_wr, hca.max_sge, hca.max_inline"));
     }
 }
 
@@ -135,7 +135,7 @@ void RcEndpoint::open_xrc() {
     sa.xrcd = xrcd;
     sa.cq = recv_cq;
     sa.pd = pd;
-    srq = need(ibv_create_srq_ex(ctx, &sa), "ibv_create_srq_ex");
+    srq = need(ibv_create_srq_ex(ctx, &sa), "ibv_create_srq_ex", "hca.max_srq, hca.max_srq_wr, hca.max_srq_sge");
     for (int i = 0; i < opt.qps; ++i) {
         ibv_qp_init_attr_ex init{};
         init.qp_type = IBV_QPT_XRC_SEND;
@@ -145,12 +145,13 @@ void RcEndpoint::open_xrc() {
         init.cap.max_inline_data = opt.max_inline;
         init.comp_mask = IBV_QP_INIT_ATTR_PD;
         init.pd = pd;
-        qps.push_back(need(ibv_create_qp_ex(ctx, &init), "ibv_create_qp_ex(XRC_SEND)"));
+        qps.push_back(need(ibv_create_qp_ex(ctx, &init), "ibv_create_qp_ex(XRC_SEND)",
+                            "hca.max_qp, hca.max_qp_wr, hca.max_sge, hca.max_inline"));
         init = ibv_qp_init_attr_ex{};
         init.qp_type = IBV_QPT_XRC_RECV;
         init.comp_mask = IBV_QP_INIT_ATTR_XRCD;
         init.xrcd = xrcd;
-        xrc_targets.push_back(need(ibv_create_qp_ex(ctx, &init), "ibv_create_qp_ex(XRC_RECV)"));
+        xrc_targets.push_back(need(ibv_create_qp_ex(ctx, &init), "ibv_create_qp_ex(XRC_RECV)", "hca.max_qp"));
     }
 }
 

@@ -1,5 +1,8 @@
 #include "testbench/workloads/stall_watch.hpp"
 
+#include <algorithm>
+#include <iomanip>
+#include <sstream>
 #include <stdexcept>
 
 #include "testbench/workloads/rc_endpoint.hpp"
@@ -9,7 +12,35 @@ namespace hcasim::testbench {
 // The silence must outlast the RC requester's wait before it sends again.
 static_assert(StallWatch::kSilence > (sim::Tick{4096} << kRcAckTimeout) * 1000);
 
-StallWatch::StallWatch(Host& h) : m_host(h), m_since(h.now()), m_packets(h.system().packets_sent()) {}
+namespace {
+
+// One call of every host CPU cost of the node whose calls cost most.
+sim::Tick slowest_host_calls(System& sys) {
+    sim::Tick most = 0;
+    for (int i = 0; i < sys.nodes(); ++i) {
+        const host::HostCosts& c = sys.node(i).driver().costs();
+        const sim::Tick sum = c.post_send + c.mmio_store + c.post_recv + c.poll_cq + c.poll_cqe + c.req_notify +
+                              c.control_call + c.poll_memory + c.interrupt +
+                              sim::ns_to_ps(sys.node_config(i).get_real("host.cpu.clock_read_ns"));
+        most = std::max(most, sum);
+    }
+    return most;
+}
+
+// To 4 digits: the default 100 ms plus a few us of host calls reads 100.
+std::string milliseconds(sim::Tick t) {
+    std::ostringstream os;
+    os << std::setprecision(4) << static_cast<double>(t) / static_cast<double>(sim::kPsPerMs);
+    return os.str();
+}
+
+}  // namespace
+
+StallWatch::StallWatch(Host& h)
+    : m_host(h),
+      m_silence(kSilence + 2 * slowest_host_calls(h.system())),
+      m_since(h.now()),
+      m_packets(h.system().packets_sent()) {}
 
 void StallWatch::check(const std::string& what) {
     if (m_host.now() < next_look()) return;
@@ -20,7 +51,8 @@ void StallWatch::check(const std::string& what) {
         return;
     }
     const std::string lost = m_host.system().losses();
-    throw std::runtime_error(what + ": nothing arrived, and no port has sent a packet for 100 ms of simulated time" +
+    throw std::runtime_error(what + ": nothing arrived, and no port has sent a packet for " +
+                             milliseconds(m_silence) + " ms of simulated time" +
                              (lost.empty() ? std::string() : " (" + lost + ")"));
 }
 
