@@ -43,28 +43,34 @@ std::pair<std::string, std::string> host_bus(const sim::Config& cfg) {
     return {"pcie", "gen" + cfg.raw("pcie.gen") + " x" + cfg.raw("pcie.lanes")};
 }
 
+// A report header value followed by the nodes whose own value differs:
+// "gen3 x8 (node1: gen3 x16, node2: gen3 x4)".
+std::string with_node_values(const std::string& value, const std::vector<std::pair<int, std::string>>& nodes) {
+    std::string out = value;
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+        out += (i == 0 ? " (" : ", ") + ("node" + std::to_string(nodes[i].first) + ": ") + nodes[i].second;
+    return nodes.empty() ? out : out + ")";
+}
+
 // The report header's line for the host bus, with each node whose bus
 // differs from the class-wide one named after it.
 void add_host_bus_setting(RunInfo& info, const sim::Config& cfg) {
     const auto [kind, text] = host_bus(cfg);
-    std::string nodes;
+    std::vector<std::pair<int, std::string>> nodes;
     for (int i = 0; i <= cfg.highest_node(); ++i) {
         const auto [k, t] = host_bus(cfg.for_node(i));
-        if (k == kind && t == text) continue;
-        nodes += (nodes.empty() ? " (" : ", ") + ("node" + std::to_string(i) + ": ") + (k == kind ? t : k + " " + t);
+        if (k != kind || t != text) nodes.emplace_back(i, k == kind ? t : k + " " + t);
     }
-    info.settings.emplace_back(kind, text + (nodes.empty() ? "" : nodes + ")"));
+    info.settings.emplace_back(kind, with_node_values(text, nodes));
 }
 
 // The report header's preset line, with each node of another preset
 // (nodeN.preset) named after it.
 void add_preset_setting(RunInfo& info, const std::string& preset, const sim::Config& cfg) {
-    std::string nodes;
-    for (int i = 0; i <= cfg.highest_node(); ++i) {
-        const std::string own = cfg.node_preset(i);
-        if (!own.empty()) nodes += (nodes.empty() ? " (" : ", ") + ("node" + std::to_string(i) + ": ") + own;
-    }
-    info.settings.emplace_back("preset", preset + (nodes.empty() ? "" : nodes + ")"));
+    std::vector<std::pair<int, std::string>> nodes;
+    for (int i = 0; i <= cfg.highest_node(); ++i)
+        if (const std::string own = cfg.node_preset(i); !own.empty()) nodes.emplace_back(i, own);
+    info.settings.emplace_back("preset", with_node_values(preset, nodes));
 }
 
 const char* kUsage = R"(usage: hcasim [COMMAND] [OPTIONS]
