@@ -365,12 +365,13 @@ std::vector<std::pair<std::string, std::uint64_t>> System::link_counters() const
 }
 
 std::uint64_t System::packets_sent() const {
+    // Read from the ports themselves: a workload asks at every wait.
     std::uint64_t n = 0;
-    for (int i = 0; i < nodes(); ++i) {
-        const std::string hca = "node" + std::to_string(i) + ".hca.";
-        n += counter(hca + "port.tx_packets");
-        if (m_nodes[static_cast<std::size_t>(i)]->hca().port_count() > 1) n += counter(hca + "port2.tx_packets");
-    }
+    for (const auto& node : m_nodes)
+        for (int p = 1; p <= node->hca().port_count(); ++p) {
+            const auto& c = node->hca().port(static_cast<unsigned>(p)).counters();
+            if (const auto it = c.find("tx_packets"); it != c.end()) n += it->second;
+        }
     return n;
 }
 
