@@ -32,6 +32,8 @@ std::uint32_t vi_op_bits(WqeOpcode op);
 
 class DescriptorEngine final : public sim::Block, public DescriptorQueues {
 public:
+    // hca.control_program: this block's steps run on the adapter's one processor.
+    void run_steps_on(sim::Timeline& processor) { m_parser.share(&processor); }
     struct Wiring {
         QpTable& qps;
         DmaEngine& dma;

@@ -78,6 +78,11 @@ public:
 
     // The block behind the interface (counters, reports).
     virtual sim::Block& block() = 0;
+
+    // hca.control_program: the engine's per-request setup runs on the
+    // adapter's one processor (the data still moves by DMA). An engine whose
+    // setup is its own logic (the Verilog one) keeps it.
+    virtual void run_steps_on(sim::Timeline& processor) { (void)processor; }
 };
 
 }  // namespace hcasim::hca

@@ -79,6 +79,21 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Host
         port.set_multicast_loopback([this](const std::uint8_t* mgid) { return m_mcast.members(mgid) != nullptr; });
     }
     m_rx.set_multicast(&m_mcast);
+    if (m_p.control_program) {
+        m_processor = std::make_unique<ControlProcessor>(m_p.core_clock_mhz);
+        sim::Timeline& program = m_processor->program();
+        m_doorbell.run_steps_on(program);
+        m_scheduler.run_steps_on(program);
+        m_fetch.run_steps_on(program);
+        m_descriptors.run_steps_on(program);
+        m_srqs.run_steps_on(program);
+        m_translation.run_steps_on(program);
+        m_dma->run_steps_on(program);
+        m_tx.run_steps_on(program);
+        m_rx.run_steps_on(program);
+        m_completion.run_steps_on(program);
+        m_mcast.run_steps_on(program);
+    }
     // The transmit buffer must hold the largest packet the port can send.
     const std::uint32_t largest = m_port.max_mtu() + kPacketOverheadBytes;
     if (m_p.tx_buffer_bytes < largest)

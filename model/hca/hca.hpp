@@ -14,6 +14,7 @@
 #include "model/hca/completion_engine.hpp"
 #include "model/hca/context_cache.hpp"
 #include "model/hca/contexts.hpp"
+#include "model/hca/control_processor.hpp"
 #include "model/hca/descriptor_engine.hpp"
 #include "model/hca/dma_engine.hpp"
 #include "model/hca/doorbell_unit.hpp"
@@ -137,6 +138,8 @@ public:
     Completer& completer() { return m_completer; }
     CompletionEngine& completion() { return m_completion; }
     MulticastTable& multicast() { return m_mcast; }
+    // The processor that runs every step (hca.control_program), or none.
+    const ControlProcessor* control_processor() const { return m_processor.get(); }
     IcmCache& qpc_cache() { return m_qpc_cache; }
     IcmCache& cqc_cache() { return m_cqc_cache; }
 
@@ -197,6 +200,7 @@ private:
     MulticastTable m_mcast;
     RxPipeline m_rx;
     DoorbellUnit m_doorbell;
+    std::unique_ptr<ControlProcessor> m_processor;  // hca.control_program only
 };
 
 }  // namespace hcasim::hca

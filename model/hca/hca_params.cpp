@@ -82,6 +82,12 @@ void declare_hca_params(sim::ParamRegistry& r) {
            "at hca.datapath_bytes); a packet goes to engine destination QPN mod this, so a QP's packets stay "
            "in order",
            "estimate: as hca.tx_engines"});
+    r.add_per_node({"hca.control_program", K::Bool, "", "false", 0, 0, {},
+           "the adapter's steps (doorbell, scheduling, WQE or descriptor parse, translation, DMA setup, the "
+           "packet engines' passes, completions) are a control program on one embedded processor, so each waits "
+           "for the others; false: each step is a hardware block of its own, working side by side",
+           "Myricom PCI64B/PCI64C specifications: the LANai executes the Myrinet control program, a DMA "
+           "controller moves the data; ConnectX-class adapters: hardware pipelines"});
     r.add_per_node({"hca.tx_buffer_bytes", K::Int, "bytes", "65536", 4096, 1 << 26, {},
            "transmit packet buffer: packets gathered but not yet serialised", "estimate"});
     r.add_per_node({"hca.rx_buffer_bytes", K::Int, "bytes", "16384", 0, 1 << 26, {},
@@ -174,6 +180,7 @@ HcaParams HcaParams::from(const sim::Config& c) {
     p.tx_packet_cycles = u("hca.tx_packet_cycles");
     p.rx_packet_cycles = u("hca.rx_packet_cycles");
     p.tx_engines = u("hca.tx_engines");
+    p.control_program = c.get_bool("hca.control_program");
     p.rx_engines = u("hca.rx_engines");
     p.tx_buffer_bytes = u("hca.tx_buffer_bytes");
     p.rx_buffer_bytes = u("hca.rx_buffer_bytes");

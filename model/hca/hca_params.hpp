@@ -32,6 +32,7 @@ struct HcaParams {
     std::string dma_vcd;  // waveform file of the RTL engine; empty: none
     std::uint32_t tx_packet_cycles = 20;
     std::uint32_t rx_packet_cycles = 20;
+    bool control_program = false;  // every step's cycles on one processor (a LANai-class NIC)
     std::uint32_t tx_engines = 1;  // packet engines side by side; a QP's go through engine QPN mod this
     std::uint32_t rx_engines = 1;
     std::uint32_t tx_buffer_bytes = 65536;

@@ -31,6 +31,8 @@ public:
 
 class MulticastTable final : public sim::Block, public MulticastReceiver {
 public:
+    // hca.control_program: this block's steps run on the adapter's one processor.
+    void run_steps_on(sim::Timeline& processor) { m_steering.share(&processor); }
     using Gid = std::array<std::uint8_t, 16>;
     struct Wiring {
         QpTable& qps;

@@ -42,9 +42,13 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num, 
                                              m_w.ports(port_num).rate().data_bytes_per_s());
     const sim::Tick first_byte = t > wire ? t - wire : 0;
     const sim::Tick streamed = std::max(first_byte, t + beat > pass ? t + beat - pass : 0);
-    const sim::Tick start =
-        m_clock.edge_at_or_after(std::max({streamed, engine_free, gate > m_backlog_slack ? gate - m_backlog_slack : 0}));
-    const sim::Tick done = start + pass;
+    const sim::Tick earliest = std::max({streamed, engine_free, gate > m_backlog_slack ? gate - m_backlog_slack : 0});
+    sim::Tick done;
+    if (m_processor) {
+        done = m_processor->reserve(earliest, cycles).end;
+    } else {
+        done = m_clock.edge_at_or_after(earliest) + pass;
+    }
     engine_free = done;
     // The packet leaves the receive buffer once the datapath has passed it,
     // unless it waits there for its QP's context (below).

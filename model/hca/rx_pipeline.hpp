@@ -38,6 +38,9 @@ public:
     void receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num, bool buffered);
     // Packets to a multicast LID go to the adapter's group table.
     void set_multicast(MulticastReceiver* m) { m_multicast = m; }
+    // hca.control_program: the packet passes run on the adapter's one
+    // processor, between its other steps.
+    void run_steps_on(sim::Timeline& processor) { m_processor = &processor; }
 
 private:
     // The packet's work on QP qp, its context on chip at t.
@@ -50,6 +53,7 @@ private:
     std::vector<sim::Tick> m_engine_free;
     sim::Tick m_backlog_slack = 0;
     MulticastReceiver* m_multicast = nullptr;
+    sim::Timeline* m_processor = nullptr;
     // Packets waiting for their QP's context to come on chip, by QP number,
     // and whether the context cache holds the context for them meanwhile.
     struct Waiting {

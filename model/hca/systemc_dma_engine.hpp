@@ -32,6 +32,10 @@ public:
     sim::Tick last_write_visible() const override;
     sim::Tick execute(sim::Tick t, const DmaDescriptor* d, std::size_t n, std::vector<DmaCompletion>& out) override;
     sim::Block& block() override { return *this; }
+    void run_steps_on(sim::Timeline& processor) override {
+        m_read_engine.share(&processor);
+        m_write_engine.share(&processor);
+    }
 
 private:
     sim::Tick issue_write(sim::Tick t, const DmaSpan* spans, std::size_t n, PostedWrites::Write&& w, std::size_t total);

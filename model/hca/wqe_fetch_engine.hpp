@@ -18,6 +18,8 @@ namespace hcasim::hca {
 
 class WqeFetchEngine final : public sim::Block, public WorkQueueFetcher {
 public:
+    // hca.control_program: this block's steps run on the adapter's one processor.
+    void run_steps_on(sim::Timeline& processor) { m_parser.share(&processor); }
     struct Wiring {
         QpTable& qps;
         DmaEngine& dma;

@@ -105,8 +105,19 @@ public:
     explicit Timeline(const Clock* clock = nullptr) : m_clock(clock) {}
     void set_clock(const Clock* clock) { m_clock = clock; }
 
+    // From now on another timeline serves this one's requests: the work of
+    // several stages runs on one resource (an adapter whose steps are a
+    // control program on one processor). busy_total() still counts this
+    // stage's own share.
+    void share(Timeline* serving) { m_serving = serving; }
+
     // Occupies the resource for n cycles, starting no earlier than t.
     Slot reserve(Tick t, std::uint64_t n) {
+        if (m_serving) {
+            const Slot s = m_serving->reserve(t, n);
+            m_busy_total += s.end - s.start;
+            return s;
+        }
         // Nothing can be reserved before the present: forget the past.
         const Tick now = now_ps();
         while (m_head < m_busy.size() && m_busy[m_head].end <= now) ++m_head;
@@ -153,6 +164,7 @@ public:
 
 private:
     const Clock* m_clock;
+    Timeline* m_serving = nullptr;
     std::vector<Slot> m_busy;  // disjoint, in time order, live from m_head
     std::size_t m_head = 0;
     Tick m_busy_total = 0;

@@ -384,6 +384,11 @@ inline Plan make_plan(std::uint64_t seed, const Shape& shape) {
             if (value == "pci")
                 for (auto& [k, v] : p.node_hardware)
                     if (k == key.substr(0, key.find('.') + 1) + "hca.dma.impl") v = "systemc";
+        // One node in four runs its steps as a control program on one
+        // processor, as a LANai-class NIC does.
+        SplitMix64 c{mix(seed, 6)};
+        for (int node = 0; node < 2; ++node)
+            if (c.chance(25)) p.node_hardware.emplace_back("node" + std::to_string(node) + ".hca.control_program", "true");
     }
     if (!rc) {
         // Drawn apart, so that RC seeds plan what they always did.

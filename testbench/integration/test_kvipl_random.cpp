@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
+#include <string_view>
 
 #include "testbench/integration/kvipl_harness.hpp"
 #include "testbench/integration/kvipl_stress_plan.hpp"
@@ -30,6 +31,7 @@ struct ViPlan {
     KVIP_RELIABILITY_LEVEL reliability = KVIP_SERVICE_RELIABLE_DELIVERY;
     bool lossy = false;
     bool cq = false;  // the work queues complete to a completion queue, polled with KvipCQDone
+    bool vi_nic = false;  // both nodes are vi-pci66 NICs: a LANai's control program on PCI and a Myrinet link
     std::vector<ViStream> vis;   // node 0 to node 1, one stream a VI
     std::vector<ViStream> back;  // node 1 to node 0 on the same VIs; empty streams when one way
     // Unreliable over lossy links: messages may be lost.
@@ -54,7 +56,7 @@ struct ViPlan {
         os << "seed " << seed << " (" << (reliability == KVIP_SERVICE_UNRELIABLE         ? "unreliable"
                                           : reliability == KVIP_SERVICE_RELIABLE_DELIVERY ? "reliable delivery"
                                                                                           : "reliable reception")
-           << (lossy ? ", lossy links" : "") << (cq ? ", completion queues" : "") << ", " << vis.size() << " VIs"
+           << (lossy ? ", lossy links" : "") << (cq ? ", completion queues" : "") << (vi_nic ? ", vi-pci66" : "") << ", " << vis.size() << " VIs"
            << (both_ways() ? " both ways" : "") << ", " << n << " descriptors, " << bytes << " B)";
         return os.str();
     }
@@ -70,6 +72,7 @@ ViPlan make_vi_plan(std::uint64_t seed, bool lossy, Ways ways = Ways::Drawn, Lev
     p.lossy = lossy;
     // Drawn apart, so that the rest of a seed's plan stays as it was.
     p.cq = SplitMix64{seed ^ 0xc0c0}.chance(40);
+    p.vi_nic = SplitMix64{seed ^ 0x1a9a1}.chance(30);
     SplitMix64 rb{seed ^ 0xb0b0};
     const bool both = ways == Ways::Both || (ways == Ways::Drawn && rb.chance(50));
     const std::uint64_t level = lossy ? r.range(1, 2) : r.below(3);
@@ -435,6 +438,13 @@ void node(const ViPlan& p, int self, Host& h, Record& rec) {
 
 RunResult run_vi_plan(const ViPlan& p, const char* dma = "systemc") {
     Overrides cfg{{"hca.dma.impl", dma}};
+    // The VI NIC preset's bus is PCI, which the Verilog DMA engine does not speak.
+    if (p.vi_nic && std::string_view(dma) == "systemc") {
+        cfg.emplace_back("node0.preset", "vi-pci66");
+        cfg.emplace_back("node1.preset", "vi-pci66");
+        cfg.emplace_back("link.speed", "myrinet2000");
+        cfg.emplace_back("link.width", "1");
+    }
     if (p.lossy) add_lossy_links(cfg);
     if (const char* level = std::getenv("HCASIM_STRESS_LOG")) cfg.emplace_back("sim.log_level", level);
     return run_pair(

@@ -276,6 +276,8 @@ std::vector<std::pair<std::string, std::uint64_t>> System::counter_values() cons
     };
     for (const auto& n : m_nodes) {
         for (const sim::Block* b : n->hca().blocks()) add_block(b);
+        if (const hca::ControlProcessor* cp = n->hca().control_processor())
+            out.emplace_back(std::string(n->hca().name()) + ".control_processor.busy_ns", cp->busy() / 1000);
         add_block(&n->pcie().block());
         add_block(&n->cm());
     }

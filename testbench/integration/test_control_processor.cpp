@@ -1,0 +1,102 @@
+// An adapter whose steps are a control program on one processor
+// (hca.control_program, model/hca/control_processor.hpp), as on the
+// vi-pci66 preset's LANai: the blocks' steps queue behind each other
+// instead of running side by side.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+#include <string>
+
+#include "model/sim/time.hpp"
+#include "testbench/integration/harness.hpp"
+#include "testbench/system/isolated.hpp"
+
+using hcasim::sim::Clock;
+using hcasim::sim::Timeline;
+using hcasim::test::CommandResult;
+using hcasim::test::counter_in;
+using hcasim::test::run_hcasim;
+
+namespace {
+
+// The msg_rate column of the one result row of a `bw` report.
+double msg_rate(const std::string& out, const std::string& size) {
+    std::istringstream in(out);
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream row(line);
+        std::string bytes, iters;
+        double peak = 0, avg = 0, rate = -1;
+        if (row >> bytes >> iters >> peak >> avg >> rate && bytes == size) return rate;
+    }
+    return -1;
+}
+
+}  // namespace
+
+TEST_CASE("stages that share one timeline wait for each other and each counts its own busy time", "[unit]") {
+    // SystemC's clock is read by a reservation: in a child of its own.
+    const auto r = hcasim::testbench::run_isolated([](std::ostream& out) {
+        const Clock clock = Clock::from_mhz("c", 100);  // 10 ns a cycle
+        Timeline processor(&clock), parse(&clock), packet(&clock);
+        parse.share(&processor);
+        packet.share(&processor);
+        const Timeline::Slot a = parse.reserve(0, 10);
+        const Timeline::Slot b = packet.reserve(0, 5);
+        // Apart, the same two requests start together.
+        Timeline alone_a(&clock), alone_b(&clock);
+        const Timeline::Slot c = alone_a.reserve(0, 10);
+        const Timeline::Slot d = alone_b.reserve(0, 5);
+        out << a.start << " " << a.end << " " << b.start << " " << b.end << " " << parse.busy_total() << " "
+            << packet.busy_total() << " " << processor.busy_total() << " " << c.start << " " << d.start;
+    });
+    INFO(r.error);
+    REQUIRE(r.ok);
+    std::istringstream in(r.output);
+    long long a_start = -1, a_end = -1, b_start = -1, b_end = -1, parse = -1, packet = -1, total = -1, c = -1, d = -1;
+    in >> a_start >> a_end >> b_start >> b_end >> parse >> packet >> total >> c >> d;
+    CHECK(a_start == 0);
+    CHECK(a_end == 100000);
+    CHECK(b_start == a_end);  // the second stage waited for the first
+    CHECK(b_end == 150000);
+    CHECK(parse == 100000);
+    CHECK(packet == 50000);
+    CHECK(total == 150000);
+    CHECK(c == 0);
+    CHECK(d == 0);
+}
+
+TEST_CASE("with hca.control_program the steps of a stream of small sends queue on one processor", "[kvipl]") {
+    // The vi-pci66 preset's steps take long enough to bind small messages
+    // (the default preset's host binds them); its control program off, the
+    // same steps run side by side.
+    const std::string cmd = "bw --api kvipl --op send --sizes 64 -n 2000 --counters --preset vi-pci66";
+    const CommandResult blocks = run_hcasim(cmd + " --set hca.control_program=false");
+    const CommandResult program = run_hcasim(cmd);
+    INFO(blocks.out << program.out);
+    // Both runs verify every byte they move.
+    REQUIRE(blocks.exit_code == 0);
+    REQUIRE(program.exit_code == 0);
+    const double side_by_side = msg_rate(blocks.out, "64"), one_processor = msg_rate(program.out, "64");
+    REQUIRE(side_by_side > 0);
+    REQUIRE(one_processor > 0);
+    // The sender's steps for each message (doorbell, scheduling, descriptor
+    // parse, translation, DMA setup, the packet's pass, the ACKs' passes)
+    // now follow each other.
+    CHECK(one_processor < side_by_side);
+    // The processor's busy time is reported only where there is one.
+    CHECK(counter_in(blocks.out, "node0.hca.control_processor.busy_ns") == -1);
+    const long long busy0 = counter_in(program.out, "node0.hca.control_processor.busy_ns");
+    const long long busy1 = counter_in(program.out, "node1.hca.control_processor.busy_ns");
+    CHECK(busy0 > 0);
+    CHECK(busy1 > 0);
+}
+
+TEST_CASE("one node's control program slows only that node's steps", "[kvipl][node]") {
+    const std::string cmd = "bw --api kvipl --op send --sizes 64 -n 2000 --counters";
+    const CommandResult sender = run_hcasim(cmd + " --set node0.hca.control_program=true");
+    INFO(sender.out);
+    REQUIRE(sender.exit_code == 0);
+    CHECK(counter_in(sender.out, "node0.hca.control_processor.busy_ns") > 0);
+    CHECK(counter_in(sender.out, "node1.hca.control_processor.busy_ns") == -1);
+}
