@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <type_traits>
 #include <vector>
 
 #include "host/driver/driver.hpp"
@@ -403,16 +404,20 @@ KVIP_RETURN KvipCloseNic(KVIP_NIC_HANDLE NicHandle) {
     Provider& p = *NicHandle->prov;
     Driver* d = p.drv;
     d->control_call();
-    // Everything the NIC handle created goes with it, each with its own teardown.
+    // Everything the NIC handle created goes with it, each with its own
+    // teardown. It leaves the provider's tables first: a teardown waits for
+    // the adapter, and another thread may close its own NIC handle meanwhile.
     auto release = [NicHandle](auto& owned, auto owner_of, auto teardown) {
+        std::remove_reference_t<decltype(owned)> mine;
         for (auto it = owned.begin(); it != owned.end();) {
             if (owner_of(*it) != NicHandle) {
                 ++it;
                 continue;
             }
-            teardown(*it);
+            mine.insert(mine.end(), std::move(*it));
             it = owned.erase(it);
         }
+        for (const auto& o : mine) teardown(o);
     };
     auto nic_of = [](const auto& o) { return o->nic; };
     release(p.vis, nic_of, [d](const auto& vi) {

@@ -148,6 +148,7 @@ struct Cli {
     bool counters = false;
     bool verify = false;
     bool dual_port = false;
+    bool bidirectional = false;
     std::string vcd;
     std::string dma = "systemc";
     std::string cm = "exchange";
@@ -178,7 +179,8 @@ const std::map<std::string, std::set<std::string>>& options_of() {
     static const std::map<std::string, std::set<std::string>> m{
         {"run", with(workload, {"tx-depth", "qps", "node", "timeout", "serve", "tsc"})},
         {"lat", with(workload, {"op", "qp-type", "srq", "post-list", "verify", "cm"})},
-        {"bw", with(workload, {"op", "tx-depth", "qps", "qp-type", "srq", "post-list", "verify", "cm", "dual-port"})},
+        {"bw", with(workload, {"op", "tx-depth", "qps", "qp-type", "srq", "post-list", "verify", "cm", "dual-port",
+                               "bidirectional"})},
         {"msgrate", with(config, {"op", "sizes", "iters", "tx-depth", "qps", "threads", "dual-port", "qp-type", "srq", "post-list", "verify", "mtu",
                                   "inline", "format", "counters", "vcd"})},
         {"mcast", with(config, {"sizes", "iters", "tx-depth", "inline", "format", "counters"})},
@@ -413,6 +415,7 @@ Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes
     o.verify = c.verify;
     o.rdma_cm = rdma_cm;
     o.dual_port = c.dual_port;
+    o.bidirectional = c.bidirectional;
     if (w.kvipl) {
         if (c.has("qps") && c.qps != "1") throw std::invalid_argument("--api kvipl runs one VI: --qps must be 1");
         o.qps = 1;
@@ -433,10 +436,12 @@ Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes
         o.threads = cli::parse_int("--threads", c.threads, 1, 64, "posting threads per node");
     // -n is per QP, as perftest's; the workload takes the messages in all.
     const std::int64_t messages = static_cast<std::int64_t>(iters) * o.qps;
-    if (messages * o.threads > kMaxIterations)
+    const std::int64_t pairs = static_cast<std::int64_t>(o.threads) * (o.bidirectional ? 2 : 1);
+    if (messages * pairs > kMaxIterations)
         throw std::invalid_argument("-n/--iters " + std::to_string(iters) + " x --qps " + std::to_string(o.qps) +
-                                    (o.threads > 1 ? " x --threads " + std::to_string(o.threads) : std::string()) + " is " +
-                                    std::to_string(messages * o.threads) + " messages per size, more than " +
+                                    (o.threads > 1 ? " x --threads " + std::to_string(o.threads) : std::string()) +
+                                    (o.bidirectional ? " x 2 (--bidirectional)" : "") + " is " +
+                                    std::to_string(messages * pairs) + " messages per size, more than " +
                                     std::to_string(kMaxIterations));
     o.iterations = static_cast<int>(messages);
     if (w.kvipl) check_bandwidth_kvipl_options(o, w.cfg);
@@ -445,6 +450,9 @@ Workload plan_workload(const Cli& c, Kind kind, const std::string& default_sizes
     w.info.settings.emplace_back("QPs", std::to_string(o.qps) + (o.threads > 1 ? " per thread" : ""));
     w.info.settings.emplace_back("TX depth", std::to_string(o.tx_depth));
     if (o.dual_port) w.info.settings.emplace_back("dual-port", "ON (QPs take ports 1 and 2 in turn)");
+    if (o.bidirectional)
+        w.info.settings.emplace_back("bidirectional", std::string("ON (both nodes send, each with ") +
+                                                          (w.kvipl ? "a VI" : "QPs") + " of its own; figures are the sum)");
     if (o.post_list > 1 || w.msgrate) w.info.settings.emplace_back("post list", std::to_string(o.post_list));
     if (w.msgrate) {
         w.info.settings.emplace_back("message size", std::to_string(o.sizes.front()) + " bytes");
@@ -1003,6 +1011,8 @@ int sc_main(int argc, char** argv) {
         ("dual-port,O", po::bool_switch(&c.dual_port),
          "bw/msgrate, RC and UC: the QPs take the adapters' two ports in turn, each cabled to the peer's port of the "
          "same number, as perftest's -O; needs --set port.count=2")
+        ("bidirectional,b", po::bool_switch(&c.bidirectional),
+         "bw: both nodes send at once, each to the other, as perftest's -b; the figures are both directions' sum")
         ("verify", po::bool_switch(&c.verify),
          "lat/bw/msgrate: check every received byte against the sender's pattern; the run fails naming the first bad offset")
         ("vcd", po::value(&c.vcd), "with --set hca.dma.impl=rtl: write VCD waveforms of the RTL DMA engine "

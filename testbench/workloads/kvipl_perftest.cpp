@@ -109,7 +109,11 @@ struct KvipEndpoint {
         a->HostAddress[2] = static_cast<KVIP_UCHAR>(disc);
     }
 
-    void connect(Host& h, const std::string& tag) {
+    // Node 1 listens; `pair` tells apart the VIs two programs of a node connect.
+    void connect(Host& h, const std::string& tag, int pair = 0) {
+        const char server = static_cast<char>('s' + pair), client = static_cast<char>('c' + pair);
+        // Every program of a run takes part in a barrier: the pairs share one.
+        const std::string listening = tag.substr(0, tag.find('.')) + "/listening";
         alignas(8) unsigned char lbuf[sizeof(KVIP_NET_ADDRESS) + 8], rbuf[sizeof(KVIP_NET_ADDRESS) + 8];
         auto* local = reinterpret_cast<KVIP_NET_ADDRESS*>(lbuf);
         auto* remote = reinterpret_cast<KVIP_NET_ADDRESS*>(rbuf);
@@ -117,17 +121,17 @@ struct KvipEndpoint {
         KeInitializeEvent(&ev, NotificationEvent, KVIP_FALSE);
         KVIP_VI_ATTRIBUTES ra{};
         if (h.index() == 1) {
-            address(local, 1, 's');
+            address(local, 1, server);
             KVIP_CONN_HANDLE conn = nullptr;
             need(KvipConnectServerRequest(nic, local, 10000, &ev, &conn), "KvipConnectServerRequest");
-            h.barrier(tag + "/listening");
+            h.barrier(listening);
             KeWaitForSingleObject(&ev, 10000);
             need(KvipConnectServerDone(conn, remote, &ra), "KvipConnectServerDone");
             need(KvipConnectAccept(conn, vi), "KvipConnectAccept");
         } else {
-            address(local, 0, 'c');
-            address(remote, 1, 's');
-            h.barrier(tag + "/listening");
+            address(local, 0, client);
+            address(remote, 1, server);
+            h.barrier(listening);
             need(KvipConnectClientRequest(vi, local, remote, 10000, &ev), "KvipConnectClientRequest");
             KeWaitForSingleObject(&ev, 10000);
             need(KvipConnectClientDone(vi, &ra), "KvipConnectClientDone");
@@ -304,8 +308,17 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
     const std::uint32_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
     std::vector<BandwidthRow> rows;
     const int depth = opt.tx_depth;
-    auto program = [&](Host& h) {
-        const bool client = h.index() == 0;
+    // --bidirectional: a second VI whose client is on node 1.
+    const int pairs = opt.bidirectional ? 2 : 1;
+    struct ClientRun {
+        sim::Tick t0, t1;
+        std::vector<sim::Tick> message_done;
+        double wall_seconds;
+    };
+    std::vector<std::vector<ClientRun>> runs(static_cast<std::size_t>(pairs));
+    auto program = [&](Host& h, int pair) {
+        const bool client = h.index() == (pair == 1 ? 1 : 0);
+        const std::string tag = pair == 0 ? "kbw" : "kbw.back";
         const std::size_t half = max_size + 4096;
         // The VI Architecture has no flow control for sends: a message that
         // finds no receive descriptor breaks the connection. The receiver
@@ -314,7 +327,7 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
                                   static_cast<int>(h.node().hca().params().vi_max_descriptors));
         KvipEndpoint ep(2 * half, static_cast<std::size_t>(std::max(depth, rwin)), opt.vi_reliability);
         fill_pattern(h, ep.data.p, 2 * half);
-        ep.connect(h, "kbw");
+        ep.connect(h, tag, pair);
         const KVIP_USHORT op = opt.op == Op::Send    ? KVIP_CONTROL_OP_SENDRECV
                                : opt.op == Op::Write ? KVIP_CONTROL_OP_RDMAWRITE
                                                      : KVIP_CONTROL_OP_RDMAREAD;
@@ -345,10 +358,9 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
                     message_done.push_back(h.now());
                     ++done;
                 }
-                const sim::Tick t1 = h.now();
-                rows.push_back(bandwidth_row(
-                    size, iters, t0, t1, std::move(message_done), depth,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count()));
+                runs[static_cast<std::size_t>(pair)].push_back(
+                    {t0, h.now(), std::move(message_done),
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count()});
             } else if (opt.op == Op::Send) {
                 for (int received = 0; received < iters; ++received) {
                     reap(h, ep.vi, true, "bandwidth receive");
@@ -365,7 +377,28 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
         }
         h.barrier("kbw/end");
     };
-    sys.run({program, program}, {"KVIPL bandwidth client", "KVIPL bandwidth server"});
+    // Program i runs on node i mod 2.
+    std::vector<System::Program> programs{[&](Host& h) { program(h, 0); }, [&](Host& h) { program(h, 0); }};
+    std::vector<std::string> names{"KVIPL bandwidth client", "KVIPL bandwidth server"};
+    if (pairs == 2) {
+        programs.insert(programs.end(), {[&](Host& h) { program(h, 1); }, [&](Host& h) { program(h, 1); }});
+        names.insert(names.end(), {"KVIPL bandwidth server 1", "KVIPL bandwidth client 1"});
+    }
+    sys.run(programs, names);
+    // A size's figures span both directions: from the first start to the
+    // last end, over all their messages.
+    for (std::size_t i = 0; i < opt.sizes.size(); ++i) {
+        sim::Tick t0 = runs.front().at(i).t0, t1 = runs.front().at(i).t1;
+        double wall = 0;
+        std::vector<sim::Tick> message_done;
+        for (auto& r : runs) {
+            t0 = std::min(t0, r.at(i).t0);
+            t1 = std::max(t1, r.at(i).t1);
+            wall = std::max(wall, r.at(i).wall_seconds);
+            message_done.insert(message_done.end(), r.at(i).message_done.begin(), r.at(i).message_done.end());
+        }
+        rows.push_back(bandwidth_row(opt.sizes[i], opt.iterations * pairs, t0, t1, std::move(message_done), depth, wall));
+    }
     return rows;
 }
 

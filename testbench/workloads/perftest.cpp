@@ -516,6 +516,8 @@ void check_bandwidth_options(const BandwidthOptions& opt, const sim::Config& cfg
     if (opt.threads > 1 && opt.rdma_cm)
         throw std::invalid_argument("--threads " + std::to_string(opt.threads) +
                                     " connects through the out-of-band exchange only, not rdma_cm");
+    if (opt.bidirectional && opt.rdma_cm)
+        throw std::invalid_argument("--bidirectional connects through the out-of-band exchange only, not rdma_cm");
     if (opt.dual_port) {
         if (cfg.get_int("port.count") < 2)
             throw std::invalid_argument("--dual-port needs adapters with two ports: port.count = " +
@@ -527,11 +529,14 @@ void check_bandwidth_options(const BandwidthOptions& opt, const sim::Config& cfg
     const EndpointOptions eo = bandwidth_endpoint(opt, cfg);
     check_endpoint(eo, opt.mtu, cfg);
     const hca::HcaParams p = hca::HcaParams::from(cfg);
-    const std::uint64_t all_qps = static_cast<std::uint64_t>(opt.qps) * static_cast<std::uint64_t>(opt.threads);
-    if (opt.threads > 1 && all_qps > p.max_qp)
-        throw std::invalid_argument(more_than_allowed("--threads " + std::to_string(opt.threads) + " x --qps " +
-                                                          std::to_string(opt.qps) + " = " + std::to_string(all_qps) +
-                                                          " QPs per node",
+    // Each node has the QPs of every thread's client and server.
+    const std::uint64_t pairs = static_cast<std::uint64_t>(opt.threads) * (opt.bidirectional ? 2 : 1);
+    const std::uint64_t all_qps = static_cast<std::uint64_t>(opt.qps) * pairs;
+    if (pairs > 1 && all_qps > p.max_qp)
+        throw std::invalid_argument(more_than_allowed((opt.threads > 1 ? "--threads " + std::to_string(opt.threads) + " x " : std::string()) +
+                                                          "--qps " + std::to_string(opt.qps) +
+                                                          (opt.bidirectional ? " x 2 (--bidirectional)" : "") + " = " +
+                                                          std::to_string(all_qps) + " QPs per node",
                                                       "hca.max_qp", p.max_qp));
     const std::uint64_t cqes = bandwidth_cq_entries(opt.qps, opt.tx_depth);
     if (cqes > p.max_cqe && cqes == bandwidth_cq_entries(1, 1))
@@ -693,10 +698,12 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
     // stops when the sender is done and nothing more arrives.
     const bool unreliable = opt.qp_type != QpType::Rc;
     std::string refusal;
-    // Posting threads per node: thread t's client runs on node 0 and its
+    // Posting threads per node: pair t's client runs on node 0 and its
     // server on node 1, each pair with QPs, CQs and buffers of its own, as
-    // that many perftest processes on as many cores.
-    const int threads = opt.threads;  // at least 1 (check_bandwidth_options)
+    // that many perftest processes on as many cores. Bidirectional runs
+    // twice the pairs, every odd one with its client on node 1.
+    const int threads = opt.threads * (opt.bidirectional ? 2 : 1);  // at least 1 (check_bandwidth_options)
+    auto client_node = [&opt](int thread) { return opt.bidirectional && thread % 2 == 1 ? 1 : 0; };
     // Set by a client when it has sent every message of a size (the
     // out-of-band channel, as perftest's closing socket exchange).
     std::vector<int> sender_done(static_cast<std::size_t>(threads), 0);
@@ -714,7 +721,7 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
     // lists, the last request of each list is signaled, as perftest does.
     const int cq_mod = opt.post_list > 1 ? opt.post_list : std::max(1, std::min(opt.cq_mod, opt.tx_depth));
     auto program = [&](Host& h, int thread) {
-        const bool client = h.index() == 0;
+        const bool client = h.index() == client_node(thread);
         const std::string tag = thread == 0 ? "bw" : "bw.thread" + std::to_string(thread);
         int& done_sending = sender_done[static_cast<std::size_t>(thread)];
         // --dual-port: the ports alternate over the QPs of all threads.
@@ -937,9 +944,15 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
     std::vector<std::string> names;
     for (int t = 0; t < threads; ++t) {
         const std::string suffix = threads > 1 ? " " + std::to_string(t) : "";
+        // Program i runs on node i mod 2.
+        const bool reversed = client_node(t) == 1;
         for (const char* role : {"bandwidth client", "bandwidth server"}) {
             programs.push_back([&program, t](Host& h) { program(h, t); });
             names.push_back(role + suffix);
+        }
+        if (reversed) {
+            std::swap(programs[programs.size() - 1], programs[programs.size() - 2]);
+            std::swap(names[names.size() - 1], names[names.size() - 2]);
         }
     }
     sys.run(programs, names);

@@ -75,6 +75,10 @@ struct BandwidthOptions {
     bool rdma_cm = false;    // connect with rdma_cm instead of the out-of-band exchange (perftest's -R)
     int threads = 1;         // posting threads per node, each with qps QPs of its own and iterations messages
     bool dual_port = false;  // RC and UC: QPs take both ports in turn, numbered over every thread (perftest's -O)
+    // Both nodes send at once, each to the other (perftest's -b): every
+    // thread has a client and a server on each node, with QPs of their own,
+    // and the figures are both directions' sum.
+    bool bidirectional = false;
 };
 
 // What the device said no to in a run: the host programs found out at set-up
