@@ -17,7 +17,7 @@ namespace hcasim::hca {
 class CompletionEngine final : public sim::Block, public CompletionArming {
 public:
     // hca.control_program: this block's steps run on the adapter's one processor.
-    void run_steps_on(sim::Timeline& processor) { m_pipe.share(&processor); }
+    void run_steps_on(sim::Timeline& processor) { m_pipe.share(&processor, "CQE"); }
     struct Wiring {
         CqTable& cqs;
         DmaEngine& dma;

@@ -7,14 +7,22 @@
 // side by side.
 #pragma once
 
+#include <string>
+
 #include "model/sim/time.hpp"
+#include "model/sim/tracer.hpp"
 
 namespace hcasim::hca {
 
 class ControlProcessor {
 public:
-    explicit ControlProcessor(double core_clock_mhz)
-        : m_clock(sim::Clock::from_mhz("hca.core", core_clock_mhz)), m_program(&m_clock) {}
+    // track: its trace track ("node0.hca.control_processor"), a slice per step.
+    ControlProcessor(double core_clock_mhz, std::string track)
+        : m_clock(sim::Clock::from_mhz("hca.core", core_clock_mhz)), m_program(&m_clock), m_track(std::move(track)) {
+        m_program.on_serve([this](const char* step, const sim::Timeline::Slot& s) {
+            if (sim::tracer().on()) sim::tracer().slice(m_track, step, s.start, s.end, {}, sim::tracer().current_flow());
+        });
+    }
     ControlProcessor(const ControlProcessor&) = delete;
     ControlProcessor& operator=(const ControlProcessor&) = delete;
 
@@ -26,6 +34,7 @@ public:
 private:
     sim::Clock m_clock;
     sim::Timeline m_program;
+    std::string m_track;
 };
 
 }  // namespace hcasim::hca

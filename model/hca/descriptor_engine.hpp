@@ -33,7 +33,7 @@ std::uint32_t vi_op_bits(WqeOpcode op);
 class DescriptorEngine final : public sim::Block, public DescriptorQueues {
 public:
     // hca.control_program: this block's steps run on the adapter's one processor.
-    void run_steps_on(sim::Timeline& processor) { m_parser.share(&processor); }
+    void run_steps_on(sim::Timeline& processor) { m_parser.share(&processor, "descriptor parse"); }
     struct Wiring {
         QpTable& qps;
         DmaEngine& dma;

@@ -26,7 +26,7 @@ struct DoorbellWrite {
 class DoorbellUnit : public sim::Block {
 public:
     // hca.control_program: this block's steps run on the adapter's one processor.
-    void run_steps_on(sim::Timeline& processor) { m_pipe.share(&processor); }
+    void run_steps_on(sim::Timeline& processor) { m_pipe.share(&processor, "doorbell"); }
     struct Wiring {
         QpTable& qps;
         pcie::HostBus& bus;             // MMIO writes cross it

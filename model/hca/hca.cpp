@@ -80,7 +80,7 @@ Hca::Hca(const sc_core::sc_module_name& name, const sim::Config& cfg, pcie::Host
     }
     m_rx.set_multicast(&m_mcast);
     if (m_p.control_program) {
-        m_processor = std::make_unique<ControlProcessor>(m_p.core_clock_mhz);
+        m_processor = std::make_unique<ControlProcessor>(m_p.core_clock_mhz, std::string(this->name()) + ".control_processor");
         sim::Timeline& program = m_processor->program();
         m_doorbell.run_steps_on(program);
         m_scheduler.run_steps_on(program);

@@ -32,7 +32,7 @@ public:
 class MulticastTable final : public sim::Block, public MulticastReceiver {
 public:
     // hca.control_program: this block's steps run on the adapter's one processor.
-    void run_steps_on(sim::Timeline& processor) { m_steering.share(&processor); }
+    void run_steps_on(sim::Timeline& processor) { m_steering.share(&processor, "multicast steering"); }
     using Gid = std::array<std::uint8_t, 16>;
     struct Wiring {
         QpTable& qps;

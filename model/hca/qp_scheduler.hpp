@@ -14,7 +14,7 @@ namespace hcasim::hca {
 class QpScheduler : public sim::Block {
 public:
     // hca.control_program: this block's steps run on the adapter's one processor.
-    void run_steps_on(sim::Timeline& processor) { m_arbiter.share(&processor); }
+    void run_steps_on(sim::Timeline& processor) { m_arbiter.share(&processor, "schedule"); }
     QpScheduler(const sc_core::sc_module_name& name, const HcaParams& p);
 
     // Marks a QP as having work (no effect if it already is in the ring).

@@ -44,8 +44,8 @@ void RxPipeline::receive(packet::PacketPtr pkt, sim::Tick t, unsigned port_num, 
     const sim::Tick streamed = std::max(first_byte, t + beat > pass ? t + beat - pass : 0);
     const sim::Tick earliest = std::max({streamed, engine_free, gate > m_backlog_slack ? gate - m_backlog_slack : 0});
     sim::Tick done;
-    if (m_processor) {
-        done = m_processor->reserve(earliest, cycles).end;
+    if (m_on_processor) {
+        done = m_passes.reserve(earliest, cycles).end;
     } else {
         done = m_clock.edge_at_or_after(earliest) + pass;
     }

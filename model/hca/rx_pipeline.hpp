@@ -40,7 +40,11 @@ public:
     void set_multicast(MulticastReceiver* m) { m_multicast = m; }
     // hca.control_program: the packet passes run on the adapter's one
     // processor, between its other steps.
-    void run_steps_on(sim::Timeline& processor) { m_processor = &processor; }
+    void run_steps_on(sim::Timeline& processor) {
+        m_passes.set_clock(&m_clock);
+        m_passes.share(&processor, "receive");
+        m_on_processor = true;
+    }
 
 private:
     // The packet's work on QP qp, its context on chip at t.
@@ -53,7 +57,8 @@ private:
     std::vector<sim::Tick> m_engine_free;
     sim::Tick m_backlog_slack = 0;
     MulticastReceiver* m_multicast = nullptr;
-    sim::Timeline* m_processor = nullptr;
+    sim::Timeline m_passes;  // the passes on the processor (hca.control_program)
+    bool m_on_processor = false;
     // Packets waiting for their QP's context to come on chip, by QP number,
     // and whether the context cache holds the context for them meanwhile.
     struct Waiting {

@@ -24,7 +24,7 @@ bool parse_recv_wqe(const std::uint8_t* wqe, std::uint32_t max_sge, RecvWork& ou
 class SrqEngine final : public sim::Block, public SharedReceiveQueues {
 public:
     // hca.control_program: this block's steps run on the adapter's one processor.
-    void run_steps_on(sim::Timeline& processor) { m_parser.share(&processor); }
+    void run_steps_on(sim::Timeline& processor) { m_parser.share(&processor, "SRQ WQE parse"); }
     SrqEngine(const sc_core::sc_module_name& name, const HcaParams& p, DmaEngine& dma, QpErrorHandler& events);
 
     // The SRQ context table (firmware writes it).

@@ -33,8 +33,8 @@ public:
     sim::Tick execute(sim::Tick t, const DmaDescriptor* d, std::size_t n, std::vector<DmaCompletion>& out) override;
     sim::Block& block() override { return *this; }
     void run_steps_on(sim::Timeline& processor) override {
-        m_read_engine.share(&processor);
-        m_write_engine.share(&processor);
+        m_read_engine.share(&processor, "DMA read setup");
+        m_write_engine.share(&processor, "DMA write setup");
     }
 
 private:

@@ -86,7 +86,7 @@ private:
 class TranslationUnit final : public sim::Block, public AddressTranslator {
 public:
     // hca.control_program: this block's steps run on the adapter's one processor.
-    void run_steps_on(sim::Timeline& processor) { m_pipe.share(&processor); }
+    void run_steps_on(sim::Timeline& processor) { m_pipe.share(&processor, "translate"); }
     TranslationUnit(const sc_core::sc_module_name& name, const HcaParams& p, ProtectionTable& table,
                     pcie::HostBus& bus);
 

@@ -23,7 +23,7 @@ namespace hcasim::hca {
 class TxPipeline final : public sim::Block, public TransmitPath {
 public:
     // hca.control_program: this block's steps run on the adapter's one processor.
-    void run_steps_on(sim::Timeline& processor) { for (sim::Timeline& e : m_engines) e.share(&processor); }
+    void run_steps_on(sim::Timeline& processor) { for (sim::Timeline& e : m_engines) e.share(&processor, "transmit"); }
     struct Wiring {
         QpTable& qps;
         QpScheduler& scheduler;

@@ -19,7 +19,7 @@ namespace hcasim::hca {
 class WqeFetchEngine final : public sim::Block, public WorkQueueFetcher {
 public:
     // hca.control_program: this block's steps run on the adapter's one processor.
-    void run_steps_on(sim::Timeline& processor) { m_parser.share(&processor); }
+    void run_steps_on(sim::Timeline& processor) { m_parser.share(&processor, "WQE parse"); }
     struct Wiring {
         QpTable& qps;
         DmaEngine& dma;

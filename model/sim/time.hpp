@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <algorithm>
+#include <functional>
 #include <vector>
 #include <string>
 
@@ -108,14 +109,21 @@ public:
     // From now on another timeline serves this one's requests: the work of
     // several stages runs on one resource (an adapter whose steps are a
     // control program on one processor). busy_total() still counts this
-    // stage's own share.
-    void share(Timeline* serving) { m_serving = serving; }
+    // stage's own share; step names it to the serving timeline's watcher.
+    void share(Timeline* serving, const char* step = "step") {
+        m_serving = serving;
+        m_step = step;
+    }
+    // Told of every slot this timeline serves for a stage that shares it
+    // (the shared processor's trace track).
+    void on_serve(std::function<void(const char* step, const Slot&)> watcher) { m_watcher = std::move(watcher); }
 
     // Occupies the resource for n cycles, starting no earlier than t.
     Slot reserve(Tick t, std::uint64_t n) {
         if (m_serving) {
             const Slot s = m_serving->reserve(t, n);
             m_busy_total += s.end - s.start;
+            if (m_serving->m_watcher) m_serving->m_watcher(m_step, s);
             return s;
         }
         // Nothing can be reserved before the present: forget the past.
@@ -165,6 +173,8 @@ public:
 private:
     const Clock* m_clock;
     Timeline* m_serving = nullptr;
+    const char* m_step = "step";
+    std::function<void(const char*, const Slot&)> m_watcher;
     std::vector<Slot> m_busy;  // disjoint, in time order, live from m_head
     std::size_t m_head = 0;
     Tick m_busy_total = 0;

@@ -4,8 +4,14 @@
 // instead of running side by side.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "model/sim/time.hpp"
 #include "testbench/integration/harness.hpp"
@@ -15,6 +21,7 @@ using hcasim::sim::Clock;
 using hcasim::sim::Timeline;
 using hcasim::test::CommandResult;
 using hcasim::test::counter_in;
+using hcasim::test::read_file;
 using hcasim::test::run_hcasim;
 
 namespace {
@@ -99,4 +106,27 @@ TEST_CASE("one node's control program slows only that node's steps", "[kvipl][no
     REQUIRE(sender.exit_code == 0);
     CHECK(counter_in(sender.out, "node0.hca.control_processor.busy_ns") > 0);
     CHECK(counter_in(sender.out, "node1.hca.control_processor.busy_ns") == -1);
+}
+
+TEST_CASE("the control processor has a trace track with a slice per step it runs", "[kvipl][trace]") {
+    const std::string path = "/tmp/hcasim_control_processor_" + std::to_string(::getpid()) + ".json";
+    const CommandResult r = run_hcasim("lat --api kvipl --preset vi-pci66 --op send --sizes 64 -n 4 --trace " + path);
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    const nlohmann::json j = nlohmann::json::parse(read_file(path));
+    std::remove(path.c_str());
+    std::map<std::pair<int, int>, std::string> track;
+    for (const auto& e : j["traceEvents"])
+        if (e["ph"] == "M" && e["name"] == "thread_name") track[{e["pid"].get<int>(), e["tid"].get<int>()}] = e["args"]["name"];
+    std::set<std::string> steps;
+    for (const auto& e : j["traceEvents"]) {
+        if (e["ph"] != "X") continue;
+        if (track[{e["pid"].get<int>(), e["tid"].get<int>()}].find("node0.hca.control_processor") == std::string::npos) continue;
+        CHECK(e["dur"].get<double>() > 0);
+        steps.insert(e["name"].get<std::string>());
+    }
+    INFO("steps seen: " << steps.size());
+    // A VI send's steps at the sender and the answer's at the same node.
+    for (const char* step : {"doorbell", "descriptor parse", "translate", "transmit", "receive", "CQE"})
+        CHECK(steps.count(step) == 1);
 }
