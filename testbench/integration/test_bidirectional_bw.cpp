@@ -7,35 +7,12 @@
 #include <string>
 
 #include "testbench/integration/harness.hpp"
+#include "testbench/integration/report_rows.hpp"
 
 using hcasim::test::CommandResult;
+using hcasim::test::bw_column;
 using hcasim::test::run_hcasim;
-
-namespace {
-
-// The BW average column of a `bw` report's row for size; -1 when absent.
-double bw_avg(const std::string& out, const std::string& size) {
-    std::istringstream in(out);
-    std::string line;
-    while (std::getline(in, line)) {
-        std::istringstream row(line);
-        std::string bytes, iters;
-        double peak = 0, avg = -1;
-        if (row >> bytes >> iters >> peak >> avg && bytes == size) return avg;
-    }
-    return -1;
-}
-
-// The report without its wall-clock figures, which differ run to run.
-std::string without_wall_clock(const std::string& out) {
-    std::istringstream in(out);
-    std::string line, kept;
-    while (std::getline(in, line))
-        if (line.find("wall") == std::string::npos) kept += line + "\n";
-    return kept;
-}
-
-}  // namespace
+using hcasim::test::without_wall_clock;
 
 TEST_CASE("bw --bidirectional sends both ways at once, checks every byte and reports the sum", "[perftest]") {
     for (const char* op : {"write", "send", "read"}) {
@@ -51,7 +28,7 @@ TEST_CASE("bw --bidirectional sends both ways at once, checks every byte and rep
         // The link is full duplex: two streams carry nearly twice as much
         // (READs a little less: their requests share the links with the data).
         for (const char* size : {"4096", "65536"}) {
-            const double uni = bw_avg(one.out, size), bi = bw_avg(both.out, size);
+            const double uni = bw_column(one.out, size, 3), bi = bw_column(both.out, size, 3);
             REQUIRE(uni > 0);
             CHECK(bi > 1.7 * uni);
             CHECK(bi <= 2.0 * uni * 1.01);
@@ -79,7 +56,7 @@ TEST_CASE("on one shared PCI bus the two directions of bw --bidirectional take t
     INFO(one.out << both.out);
     REQUIRE(one.exit_code == 0);
     REQUIRE(both.exit_code == 0);
-    const double uni = bw_avg(one.out, "65536"), bi = bw_avg(both.out, "65536");
+    const double uni = bw_column(one.out, "65536", 3), bi = bw_column(both.out, "65536", 3);
     REQUIRE(uni > 0);
     // Each direction alone runs at its link's rate, well below the bus's
     // 528 MB/s; both together cross the one bus twice per byte (in at the

@@ -15,31 +15,16 @@
 
 #include "model/sim/time.hpp"
 #include "testbench/integration/harness.hpp"
+#include "testbench/integration/report_rows.hpp"
 #include "testbench/system/isolated.hpp"
 
 using hcasim::sim::Clock;
 using hcasim::sim::Timeline;
 using hcasim::test::CommandResult;
+using hcasim::test::bw_column;
 using hcasim::test::counter_in;
 using hcasim::test::read_file;
 using hcasim::test::run_hcasim;
-
-namespace {
-
-// The msg_rate column of the one result row of a `bw` report.
-double msg_rate(const std::string& out, const std::string& size) {
-    std::istringstream in(out);
-    std::string line;
-    while (std::getline(in, line)) {
-        std::istringstream row(line);
-        std::string bytes, iters;
-        double peak = 0, avg = 0, rate = -1;
-        if (row >> bytes >> iters >> peak >> avg >> rate && bytes == size) return rate;
-    }
-    return -1;
-}
-
-}  // namespace
 
 TEST_CASE("stages that share one timeline wait for each other and each counts its own busy time", "[unit]") {
     // SystemC's clock is read by a reservation: in a child of its own.
@@ -84,7 +69,7 @@ TEST_CASE("with hca.control_program the steps of a stream of small sends queue o
     // Both runs verify every byte they move.
     REQUIRE(blocks.exit_code == 0);
     REQUIRE(program.exit_code == 0);
-    const double side_by_side = msg_rate(blocks.out, "64"), one_processor = msg_rate(program.out, "64");
+    const double side_by_side = bw_column(blocks.out, "64", 4), one_processor = bw_column(program.out, "64", 4);
     REQUIRE(side_by_side > 0);
     REQUIRE(one_processor > 0);
     // The sender's steps for each message (doorbell, scheduling, descriptor

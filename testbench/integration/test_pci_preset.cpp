@@ -7,22 +7,11 @@
 #include <string>
 
 #include "testbench/integration/harness.hpp"
+#include "testbench/integration/report_rows.hpp"
 
 using hcasim::test::CommandResult;
 using hcasim::test::run_hcasim;
-
-namespace {
-
-// The report without its wall-clock figures, which differ run to run.
-std::string without_wall_clock(const std::string& out) {
-    std::istringstream in(out);
-    std::string line, kept;
-    while (std::getline(in, line))
-        if (line.find("wall") == std::string::npos) kept += line + "\n";
-    return kept;
-}
-
-}  // namespace
+using hcasim::test::without_wall_clock;
 
 TEST_CASE("hcasim lat --preset vi-pci66 --api kvipl runs on the PCI bus and verifies the bytes it moves", "[pci]") {
     const CommandResult r = run_hcasim("lat --preset vi-pci66 --api kvipl --op send --sizes 4,288,4096 -n 50", true);
