@@ -180,8 +180,8 @@ HcaParams HcaParams::from(const sim::Config& c) {
     p.tx_packet_cycles = u("hca.tx_packet_cycles");
     p.rx_packet_cycles = u("hca.rx_packet_cycles");
     p.tx_engines = u("hca.tx_engines");
-    p.control_program = c.get_bool("hca.control_program");
     p.rx_engines = u("hca.rx_engines");
+    p.control_program = c.get_bool("hca.control_program");
     p.tx_buffer_bytes = u("hca.tx_buffer_bytes");
     p.rx_buffer_bytes = u("hca.rx_buffer_bytes");
     p.ack_coalesce = u("hca.ack_coalesce");

@@ -306,15 +306,9 @@ std::vector<LatencyRow> run_latency_kvipl(System& sys, const LatencyOptions& opt
 std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOptions& opt) {
     check_bandwidth_kvipl_options(opt, sys.config());
     const std::uint32_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
-    std::vector<BandwidthRow> rows;
     const int depth = opt.tx_depth;
     // --bidirectional: a second VI whose client is on node 1.
     const int pairs = opt.bidirectional ? 2 : 1;
-    struct ClientRun {
-        sim::Tick t0, t1;
-        std::vector<sim::Tick> message_done;
-        double wall_seconds;
-    };
     std::vector<std::vector<ClientRun>> runs(static_cast<std::size_t>(pairs));
     auto program = [&](Host& h, int pair) {
         const bool client = h.index() == (pair == 1 ? 1 : 0);
@@ -385,21 +379,7 @@ std::vector<BandwidthRow> run_bandwidth_kvipl(System& sys, const BandwidthOption
         names.insert(names.end(), {"KVIPL bandwidth server 1", "KVIPL bandwidth client 1"});
     }
     sys.run(programs, names);
-    // A size's figures span both directions: from the first start to the
-    // last end, over all their messages.
-    for (std::size_t i = 0; i < opt.sizes.size(); ++i) {
-        sim::Tick t0 = runs.front().at(i).t0, t1 = runs.front().at(i).t1;
-        double wall = 0;
-        std::vector<sim::Tick> message_done;
-        for (auto& r : runs) {
-            t0 = std::min(t0, r.at(i).t0);
-            t1 = std::max(t1, r.at(i).t1);
-            wall = std::max(wall, r.at(i).wall_seconds);
-            message_done.insert(message_done.end(), r.at(i).message_done.begin(), r.at(i).message_done.end());
-        }
-        rows.push_back(bandwidth_row(opt.sizes[i], opt.iterations * pairs, t0, t1, std::move(message_done), depth, wall));
-    }
-    return rows;
+    return combined_rows(opt.sizes, opt.iterations, runs, depth);
 }
 
 }  // namespace hcasim::testbench

@@ -352,6 +352,27 @@ BandwidthRow bandwidth_row(std::uint32_t size, int iterations, sim::Tick t0, sim
     return r;
 }
 
+std::vector<BandwidthRow> combined_rows(const std::vector<std::uint32_t>& sizes, int iterations,
+                                        const std::vector<std::vector<ClientRun>>& runs, int tx_depth) {
+    std::vector<BandwidthRow> rows;
+    for (std::size_t i = 0; i < runs.front().size(); ++i) {
+        const std::uint32_t size = sizes[i];
+        sim::Tick t0 = runs.front()[i].t0, t1 = runs.front()[i].t1;
+        double wall = 0;
+        std::vector<sim::Tick> message_done;
+        for (auto& r : runs) {
+            if (i >= r.size()) throw std::runtime_error("a bandwidth client ended before size " + std::to_string(size));
+            t0 = std::min(t0, r[i].t0);
+            t1 = std::max(t1, r[i].t1);
+            wall = std::max(wall, r[i].wall_seconds);
+            message_done.insert(message_done.end(), r[i].message_done.begin(), r[i].message_done.end());
+        }
+        const int clients = static_cast<int>(runs.size());
+        rows.push_back(bandwidth_row(size, iterations * clients, t0, t1, std::move(message_done), tx_depth, wall));
+    }
+    return rows;
+}
+
 namespace {
 
 // What the workloads ask of the device, checked against what it reports
@@ -689,7 +710,6 @@ namespace {
 std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, std::vector<QpRateRow>* per_qp) {
     check_bandwidth_options(opt, sys.config());
     const std::uint32_t max_size = *std::max_element(opt.sizes.begin(), opt.sizes.end());
-    std::vector<BandwidthRow> rows;
     const EndpointOptions eo = bandwidth_endpoint(opt, sys.config());
     const int recv_window = static_cast<int>(eo.max_recv_wr);
     // A UD receive has the GRH area in front of the data.
@@ -708,11 +728,6 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
     // out-of-band channel, as perftest's closing socket exchange).
     std::vector<int> sender_done(static_cast<std::size_t>(threads), 0);
     // What each client measured at each size, combined after the run.
-    struct ClientRun {
-        sim::Tick t0, t1;
-        std::vector<sim::Tick> message_done;
-        double wall_seconds;
-    };
     std::vector<std::vector<ClientRun>> runs(static_cast<std::size_t>(threads));
     std::vector<std::vector<QpRateRow>> qp_rows(static_cast<std::size_t>(threads));
 
@@ -957,22 +972,7 @@ std::vector<BandwidthRow> bandwidth(System& sys, const BandwidthOptions& opt, st
     }
     sys.run(programs, names);
     if (!refusal.empty()) throw Unsupported(refusal);
-    // A size's figures span every thread: from the first start to the last
-    // end, over all their messages.
-    for (std::size_t i = 0; i < runs.front().size(); ++i) {
-        const std::uint32_t size = opt.sizes[i];
-        sim::Tick t0 = runs.front()[i].t0, t1 = runs.front()[i].t1;
-        double wall = 0;
-        std::vector<sim::Tick> message_done;
-        for (auto& r : runs) {
-            if (i >= r.size()) throw std::runtime_error("a bandwidth client ended before size " + std::to_string(size));
-            t0 = std::min(t0, r[i].t0);
-            t1 = std::max(t1, r[i].t1);
-            wall = std::max(wall, r[i].wall_seconds);
-            message_done.insert(message_done.end(), r[i].message_done.begin(), r[i].message_done.end());
-        }
-        rows.push_back(bandwidth_row(size, opt.iterations * threads, t0, t1, std::move(message_done), opt.tx_depth, wall));
-    }
+    std::vector<BandwidthRow> rows = combined_rows(opt.sizes, opt.iterations, runs, opt.tx_depth);
     if (per_qp) {
         per_qp->clear();
         for (const auto& q : qp_rows) per_qp->insert(per_qp->end(), q.begin(), q.end());

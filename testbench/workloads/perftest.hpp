@@ -124,6 +124,17 @@ sim::Tick stall_limit(const System& sys, std::uint64_t bytes_in_flight);
 // A bandwidth row from the run's start and end and when each message completed.
 BandwidthRow bandwidth_row(std::uint32_t size, int iterations, sim::Tick t0, sim::Tick t1,
                            std::vector<sim::Tick> message_done, int tx_depth, double wall_seconds);
+// What one bandwidth client measured at one size.
+struct ClientRun {
+    sim::Tick t0, t1;
+    std::vector<sim::Tick> message_done;
+    double wall_seconds;
+};
+// The rows of clients that ran side by side, runs[client][size index], each
+// with iterations messages a size: a size spans them all, from the first
+// start to the last end, over all their messages.
+std::vector<BandwidthRow> combined_rows(const std::vector<std::uint32_t>& sizes, int iterations,
+                                        const std::vector<std::vector<ClientRun>>& runs, int tx_depth);
 
 // "2:8388608" (every power of two from 2 to 8 MiB; both bounds must be
 // powers of two), "4096", or "64,1024,65536" (each size once). Decimal only;
