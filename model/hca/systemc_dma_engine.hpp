@@ -47,6 +47,7 @@ private:
     sim::Timeline m_read_engine;
     sim::Timeline m_write_engine;
     std::uint32_t m_setup;
+    std::uint32_t m_datapath_bytes;
     // Hot counters, looked up once.
     std::uint64_t* m_n_read_bytes = nullptr;
     std::uint64_t* m_n_reads = nullptr;

@@ -38,6 +38,13 @@ public:
     // Peak data rate from the adapter towards host memory (bytes per
     // second): how fast the adapter can drain received data.
     virtual double upstream_bytes_per_s() const = 0;
+    // The most one request moves: a read request (PCIe max read request
+    // size) and a posted write (max payload size); a PCI burst.
+    virtual std::uint32_t max_read_request() const = 0;
+    virtual std::uint32_t max_write_request() const = 0;
+    // The earliest a DMA read issued at t can send its first request: at
+    // t, or when a PCIe read tag returns if all are in use.
+    virtual sim::Tick read_slot(sim::Tick t) const = 0;
 };
 
 // The bus host.bus names, with its parameters from cfg: a PCIe link named

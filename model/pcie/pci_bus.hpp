@@ -45,6 +45,10 @@ public:
     sim::Tick msix(sim::Tick t) override;
     sim::Tick posted_backlog_end() const override { return m_adapter_posted_end; }
     double upstream_bytes_per_s() const override { return m_p.bytes_per_s(); }
+    std::uint32_t max_read_request() const override { return m_p.max_burst_bytes; }
+    std::uint32_t max_write_request() const override { return m_p.max_burst_bytes; }
+    // No split transactions: a read holds the bus, nothing to wait for.
+    sim::Tick read_slot(sim::Tick t) const override { return t; }
 
     const PciParams& params() const { return m_p; }
     // Clocks the bus was owned by a transaction (arbitration to last data phase).

@@ -84,6 +84,8 @@ PcieHostInterface::PcieHostInterface(const sc_core::sc_module_name& name, const 
       m_core_latency(m_clock.cycles(p.core_latency_cycles)),
       m_rc_latency(sim::ns_to_ps(p.root_complex_latency_ns)),
       m_memory(memory) {
+    HCASIM_ASSERT(p.lanes > 0 && (p.lanes & (p.lanes - 1)) == 0);
+    while ((1 << m_lane_shift) < p.lanes) ++m_lane_shift;
     m_n_tlps[kUp] = &counter("tlps_up");
     m_n_tlps[kDown] = &counter("tlps_down");
     m_n_bytes[kUp] = &counter("bytes_up");
@@ -96,7 +98,8 @@ PcieHostInterface::PcieHostInterface(const sc_core::sc_module_name& name, const 
 }
 
 std::uint64_t PcieHostInterface::wire_cycles(std::uint64_t bytes) const {
-    return (bytes + static_cast<std::uint64_t>(m_p.lanes) - 1) / static_cast<std::uint64_t>(m_p.lanes);
+    // Link widths are powers of two.
+    return (bytes + static_cast<std::uint64_t>(m_p.lanes) - 1) >> m_lane_shift;
 }
 
 Tick PcieHostInterface::PostedOrder::floor_for(Tick t) const {
@@ -119,30 +122,51 @@ void PcieHostInterface::PostedOrder::add(Tick enter, Tick end) {
     m_marks.push_back({enter, end});
 }
 
-// TLPs of one kind on one direction, sent back to back once they have
-// entered the transmit queue at t and the ordering rules let them go.
-sim::Timeline::Slot PcieHostInterface::send_tlps(int dir, Kind kind, Tick t, std::uint32_t count,
-                                                 std::uint64_t wire_bytes) {
+// TLPs of one kind on one direction, in order, once they have entered the
+// transmit queue at t and the ordering rules let them go. Each TLP takes the
+// link on its own, so a burst fills the gaps that TLPs booked for later
+// leave (a long burst of writes does not wait for one gap that holds all of
+// it, and a read request booked ahead of it is not pushed behind it).
+PcieHostInterface::Burst PcieHostInterface::send_tlps(int dir, Kind kind, Tick t, const std::uint32_t* wire,
+                                                      std::uint32_t count) {
     PostedOrder& posted = m_posted[dir];
     // A posted write passes no posted write (A1a); a read request (B1a) or
     // a completion (D1a) passes no posted write that entered before it.
     const Tick floor = kind == Kind::Posted ? posted.last_end() : posted.floor_for(t);
-    const auto slot = m_line[dir].reserve(std::max(t, floor), wire_cycles(wire_bytes));
-    if (kind == Kind::Posted) posted.add(t, slot.end);
+    const Tick at = std::max(t, floor);
+    // A burst's TLPs follow each other in the link's byte stream: TLP i ends
+    // on the symbol that carries its last byte.
+    m_tlp_cycles.resize(count);
+    std::uint64_t bytes = 0;
+    std::uint64_t cycles_before = 0;
+    for (std::uint32_t i = 0; i < count; ++i) {
+        bytes += wire[i];
+        const std::uint64_t cycles = wire_cycles(bytes);
+        m_tlp_cycles[i] = cycles - cycles_before;
+        cycles_before = cycles;
+    }
+    // A read's timing needs where its first request and each of its
+    // completions end; a write's only where it ends.
+    const bool timed = kind != Kind::Posted;
+    m_tlp_end.resize(timed ? count : 0);
+    const auto slot =
+        m_line[dir].reserve_in_order(at, m_tlp_cycles.data(), count, timed ? m_tlp_end.data() : nullptr);
+    const Burst b{slot.start, timed ? m_tlp_end.front() : slot.end, slot.end};
+    if (kind == Kind::Posted) posted.add(t, b.end);
     if (sim::tracer().on()) {
         static const char* const kNames[] = {"posted write", "read request", "completion"};
-        sim::tracer().slice(path() + (dir == kUp ? ".up" : ".down"), kNames[static_cast<int>(kind)], slot.start, slot.end,
-                            {{"tlps", count}, {"wire_bytes", wire_bytes}}, sim::tracer().current_flow());
+        sim::tracer().slice(path() + (dir == kUp ? ".up" : ".down"), kNames[static_cast<int>(kind)], b.start, b.end,
+                            {{"tlps", count}, {"wire_bytes", bytes}}, sim::tracer().current_flow());
     }
     std::uint32_t& sent = m_tlps[dir];
     const std::uint32_t before = sent;
     sent += count;
     const std::uint32_t dllps = (sent / m_p.tlps_per_ack - before / m_p.tlps_per_ack) +
                                 (sent / m_p.tlps_per_fc_update - before / m_p.tlps_per_fc_update);
-    if (dllps) send_dllps(1 - dir, slot, dllps);
+    if (dllps) send_dllps(1 - dir, {b.start, b.end}, dllps);
     *m_n_tlps[dir] += count;
-    *m_n_bytes[dir] += wire_bytes;
-    return slot;
+    *m_n_bytes[dir] += bytes;
+    return b;
 }
 
 // The receiver of a burst returns ACK and UpdateFC DLLPs on the opposite
@@ -162,6 +186,16 @@ void PcieHostInterface::send_dllps(int dir, sim::Timeline::Slot during, std::uin
     *m_n_dllps[dir] += count;
 }
 
+Tick PcieHostInterface::read_slot(Tick t) const {
+    // Tags return in order: those due by the time a request could go are
+    // free; with none free, the oldest busy one returns first.
+    const Tick issue = m_clock.after(t, 0);
+    const auto first_busy = std::upper_bound(m_tag_free.begin(), m_tag_free.end(), issue);
+    const auto busy = static_cast<std::size_t>(m_tag_free.end() - first_busy);
+    if (busy < m_p.read_tags) return t;
+    return *(first_busy + static_cast<std::ptrdiff_t>(busy - m_p.read_tags));
+}
+
 Tick PcieHostInterface::dma_read(Tick t, std::uint64_t addr, std::uint64_t len) {
     if (len == 0) return t;
     const Tick issue = m_clock.after(t, 0);
@@ -169,47 +203,42 @@ Tick PcieHostInterface::dma_read(Tick t, std::uint64_t addr, std::uint64_t len) 
     // Requests that have a free tag go out back to back as one burst, and
     // their completions follow each other down the link as one burst. Tags
     // return in order: completions of one link arrive in request order.
-    std::uint32_t burst = 0;
-    std::uint32_t completions = 0;
-    std::uint64_t completion_bytes = 0;
     Tick burst_ready = issue;
     auto flush = [&]() {
+        const auto burst = static_cast<std::uint32_t>(m_req_wire.size());
         if (burst == 0) return;
-        const std::uint32_t req_wire = m_p.costs.read_request_wire();
-        const auto req = send_tlps(kUp, Kind::NonPosted, burst_ready + m_core_latency, burst,
-                                   static_cast<std::uint64_t>(burst) * req_wire);
-        const Tick first_end = m_link_clock.after(req.start, wire_cycles(req_wire));
-        const Tick data_ready = first_end + m_rc_latency + m_memory.access_latency();
-        const Tick last = send_tlps(kDown, Kind::Completion, data_ready, completions, completion_bytes).end;
+        const auto req = send_tlps(kUp, Kind::NonPosted, burst_ready + m_core_latency, m_req_wire.data(), burst);
+        const Tick data_ready = req.first_end + m_rc_latency + m_memory.access_latency();
+        const Tick last = send_tlps(kDown, Kind::Completion, data_ready, m_cpl_wire.data(),
+                                    static_cast<std::uint32_t>(m_cpl_wire.size()))
+                              .end;
         const Tick arrived = m_clock.after(last + m_core_latency, 0);
         // Each request's tag returns when its own last completion is in,
         // not when the whole burst's is: a long read keeps the tags busy.
-        for (std::uint32_t i = 0; i < burst; ++i) {
-            const Tick back = m_link_clock.cycles(wire_cycles(completion_bytes - m_burst_cpl_end[i]));
-            m_tag_free.push_back(m_clock.after((last > back ? last - back : 0) + m_core_latency, 0));
-        }
+        for (std::uint32_t i = 0; i < burst; ++i)
+            m_tag_free.push_back(m_clock.after(m_tlp_end[m_burst_cpl_end[i] - 1] + m_core_latency, 0));
         m_burst_cpl_end.clear();
+        m_req_wire.clear();
+        m_cpl_wire.clear();
         done = std::max(done, arrived);
         *m_n_read_requests += burst;
-        burst = 0;
-        completions = 0;
-        completion_bytes = 0;
     };
+    m_req_wire.clear();
+    m_cpl_wire.clear();
+    m_burst_cpl_end.clear();
     for_each_read_request(addr, len, m_p.mrrs, [&](std::uint64_t a, std::uint32_t n) {
         while (!m_tag_free.empty() && m_tag_free.front() <= burst_ready) m_tag_free.pop_front();
-        if (m_tag_free.size() + burst >= m_p.read_tags) {
+        if (m_tag_free.size() + m_req_wire.size() >= m_p.read_tags) {
             // Out of tags: send what we have, then wait for the oldest.
             flush();
             burst_ready = std::max(burst_ready, m_tag_free.front());
             while (!m_tag_free.empty() && m_tag_free.front() <= burst_ready) m_tag_free.pop_front();
         }
-        ++burst;
-        HCASIM_ASSERT(m_tag_free.size() + burst <= m_p.read_tags);
-        for_each_completion(a, n, m_p.rcb, m_p.mps, [&](std::uint64_t, std::uint32_t cn) {
-            ++completions;
-            completion_bytes += m_p.costs.completion_wire(cn);
-        });
-        m_burst_cpl_end.push_back(completion_bytes);
+        m_req_wire.push_back(m_p.costs.read_request_wire());
+        HCASIM_ASSERT(m_tag_free.size() + m_req_wire.size() <= m_p.read_tags);
+        for_each_completion(a, n, m_p.rcb, m_p.mps,
+                            [&](std::uint64_t, std::uint32_t cn) { m_cpl_wire.push_back(m_p.costs.completion_wire(cn)); });
+        m_burst_cpl_end.push_back(static_cast<std::uint32_t>(m_cpl_wire.size()));
     });
     flush();
     *m_n_read_bytes += len;
@@ -218,15 +247,13 @@ Tick PcieHostInterface::dma_read(Tick t, std::uint64_t addr, std::uint64_t len) 
 
 Tick PcieHostInterface::dma_write(Tick t, std::uint64_t addr, std::uint64_t len) {
     const Tick ready = m_clock.after(t, 0) + m_core_latency;
-    std::uint32_t count = 0;
-    std::uint64_t bytes = 0;
-    for_each_write(addr, len, m_p.mps, [&](std::uint64_t, std::uint32_t n) {
-        ++count;
-        bytes += m_p.costs.write_wire(n);
-    });
+    m_write_wire.clear();
+    for_each_write(addr, len, m_p.mps,
+                   [&](std::uint64_t, std::uint32_t n) { m_write_wire.push_back(m_p.costs.write_wire(n)); });
     // Posted writes stay in order: a CQE never lands before the payload
     // written ahead of it.
-    const Tick last = send_tlps(kUp, Kind::Posted, ready, count, bytes).end;
+    const Tick last =
+        send_tlps(kUp, Kind::Posted, ready, m_write_wire.data(), static_cast<std::uint32_t>(m_write_wire.size())).end;
     *m_n_write_bytes += len;
     return last + m_rc_latency;
 }
@@ -234,16 +261,17 @@ Tick PcieHostInterface::dma_write(Tick t, std::uint64_t addr, std::uint64_t len)
 Tick PcieHostInterface::mmio_write(Tick t, std::uint32_t len) {
     // Doorbells and BlueFlame writes keep their order: a short one never
     // overtakes a longer one written before it.
-    const auto slot = send_tlps(kDown, Kind::Posted, t + m_rc_latency, 1, m_p.costs.write_wire(len));
+    const std::uint32_t wire = m_p.costs.write_wire(len);
+    const auto burst = send_tlps(kDown, Kind::Posted, t + m_rc_latency, &wire, 1);
     counter("mmio_writes")++;
-    return m_clock.after(slot.end + m_core_latency, 0);
+    return m_clock.after(burst.end + m_core_latency, 0);
 }
 
 Tick PcieHostInterface::msix(Tick t) {
-    const auto slot = send_tlps(kUp, Kind::Posted, m_clock.after(t, 0) + m_core_latency, 1, m_p.costs.write_wire(4));
+    const std::uint32_t wire = m_p.costs.write_wire(4);
+    const auto burst = send_tlps(kUp, Kind::Posted, m_clock.after(t, 0) + m_core_latency, &wire, 1);
     counter("msix")++;
-    return slot.end + m_rc_latency;
+    return burst.end + m_rc_latency;
 }
 
 }  // namespace hcasim::pcie
-

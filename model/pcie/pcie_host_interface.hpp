@@ -62,6 +62,9 @@ public:
     // When the last posted write issued so far has left the adapter.
     sim::Tick posted_backlog_end() const override { return m_posted[kUp].last_end(); }
     double upstream_bytes_per_s() const override { return m_p.direction_bytes_per_s(); }
+    std::uint32_t max_read_request() const override { return m_p.mrrs; }
+    std::uint32_t max_write_request() const override { return m_p.mps; }
+    sim::Tick read_slot(sim::Tick t) const override;
     const sim::Clock& link_clock() const { return m_link_clock; }
     sim::Tick upstream_busy() const { return m_line[kUp].busy_total(); }
     sim::Tick downstream_busy() const { return m_line[kDown].busy_total(); }
@@ -91,18 +94,34 @@ private:
         sim::Tick m_retired_end = 0;
     };
 
-    sim::Timeline::Slot send_tlps(int dir, Kind kind, sim::Tick t, std::uint32_t count, std::uint64_t wire_bytes);
+    // Where a burst of TLPs went on the link: its first TLP's start and end,
+    // and its last TLP's end (m_tlp_end has every TLP's end).
+    struct Burst {
+        sim::Tick start;
+        sim::Tick first_end;
+        sim::Tick end;
+    };
+    Burst send_tlps(int dir, Kind kind, sim::Tick t, const std::uint32_t* wire, std::uint32_t count);
     void send_dllps(int dir, sim::Timeline::Slot during, std::uint32_t count);
     std::uint64_t wire_cycles(std::uint64_t bytes) const;
 
     PcieParams m_p;
     sim::Clock m_link_clock;   // one cycle moves one byte on each lane
     sim::Timeline m_line[2];   // kUp, kDown
+    unsigned m_lane_shift = 0;  // log2 of the lanes
     sim::Tick m_core_latency;
     sim::Tick m_rc_latency;
     HostMemory& m_memory;
     std::deque<sim::Tick> m_tag_free;  // when each outstanding read tag returns
-    std::vector<std::uint64_t> m_burst_cpl_end;  // completion bytes of a burst up to each request's end
+    // A burst being built, reused to spare allocations: each TLP's wire bytes,
+    // the completions up to each request's last, and (from send_tlps) each
+    // TLP's end on the link.
+    std::vector<std::uint32_t> m_req_wire;
+    std::vector<std::uint32_t> m_cpl_wire;
+    std::vector<std::uint32_t> m_write_wire;
+    std::vector<std::uint32_t> m_burst_cpl_end;
+    std::vector<std::uint64_t> m_tlp_cycles;
+    std::vector<sim::Tick> m_tlp_end;
     PostedOrder m_posted[2];
     std::uint32_t m_tlps[2] = {0, 0};  // TLPs sent up, down
     std::uint64_t* m_n_tlps[2] = {nullptr, nullptr};

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <algorithm>
+#include <limits>
 #include <functional>
 #include <vector>
 #include <string>
@@ -74,6 +75,11 @@ public:
     // becomes possible at t finishes.
     Tick after(Tick t, std::uint64_t n) const { return edge(index_at_or_after(t) + n); }
 
+    // Edge k, and the index of the first edge at or after t: for callers
+    // that step through many edges from one.
+    Tick edge_at(std::uint64_t k) const { return edge(k); }
+    std::uint64_t index_at(Tick t) const { return index_at_or_after(t); }
+
     // Edges after time zero at or before t: what a free-running counter of
     // this clock reads at t (an adapter's timestamp counter).
     std::uint64_t count_at(Tick t) const {
@@ -126,13 +132,75 @@ public:
             if (m_serving->m_watcher) m_serving->m_watcher(m_step, s);
             return s;
         }
-        // Nothing can be reserved before the present: forget the past.
+        forget_past();
+        return book(t, n);
+    }
+
+    // Occupies the resource for count pieces of work in order, piece i for
+    // n[i] cycles no earlier than the end of piece i - 1 (piece 0 no earlier
+    // than t), each in the earliest gap that holds it: what reserve() piece
+    // by piece gives, with the pieces that follow each other in one gap
+    // booked at once. Each piece's end goes to ends (if given); returns the
+    // first piece's start and the last one's end.
+    Slot reserve_in_order(Tick t, const std::uint64_t* n, std::size_t count, Tick* ends) {
+        Slot all{t, t};
+        if (!m_serving) forget_past();
+        std::size_t i = 0;
+        while (i < count) {
+            if (m_serving) {
+                const Slot s = reserve(t, n[i]);
+                all.start = i == 0 ? s.start : all.start;
+                all.end = t = s.end;
+                if (ends) ends[i] = s.end;
+                ++i;
+                continue;
+            }
+            // The idle time from t's edge to the next booking, in cycles.
+            const std::uint64_t k0 = m_clock->index_at(t);
+            const Tick start = m_clock->edge_at(k0);
+            std::uint64_t room = std::numeric_limits<std::uint64_t>::max();
+            if (m_head < m_busy.size() && start < m_busy.back().end) {
+                const auto it = std::upper_bound(m_busy.begin() + static_cast<std::ptrdiff_t>(m_head), m_busy.end(),
+                                                 start, [](Tick v, const Slot& s) { return v < s.end; });
+                room = it->start > start ? m_clock->count_at(it->start) - k0 : 0;
+            }
+            std::uint64_t run = 0;
+            std::size_t j = i;
+            while (j < count && n[j] <= room - run) run += n[j++];
+            Slot s;
+            if (j == i) {
+                // The next piece does not fit here: it goes where it does.
+                s = book(t, n[i]);
+                if (ends) ends[i] = s.end;
+                j = i + 1;
+            } else {
+                s = run ? book(start, run) : Slot{start, start};
+                if (ends) {
+                    std::uint64_t upto = k0;
+                    for (std::size_t k = i; k < j; ++k) ends[k] = m_clock->edge_at(upto += n[k]);
+                }
+            }
+            if (i == 0) all.start = s.start;
+            all.end = t = s.end;
+            i = j;
+        }
+        return all;
+    }
+
+    Tick busy_total() const { return m_busy_total; }
+
+private:
+    // Nothing can be reserved before the present: forget the past.
+    void forget_past() {
         const Tick now = now_ps();
         while (m_head < m_busy.size() && m_busy[m_head].end <= now) ++m_head;
         if (m_head > 64 && m_head * 2 > m_busy.size()) {
             m_busy.erase(m_busy.begin(), m_busy.begin() + static_cast<std::ptrdiff_t>(m_head));
             m_head = 0;
         }
+    }
+
+    Slot book(Tick t, std::uint64_t n) {
         Tick start = m_clock->edge_at_or_after(t);
         Tick end = m_clock->after(start, n);
         if (m_head == m_busy.size() || start >= m_busy.back().end) {
@@ -168,9 +236,6 @@ public:
         return {start, end};
     }
 
-    Tick busy_total() const { return m_busy_total; }
-
-private:
     const Clock* m_clock;
     Timeline* m_serving = nullptr;
     const char* m_step = "step";

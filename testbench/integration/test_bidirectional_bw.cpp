@@ -17,7 +17,8 @@ using hcasim::test::without_wall_clock;
 TEST_CASE("bw --bidirectional sends both ways at once, checks every byte and reports the sum", "[perftest]") {
     for (const char* op : {"write", "send", "read"}) {
         // On x16 PCIe, so that the link binds each direction (on the
-        // preset's x8 the host bus binds both directions together).
+        // preset's x8 each direction of the host bus carries one stream's
+        // payload writes and the other's read requests, and binds first).
         const std::string cmd = std::string("bw --op ") + op + " --sizes 4096,65536 -n 400 --verify --set pcie.lanes=16";
         const CommandResult one = run_hcasim(cmd);
         const CommandResult both = run_hcasim(cmd + " --bidirectional");

@@ -310,3 +310,37 @@ TEST_CASE("doorbell and BlueFlame writes reach the adapter in the order the CPU 
     REQUIRE(r.ok);
     CHECK(r.output == "1\n");
 }
+
+TEST_CASE("a burst of posted writes takes the link around a read request booked ahead of it",
+          "[pcie][unit][isolated]") {
+    // A 4 KiB DMA write (16 TLPs, about 570 ns on Gen3 x8) enters the
+    // upstream queue before a read request that was booked first, for about
+    // 420 ns. The link sends TLPs, not bursts: the writes use the time before
+    // the request, let it through and go on, so they end at most the
+    // request's wire time (24 B over 8 lanes: 3 cycles) and one TLP that did
+    // not fit before it (280 B: 35 cycles) after the same write on an idle
+    // link, not after waiting for a gap that holds all 16 (300 ns later).
+    const auto r = hcasim::testbench::run_isolated([](std::ostream& os) {
+        os.precision(17);
+        hcasim::sim::Config cfg;
+        const auto p = hcasim::pcie::PcieParams::from(cfg);
+        hcasim::pcie::HostMemory mem(90);
+        auto* shared = new hcasim::pcie::PcieHostInterface("shared", p, mem);
+        auto* idle = new hcasim::pcie::PcieHostInterface("idle", p, mem);
+        shared->dma_read(300000, 0x100000000ull, 64);
+        const hcasim::sim::Tick around = shared->dma_write(0, 0x100010000ull, 4096);
+        const hcasim::sim::Tick alone = idle->dma_write(0, 0x100010000ull, 4096);
+        os << around - alone << " " << shared->link_clock().period_ps() << " "
+           << shared->upstream_busy() - idle->upstream_busy() << "\n";
+    });
+    INFO(r.error);
+    REQUIRE(r.ok);
+    std::istringstream in(r.output);
+    double later = 0, period = 0, extra_busy = 0;
+    in >> later >> period >> extra_busy;
+    REQUIRE(in);
+    // The link was busy only for the request's own 3 cycles more.
+    CHECK(extra_busy == Approx(3 * period).margin(2));
+    CHECK(later >= 3 * period - 2);
+    CHECK(later <= (3 + 35) * period + 2);
+}
