@@ -95,8 +95,10 @@ sim::Tick SystemcDmaEngine::execute(sim::Tick t, const DmaDescriptor* d, std::si
     };
     Half halves[2];  // reads, writes
     std::vector<sim::Tick> done(n, t);
+    std::vector<DmaStatus> status(n);
     for (std::size_t i = 0; i < n; ++i) {
-        if (check_descriptor(d[i].addr, d[i].len) == DmaStatus::Ok) {
+        status[i] = check_descriptor(d[i].addr, d[i].len);
+        if (status[i] == DmaStatus::Ok) {
             halves[d[i].to_host ? 1 : 0].queue.push_back(i);
         } else {
             done[i] = m_clock.after(t, m_setup);
@@ -155,7 +157,7 @@ sim::Tick SystemcDmaEngine::execute(sim::Tick t, const DmaDescriptor* d, std::si
     for (std::size_t i = 0; i < n; ++i) {
         effects = std::max(effects, done[i]);
         reported = std::max(reported, done[i]);
-        out.push_back({d[i].tag, check_descriptor(d[i].addr, d[i].len), reported});
+        out.push_back({d[i].tag, status[i], reported});
     }
     return effects;
 }
