@@ -126,7 +126,24 @@ struct Job {
     std::string preset;
     std::vector<std::string> args;
     std::string shown;  // the command line as a person would type it
+    std::vector<std::string> kept;  // design-point keys the point sets itself
 };
+
+// The keys a point's command assigns with --set (or -s): conditions of the
+// measurement that a design point leaves as they are.
+std::vector<std::string> keys_set_by(const std::vector<std::string>& args) {
+    std::vector<std::string> keys;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        std::string a;
+        if ((args[i] == "--set" || args[i] == "-s") && i + 1 < args.size()) a = args[++i];
+        else if (args[i].rfind("--set=", 0) == 0) a = args[i].substr(6);
+        else continue;
+        keys.push_back(a.substr(0, a.find('=')));
+    }
+    return keys;
+}
+
+std::string key_of(const std::string& assignment) { return assignment.substr(0, assignment.find('=')); }
 
 struct Outcome {
     bool ok = false;
@@ -213,12 +230,27 @@ std::string csv_field(const std::string& s) {
 
 std::string percent(double tolerance) { return std::to_string(static_cast<int>(std::lround(tolerance * 100))) + "%"; }
 
-void print_text(std::ostream& out, const std::vector<std::string>& presets, const std::vector<Job>& jobs,
-                const std::vector<Outcome>& outcomes) {
+void print_text(std::ostream& out, const std::vector<std::string>& presets, const std::vector<std::string>& sets,
+                const std::vector<Job>& jobs, const std::vector<Outcome>& outcomes) {
     std::string names;
     for (const auto& p : presets) names += (names.empty() ? "" : ", ") + p;
     out << "Reference points of " << names
         << " against the model (published measurements; measured = simulated; ratio = measured / published)\n";
+    if (!sets.empty()) {
+        // A design point is not the preset: say so before any figure.
+        out << "Design point, not the preset" << (presets.size() == 1 ? "" : "s") << ":";
+        for (const auto& a : sets) out << " --set " << a;
+        out << "\n";
+        // A key a point's own command sets is a condition of its measurement:
+        // those points keep it (one line per key).
+        for (const auto& a : sets) {
+            std::string keeping;
+            for (const auto& j : jobs)
+                if (std::find(j.kept.begin(), j.kept.end(), key_of(a)) != j.kept.end())
+                    keeping += (keeping.empty() ? "" : ", ") + j.point->name;
+            if (!keeping.empty()) out << " " << key_of(a) << " stays as measured in " << keeping << "\n";
+        }
+    }
     std::size_t w = 4;
     for (const auto& j : jobs) w = std::max(w, j.point->name.size());
     char line[512];
@@ -238,7 +270,9 @@ void print_text(std::ostream& out, const std::vector<std::string>& presets, cons
     for (std::size_t i = 0; i < jobs.size(); ++i) {
         const ReferencePoint& p = *jobs[i].point;
         if (!outcomes[i].ok || outcomes[i].within) continue;
-        if (!heading) out << "\nWhat the model lacks where a point is out (docs/calibration.md):\n";
+        if (!heading)
+            out << (sets.empty() ? "\nWhat the model lacks where a point is out (docs/calibration.md):\n"
+                                 : "\nOut at this design point; what the preset lacks for each (docs/calibration.md):\n");
         heading = true;
         out << " " << p.name << ": " << (p.model_gap.empty() ? "not recorded" : p.model_gap) << "\n";
     }
@@ -255,9 +289,11 @@ void print_csv(std::ostream& out, const std::vector<Job>& jobs, const std::vecto
     }
 }
 
-void print_json(std::ostream& out, const std::vector<Job>& jobs, const std::vector<Outcome>& outcomes) {
+void print_json(std::ostream& out, const std::vector<std::string>& sets, const std::vector<Job>& jobs,
+                const std::vector<Outcome>& outcomes) {
     nlohmann::json j;
     j["tolerance"] = kCalibrationTolerance;
+    j["settings"] = sets;
     j["points"] = nlohmann::json::array();
     for (std::size_t i = 0; i < jobs.size(); ++i) {
         const ReferencePoint& p = *jobs[i].point;
@@ -267,6 +303,7 @@ void print_json(std::ostream& out, const std::vector<Job>& jobs, const std::vect
                          {"source", p.source},       {"conditions", p.conditions},
                          {"command", jobs[i].shown}, {"column", p.column}};
         if (!p.model_gap.empty()) e["model_gap"] = p.model_gap;
+        if (!jobs[i].kept.empty()) e["kept_own"] = jobs[i].kept;
         if (o.ok) {
             e["measured"] = o.measured;
             e["ratio"] = o.ratio;
@@ -323,6 +360,14 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& er
         if (presets.empty()) throw std::invalid_argument("no preset of the model has reference points in " + sim::printable(set.path));
     }
 
+    // A design point's assignments are checked once per preset here, so a bad
+    // key or value is one clear error, not one failed run per point.
+    for (const auto& preset : presets) {
+        sim::Config cfg;
+        cfg.load_preset(preset);
+        for (const auto& a : o.sets) cfg.set_assignment(a);
+    }
+
     std::vector<Job> jobs;
     for (const auto& preset : presets)
         for (const ReferencePoint* p : set.points_of(preset)) {
@@ -330,6 +375,15 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& er
             j.point = p;
             j.preset = preset;
             j.args = shell_split(p->command);
+            const std::vector<std::string> own = keys_set_by(j.args);
+            for (const auto& a : o.sets) {
+                if (std::find(own.begin(), own.end(), key_of(a)) != own.end()) {
+                    j.kept.push_back(key_of(a));
+                    continue;
+                }
+                j.args.push_back("--set");
+                j.args.push_back(a);
+            }
             for (const char* a : {"--preset", preset.c_str(), "--format", "json"}) j.args.push_back(a);
             j.shown = "hcasim";
             for (const auto& a : j.args) j.shown += " " + a;
@@ -361,8 +415,8 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& er
     if (progress) err << "\r" << std::string(60, ' ') << "\r" << std::flush;
 
     if (o.format == Format::Csv) print_csv(out, jobs, outcomes);
-    else if (o.format == Format::Json) print_json(out, jobs, outcomes);
-    else print_text(out, presets, jobs, outcomes);
+    else if (o.format == Format::Json) print_json(out, o.sets, jobs, outcomes);
+    else print_text(out, presets, o.sets, jobs, outcomes);
     out.flush();
 
     int status = 0;

@@ -5,6 +5,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "testbench/workloads/report.hpp"
 
@@ -15,15 +16,21 @@ struct CalibrateOptions {
     bool check = false;     // status 1 when a point lies outside the tolerance
     Format format = Format::Text;
     std::string reference;  // the reference points file
+    // A design point: KEY=VALUE assignments (--set) applied to every point's
+    // run, except a key the point's own command sets (a condition of its
+    // measurement, such as the link speed of the measured run).
+    std::vector<std::string> sets;
 };
 
 // Runs every point of the preset(s), each as its own hcasim process
 // (`hcasim <command> --preset P --format json`), as many at once as the
 // machine has CPUs, and prints name, published, measured, unit, ratio and
-// source per point in the file's order. Returns the exit status: 1 when a
-// point could not be measured or, with check, when one lies outside
-// kCalibrationTolerance (err names them), else 0. Throws
-// std::invalid_argument for a preset the reference file or the model lacks.
+// source per point in the file's order; with sets, the design point and the
+// points that kept a key of their own are said above the table. Returns the
+// exit status: 1 when a point could not be measured or, with check, when one
+// lies outside kCalibrationTolerance (err names them), else 0. Throws
+// std::invalid_argument for a preset the reference file or the model lacks,
+// sim::ConfigError for an assignment no preset run would accept.
 int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& err);
 
 // Every preset: its description (the preset file's first comment line), the

@@ -89,13 +89,27 @@ std::vector<CsvRow> parse_csv(const std::string& out) {
 }
 
 // A reference file of one cx3-fdr point: a short RDMA WRITE latency run.
-std::string one_point_file(double published) {
+std::string one_point_file(double published, const std::string& command = "lat --op write --sizes 2 -n 200") {
     char value[64];
     std::snprintf(value, sizeof value, "%.9g", published);
     return std::string(R"({"description": "test", "classes": [{"preset": "cx3-fdr", "device": "test device"}],
       "points": [{"name": "test.write_lat", "preset": "cx3-fdr", "metric": "RDMA WRITE latency, 2 B", "value": )") +
            value + R"(, "unit": "us", "kind": "measured", "source": "this test", "conditions": "none",
-      "published_command": "none", "command": "lat --op write --sizes 2 -n 200", "column": "t_typical_us"}]})";
+      "published_command": "none", "command": ")" +
+           command + R"(", "column": "t_typical_us"}]})";
+}
+
+// t_typical of the one row of an hcasim lat --format csv run.
+double typical_of(const std::string& lat_args) {
+    const CommandResult lat = run_hcasim(lat_args + " --format csv");
+    REQUIRE(lat.exit_code == 0);
+    std::istringstream in(lat.out);
+    std::string header, row;
+    REQUIRE(std::getline(in, header));
+    REQUIRE(std::getline(in, row));
+    const auto f = split(row, ',');
+    REQUIRE(f.size() == 9);
+    return std::stod(f[4]);
 }
 
 std::string quoted(const std::string& path) { return "'" + path + "'"; }
@@ -220,6 +234,54 @@ TEST_CASE("calibrate --check exits with status 1 naming a point outside 10% and 
 
     // Without --check the same comparison only reports.
     CHECK(run_hcasim("calibrate --reference " + quoted(far.path())).exit_code == 0);
+}
+
+TEST_CASE("calibrate --set runs every point at the design point and says it is not the preset", "[calibrate]") {
+    const TempFile f(one_point_file(1.0));
+    const std::string design = "--set hca.core_clock_mhz=200";
+    const CommandResult cal = run_hcasim("calibrate --reference " + quoted(f.path()) + " --format csv " + design);
+    REQUIRE(cal.exit_code == 0);
+    const auto rows = parse_csv(cal.out);
+    REQUIRE(rows.size() == 1);
+    const double at_design = typical_of("lat --op write --sizes 2 -n 200 --preset cx3-fdr " + design);
+    const double at_preset = typical_of("lat --op write --sizes 2 -n 200 --preset cx3-fdr");
+    // A slower adapter clock must show: the design point is really run.
+    REQUIRE(at_design > at_preset * 1.1);
+    CHECK(rows[0].measured == Approx(at_design).epsilon(1e-3));
+
+    const CommandResult text = run_hcasim("calibrate --reference " + quoted(f.path()) + " " + design);
+    REQUIRE(text.exit_code == 0);
+    CHECK(text.out.find("Design point, not the preset: --set hca.core_clock_mhz=200") != std::string::npos);
+}
+
+TEST_CASE("calibrate --set leaves a key that a point's own measurement sets as the point sets it", "[calibrate]") {
+    // The point was measured at QDR; a design point's link speed does not
+    // change the conditions of that measurement.
+    const std::string command = "lat --op write --sizes 4096 -n 200 --set link.speed=qdr";
+    const TempFile f(one_point_file(1.0, command));
+    const CommandResult cal =
+        run_hcasim("calibrate --reference " + quoted(f.path()) + " --format csv --set link.speed=sdr");
+    REQUIRE(cal.exit_code == 0);
+    const auto rows = parse_csv(cal.out);
+    REQUIRE(rows.size() == 1);
+    const double qdr = typical_of(command + " --preset cx3-fdr");
+    REQUIRE(typical_of("lat --op write --sizes 4096 -n 200 --set link.speed=sdr --preset cx3-fdr") > qdr * 1.5);
+    CHECK(rows[0].measured == Approx(qdr).epsilon(1e-3));
+
+    const CommandResult text = run_hcasim("calibrate --reference " + quoted(f.path()) + " --set link.speed=sdr");
+    REQUIRE(text.exit_code == 0);
+    CHECK(text.out.find("link.speed stays as measured in test.write_lat") != std::string::npos);
+}
+
+TEST_CASE("calibrate --set with an unknown key or a bad value fails once, naming it, with status 2", "[calibrate]") {
+    const TempFile f(one_point_file(1.0));
+    const CommandResult key = run_hcasim("calibrate --reference " + quoted(f.path()) + " --set hca.no_such_key=1", true);
+    CHECK(key.exit_code == 2);
+    CHECK(key.out.find("hca.no_such_key") != std::string::npos);
+    CHECK(key.out.find("point test.write_lat") == std::string::npos);
+    const CommandResult value = run_hcasim("calibrate --reference " + quoted(f.path()) + " --set pcie.lanes=3", true);
+    CHECK(value.exit_code == 2);
+    CHECK(value.out.find("pcie.lanes") != std::string::npos);
 }
 
 TEST_CASE("calibrate of an unknown preset fails naming it", "[calibrate]") {
