@@ -292,6 +292,7 @@ void print_csv(std::ostream& out, const std::vector<Job>& jobs, const std::vecto
 void print_json(std::ostream& out, const std::vector<std::string>& sets, const std::vector<Job>& jobs,
                 const std::vector<Outcome>& outcomes) {
     nlohmann::json j;
+    j["kind"] = "calibrate";
     j["tolerance"] = kCalibrationTolerance;
     j["settings"] = sets;
     j["points"] = nlohmann::json::array();

@@ -118,7 +118,7 @@ Commands:
                 --set KEY=VALUE: a design point, every point run with it (but
                 where the point's own measurement sets KEY)
   sweep --param KEY=V1,V2,... [--param ...] [--jobs N] [--out FILE] -- WORKLOAD ...
-                WORKLOAD (lat, bw, msgrate, mcast or swarm and its options) once per
+                WORKLOAD (lat, bw, msgrate, mcast, swarm or calibrate and its options) once per
                 combination of the parameters' values, --jobs processes at
                 once, shared among the ranks under mpirun; one table, CSV or
                 JSON by FILE's extension (hcasim sweep --help)

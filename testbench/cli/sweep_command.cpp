@@ -31,7 +31,7 @@ namespace {
 const char* kSweepUsage = R"(usage: hcasim sweep --param KEY=V1,V2,... [--param ...] [--jobs N] [--out FILE]
                     -- WORKLOAD [WORKLOAD OPTIONS]
 
-Runs WORKLOAD (lat, bw, msgrate, mcast or swarm, with its own options) once per
+Runs WORKLOAD (lat, bw, msgrate, mcast, swarm or calibrate, with its own options) once per
 combination of the parameters' values, each run an hcasim process of its own
 with --set KEY=VALUE per parameter and --format json. A KEY without a dot
 is one of the workload's numeric options (inline, iters, machines, mtu,
@@ -49,6 +49,11 @@ table. Example:
                -- msgrate --post-list 1 --tx-depth 1 -n 100
   hcasim sweep --param vms=1,3,5,9,15 --param hca.qpc_cache_entries=64,256 \
                --out swarm.csv -- swarm
+  hcasim sweep --param hca.qpc_cache_entries=64,68,72 --out cal.csv \
+               -- calibrate --preset cx3-fdr
+
+calibrate gives a row per reference point (published, measured, ratio,
+within_tolerance) at each combination, run as calibrate --set does.
 
 Options)";
 

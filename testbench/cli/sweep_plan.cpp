@@ -142,6 +142,9 @@ void check_workload(const std::vector<std::string>& w, const std::vector<SweepPa
         if (is_option(w[i], "trace"))
             throw std::invalid_argument("sweep does not take --trace in the workload's options: every point would "
                                         "write the same trace file");
+        if (w[0] == "calibrate" && is_option(w[i], "check"))
+            throw std::invalid_argument("sweep does not take calibrate's --check: its table has within_tolerance per "
+                                        "point and design point, and a point out would stop the sweep");
         const std::string key = set_key_at(w, i);
         for (const auto& p : params) {
             if (!key.empty() && key == p.key)
@@ -160,7 +163,7 @@ void check_workload(const std::vector<std::string>& w, const std::vector<SweepPa
 }  // namespace
 
 const std::vector<std::string>& SweepPlan::workloads() {
-    static const std::vector<std::string> w{"lat", "bw", "msgrate", "mcast", "swarm"};
+    static const std::vector<std::string> w{"lat", "bw", "msgrate", "mcast", "swarm", "calibrate"};
     return w;
 }
 

@@ -47,6 +47,7 @@ const std::vector<std::string>& SweepTable::known_columns(const std::string& kin
         {"multicast",
          {"bytes", "receiver", "iterations", "t_min_us", "t_max_us", "t_typical_us", "t_avg_us", "t_stdev_us", "t_99_us",
           "t_999_us", "sent", "received", "bw_avg_MBps", "msg_rate_Mpps"}},
+        {"calibrate", {"name", "preset", "published", "measured", "unit", "ratio", "within_tolerance"}},
     };
     static const std::vector<std::string> none;
     const auto it = columns.find(kind);
@@ -91,6 +92,19 @@ void SweepTable::add_point(std::size_t point, const std::string& json_output) {
         results.push_back({{"qp", "total"},
                            {"messages", total.value("messages", ordered_json())},
                            {"msg_rate_Mpps", total.value("msg_rate_Mpps", ordered_json())}});
+    } else if (kind == "calibrate") {
+        // A row per reference point, with the comparison's columns only: the
+        // point's source, conditions and command are the reference file's.
+        if (!j.contains("points") || !j["points"].is_array())
+            throw std::runtime_error(where + " printed a calibrate result without points");
+        for (const auto& point : j["points"]) {
+            if (!point.is_object()) throw std::runtime_error(where + " printed a reference point that is not an object");
+            ordered_json r = ordered_json::object();
+            for (const auto& c : known_columns(kind))
+                if (point.contains(c)) r[c] = point[c];
+            if (point.contains("error")) r["error"] = point["error"];
+            results.push_back(r);
+        }
     } else {
         if (!j.contains("rows") || !j["rows"].is_array())
             throw std::runtime_error(where + " printed a " + kind + " result without rows");

@@ -247,6 +247,46 @@ TEST_CASE("a swarm sweep varies the emulated machines and is drawn as read rate 
     }
 }
 
+TEST_CASE("a calibrate sweep has a row per reference point and combination, as calibrate --set gives it", "[sweep][calibrate][plot]") {
+    TempDir dir;
+    // One published point: a short RDMA WRITE latency run on cx3-fdr.
+    write_file(dir / "points.json", R"({"description": "test", "classes": [{"preset": "cx3-fdr", "device": "test"}],
+      "points": [{"name": "test.write_lat", "preset": "cx3-fdr", "metric": "RDMA WRITE latency, 2 B", "value": 1.0,
+      "unit": "us", "kind": "measured", "source": "this test", "conditions": "none", "published_command": "none",
+      "command": "lat --op write --sizes 2 -n 200", "column": "t_typical_us"}]})");
+    const std::string reference = "calibrate --reference " + dir / "points.json";
+    const CommandResult r =
+        run_hcasim("sweep --param hca.core_clock_mhz=200,400 --out " + dir / "cal.csv" + " -- " + reference, true);
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    const auto lines = lines_of(read_file(dir / "cal.csv"));
+    REQUIRE(lines.size() == 3);
+    CHECK(lines[0] == "hca.core_clock_mhz,name,preset,published,measured,unit,ratio,within_tolerance");
+    std::vector<double> measured;
+    for (const std::string clock : {"200", "400"}) {
+        const auto row = fields_of(lines[clock == "200" ? 1 : 2]);
+        REQUIRE(row.size() == 8);
+        CHECK(row[0] == clock);
+        CHECK(row[1] == "test.write_lat");
+        const CommandResult one = run_hcasim(reference + " --set hca.core_clock_mhz=" + clock + " --format json");
+        REQUIRE(one.exit_code == 0);
+        const auto j = nlohmann::json::parse(one.out);
+        CHECK(row[4] == j["points"][0]["measured"].dump());
+        measured.push_back(std::stod(row[4]));
+    }
+    // The adapter's clock shows in the latency: the rows are really two design points.
+    CHECK(measured[0] > measured[1]);
+
+    // Drawn, each bar says its design point.
+    if (run_shell("/usr/bin/python3 -c 'import matplotlib'").exit_code != 0) return;
+    const CommandResult plot = run_hcasim("plot --out " + dir / "cal.svg" + " " + dir / "cal.csv", true);
+    INFO(plot.out);
+    REQUIRE(plot.exit_code == 0);
+    const std::string svg = read_file(dir / "cal.svg");
+    CHECK(svg.find("hca.core_clock_mhz=200: test.write_lat") != std::string::npos);
+    CHECK(svg.find("hca.core_clock_mhz=400: test.write_lat") != std::string::npos);
+}
+
 TEST_CASE("sweep refuses a bad parameter, value or command line by name before any point runs", "[sweep]") {
     struct Case {
         std::string args, says;
@@ -271,6 +311,7 @@ TEST_CASE("sweep refuses a bad parameter, value or command line by name before a
         {"--param pcie.lanes=4 -- bw --set pcie.lanes=8", "sets a parameter the sweep varies"},
         {"--param pcie.lanes=4 -- lat --trace t.json", "every point would write the same trace file"},
         {"--param pcie.lanes=4 -- lat --vcd w.vcd", "every point would write the same waveform files"},
+        {"--param pcie.lanes=4 -- calibrate --check", "sweep does not take calibrate's --check"},
         {"--param pcie.lanes=4 --bogus -- bw", "unrecognised option '--bogus'"},
         {"--param qpz=4 -- msgrate", "unknown parameter 'qpz'"},
         {"--param qps=4,x -- msgrate", "invalid value 'x' for --qps"},

@@ -265,6 +265,9 @@ def draw_calibration(plt, tables, title):
                 raise BadInput(f"{t.source}: published figure of '{row.get('name')}' is 0: no deviation to draw")
             unit = (row.get("unit") or "").strip()
             name = str(row.get("name") or "").strip() or "(no name)"
+            # A calibrate sweep has a row per point and design point: say which.
+            design = ", ".join(f"{k}={row.get(k)}" for k in t.parameters)
+            name = f"{design}: {name}" if design else name
             names.append(name if len(tables) == 1 else f"{t.label}: {name}")
             # A point hcasim calibrate could not run has no measured figure.
             if row.get("measured") in (None, ""):
