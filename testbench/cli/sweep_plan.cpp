@@ -128,6 +128,14 @@ void check_workload(const std::vector<std::string>& w, const std::vector<SweepPa
     if (std::find(known.begin(), known.end(), w[0]) == known.end())
         throw std::invalid_argument("sweep runs " + names + " (the commands that print one result with --format json), not " +
                                     quoted(w[0]));
+    // calibrate's points run commands of their own: of the workload options
+    // a sweep can vary, only the preset is calibrate's.
+    if (w[0] == "calibrate")
+        for (const auto& p : params)
+            if (p.key.rfind("--", 0) == 0 && p.key != "--preset")
+                throw std::invalid_argument("--param " + p.key.substr(2) +
+                                            ": calibrate has no such option (each reference point runs its own "
+                                            "command; a sweep of calibrate varies parameters and the preset)");
     for (std::size_t i = 1; i < w.size(); ++i) {
         if (is_option(w[i], "format", 'f'))
             throw std::invalid_argument("the workload's " + quoted(w[i]) +

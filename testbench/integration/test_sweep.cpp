@@ -312,6 +312,7 @@ TEST_CASE("sweep refuses a bad parameter, value or command line by name before a
         {"--param pcie.lanes=4 -- lat --trace t.json", "every point would write the same trace file"},
         {"--param pcie.lanes=4 -- lat --vcd w.vcd", "every point would write the same waveform files"},
         {"--param pcie.lanes=4 -- calibrate --check", "sweep does not take calibrate's --check"},
+        {"--param qps=4,8 -- calibrate", "--param qps: calibrate has no such option"},
         {"--param pcie.lanes=4 --bogus -- bw", "unrecognised option '--bogus'"},
         {"--param qpz=4 -- msgrate", "unknown parameter 'qpz'"},
         {"--param qps=4,x -- msgrate", "invalid value 'x' for --qps"},
