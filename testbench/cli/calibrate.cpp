@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/sim/config.hpp"
+#include "testbench/cli/cli_input.hpp"
 #include "testbench/cli/reference_points.hpp"
 #include "testbench/workloads/programs.hpp"
 
@@ -129,16 +130,13 @@ struct Job {
     std::vector<std::string> kept;  // design-point keys the point sets itself
 };
 
-// The keys a point's command assigns with --set (or -s): conditions of the
+// The keys a point's command assigns with --set: conditions of the
 // measurement that a design point leaves as they are.
 std::vector<std::string> keys_set_by(const std::vector<std::string>& args) {
     std::vector<std::string> keys;
     for (std::size_t i = 0; i < args.size(); ++i) {
-        std::string a;
-        if ((args[i] == "--set" || args[i] == "-s") && i + 1 < args.size()) a = args[++i];
-        else if (args[i].rfind("--set=", 0) == 0) a = args[i].substr(6);
-        else continue;
-        keys.push_back(a.substr(0, a.find('=')));
+        const std::string key = cli::set_key_at(args, i);
+        if (!key.empty()) keys.push_back(key);
     }
     return keys;
 }

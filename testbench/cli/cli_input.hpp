@@ -14,6 +14,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "model/sim/config.hpp"
 
@@ -70,6 +71,20 @@ inline void check_output_file(const std::string& option, const std::string& path
     const std::string dir = path.substr(0, slash);
     if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
         throw std::invalid_argument(option + " " + shown + ": directory '" + sim::printable(dir) + "' does not exist");
+}
+
+// The KEY of a --set KEY=VALUE at args[i] ("--set", "--set=", "-s", "-sK=V"),
+// blanks around it dropped, or "" when args[i] is no --set.
+inline std::string set_key_at(const std::vector<std::string>& args, std::size_t i) {
+    const std::string& a = args[i];
+    std::string assignment;
+    if ((a == "--set" || a == "-s") && i + 1 < args.size()) assignment = args[i + 1];
+    else if (a.rfind("--set=", 0) == 0) assignment = a.substr(6);
+    else if (a.size() > 2 && a.rfind("-s", 0) == 0) assignment = a.substr(2);
+    else return "";
+    const std::string key = assignment.substr(0, assignment.find('='));
+    const auto b = key.find_first_not_of(" \t");
+    return b == std::string::npos ? "" : key.substr(b, key.find_last_not_of(" \t") - b + 1);
 }
 
 }  // namespace hcasim::cli

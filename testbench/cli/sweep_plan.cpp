@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "model/sim/config.hpp"
+#include "testbench/cli/cli_input.hpp"
 
 namespace hcasim::cli {
 
@@ -98,18 +99,6 @@ SweepParameter parse_parameter(const std::string& text) {
         p.values.push_back(value);
     }
     return p;
-}
-
-// The KEY of a --set KEY=VALUE at args[i] ("--set", "--set=", "-s", "-sK=V"),
-// or "" when args[i] is no --set.
-std::string set_key_at(const std::vector<std::string>& args, std::size_t i) {
-    const std::string& a = args[i];
-    std::string assignment;
-    if ((a == "--set" || a == "-s") && i + 1 < args.size()) assignment = args[i + 1];
-    else if (a.rfind("--set=", 0) == 0) assignment = a.substr(6);
-    else if (a.size() > 2 && a.rfind("-s", 0) == 0) assignment = a.substr(2);
-    else return "";
-    return trim(assignment.substr(0, assignment.find('=')));
 }
 
 bool is_option(const std::string& arg, const std::string& long_name, char short_name = 0) {
