@@ -114,14 +114,14 @@ Commands:
                 testbench/configs/reference_points.json) on the model, one
                 process per point, and prints published, measured, unit, ratio
                 and source; without --preset every preset of the model that has
-                points; --check: exit status 1 when a point is more than 10% off;
-                --set KEY=VALUE: a design point, every point run with it (but
-                where the point's own measurement sets KEY)
+                points; --check: exit status 1 when a point is more than 10%
+                off; --set KEY=VALUE: a design point, every point run with it
+                (but where the point's own measurement sets KEY)
   sweep --param KEY=V1,V2,... [--param ...] [--jobs N] [--out FILE] -- WORKLOAD ...
-                WORKLOAD (lat, bw, msgrate, mcast, swarm or calibrate and its options) once per
-                combination of the parameters' values, --jobs processes at
-                once, shared among the ranks under mpirun; one table, CSV or
-                JSON by FILE's extension (hcasim sweep --help)
+                WORKLOAD (lat, bw, msgrate, mcast, swarm or calibrate and its
+                options) once per combination of the parameters' values,
+                --jobs processes at once, shared among the ranks under mpirun;
+                one table, CSV or JSON by FILE's extension (hcasim sweep --help)
   plot --out FIGURE.png|FIGURE.svg FILE...
                 lat, bw and sweep results against message size, or the
                 model against published figures (calibrate --format csv),

@@ -31,12 +31,12 @@ namespace {
 const char* kSweepUsage = R"(usage: hcasim sweep --param KEY=V1,V2,... [--param ...] [--jobs N] [--out FILE]
                     -- WORKLOAD [WORKLOAD OPTIONS]
 
-Runs WORKLOAD (lat, bw, msgrate, mcast, swarm or calibrate, with its own options) once per
-combination of the parameters' values, each run an hcasim process of its own
-with --set KEY=VALUE per parameter and --format json. A KEY without a dot
-is one of the workload's numeric options (inline, iters, machines, mtu,
-post-list, qps, threads, tx-depth, vms, window) or preset, given to each run
-as --KEY VALUE. The results are one
+Runs WORKLOAD (lat, bw, msgrate, mcast, swarm or calibrate, with its own
+options) once per combination of the parameters' values, each run an hcasim
+process of its own with --set KEY=VALUE per parameter and --format json. A KEY
+without a dot is one of the workload's numeric options (inline, iters,
+machines, mtu, post-list, qps, threads, tx-depth, vms, window) or preset,
+given to each run as --KEY VALUE. The results are one
 table: a row per (combination, result row), a column per parameter, then the
 workload's columns; rows in combination order (the first --param varies
 slowest), then in the workload's order. Under mpirun the combinations are
