@@ -30,6 +30,48 @@ namespace hcasim::testbench {
 
 namespace {
 
+// What an INI file (a preset, or a design point's --config) says about
+// itself: its first comment line, and the keys it assigns in the order it
+// assigns them (the values are read back through sim::Config, which checks
+// them).
+struct PresetFile {
+    std::string description;
+    std::vector<std::string> keys;
+};
+
+std::string trimmed(const std::string& s) {
+    const auto b = s.find_first_not_of(" \t\r");
+    if (b == std::string::npos) return "";
+    return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+PresetFile read_preset_file(const std::string& path) {
+    PresetFile f;
+    std::ifstream in(path);
+    std::string section;
+    for (std::string line; std::getline(in, line);) {
+        const std::string t = trimmed(line);
+        if (t.empty()) continue;
+        if (t[0] == '#') {
+            if (f.description.empty() && f.keys.empty() && section.empty()) f.description = trimmed(t.substr(1));
+            continue;
+        }
+        if (t[0] == ';') continue;
+        const std::string body = trimmed(t.substr(0, t.find('#')));
+        if (body.empty()) continue;
+        if (body.front() == '[' && body.back() == ']') {
+            section = trimmed(body.substr(1, body.size() - 2));
+            continue;
+        }
+        const auto eq = body.find('=');
+        if (eq == std::string::npos) continue;
+        const std::string name = trimmed(body.substr(0, eq));
+        const std::string key = section.empty() ? name : section + "." + name;
+        if (std::find(f.keys.begin(), f.keys.end(), key) == f.keys.end()) f.keys.push_back(key);
+    }
+    return f;
+}
+
 // ---------------------------------------------------------------------------
 // Running one point: a child hcasim process.
 
@@ -228,25 +270,29 @@ std::string csv_field(const std::string& s) {
 
 std::string percent(double tolerance) { return std::to_string(static_cast<int>(std::lround(tolerance * 100))) + "%"; }
 
-void print_text(std::ostream& out, const std::vector<std::string>& presets, const std::vector<std::string>& sets,
-                const std::vector<Job>& jobs, const std::vector<Outcome>& outcomes) {
+void print_text(std::ostream& out, const std::vector<std::string>& presets, const std::vector<std::string>& design,
+                const std::vector<std::string>& design_keys, const std::vector<Job>& jobs,
+                const std::vector<Outcome>& outcomes) {
     std::string names;
     for (const auto& p : presets) names += (names.empty() ? "" : ", ") + p;
     out << "Reference points of " << names
         << " against the model (published measurements; measured = simulated; ratio = measured / published)\n";
-    if (!sets.empty()) {
+    if (!design.empty()) {
         // A design point is not the preset: say so before any figure.
         out << "Design point, not the preset" << (presets.size() == 1 ? "" : "s") << ":";
-        for (const auto& a : sets) out << " --set " << a;
+        for (const auto& d : design) out << " " << d;
         out << "\n";
         // A key a point's own command sets is a condition of its measurement:
         // those points keep it (one line per key).
-        for (const auto& a : sets) {
+        std::vector<std::string> said;
+        for (const auto& k : design_keys) {
+            if (std::find(said.begin(), said.end(), k) != said.end()) continue;
+            said.push_back(k);
             std::string keeping;
             for (const auto& j : jobs)
-                if (std::find(j.kept.begin(), j.kept.end(), key_of(a)) != j.kept.end())
+                if (std::find(j.kept.begin(), j.kept.end(), k) != j.kept.end())
                     keeping += (keeping.empty() ? "" : ", ") + j.point->name;
-            if (!keeping.empty()) out << " " << key_of(a) << " stays as measured in " << keeping << "\n";
+            if (!keeping.empty()) out << " " << k << " stays as measured in " << keeping << "\n";
         }
     }
     std::size_t w = 4;
@@ -269,7 +315,7 @@ void print_text(std::ostream& out, const std::vector<std::string>& presets, cons
         const ReferencePoint& p = *jobs[i].point;
         if (!outcomes[i].ok || outcomes[i].within) continue;
         if (!heading)
-            out << (sets.empty() ? "\nWhat the model lacks where a point is out (docs/calibration.md):\n"
+            out << (design.empty() ? "\nWhat the model lacks where a point is out (docs/calibration.md):\n"
                                  : "\nOut at this design point; what the preset lacks for each (docs/calibration.md):\n");
         heading = true;
         out << " " << p.name << ": " << (p.model_gap.empty() ? "not recorded" : p.model_gap) << "\n";
@@ -287,11 +333,12 @@ void print_csv(std::ostream& out, const std::vector<Job>& jobs, const std::vecto
     }
 }
 
-void print_json(std::ostream& out, const std::vector<std::string>& sets, const std::vector<Job>& jobs,
-                const std::vector<Outcome>& outcomes) {
+void print_json(std::ostream& out, const std::string& config, const std::vector<std::string>& sets,
+                const std::vector<Job>& jobs, const std::vector<Outcome>& outcomes) {
     nlohmann::json j;
     j["kind"] = "calibrate";
     j["tolerance"] = kCalibrationTolerance;
+    if (!config.empty()) j["config"] = config;
     j["settings"] = sets;
     j["points"] = nlohmann::json::array();
     for (std::size_t i = 0; i < jobs.size(); ++i) {
@@ -359,13 +406,22 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& er
         if (presets.empty()) throw std::invalid_argument("no preset of the model has reference points in " + sim::printable(set.path));
     }
 
-    // A design point's assignments are checked once per preset here, so a bad
-    // key or value is one clear error, not one failed run per point.
+    // A design point's file and assignments are checked once per preset here,
+    // so a bad key or value is one clear error, not one failed run per point.
     for (const auto& preset : presets) {
         sim::Config cfg;
         cfg.load_preset(preset);
+        if (!o.config.empty()) cfg.load_file(o.config);
         for (const auto& a : o.sets) cfg.set_assignment(a);
     }
+    // The keys the design point assigns, its file's first (each point's own
+    // --set still goes after both).
+    std::vector<std::string> design_keys;
+    if (!o.config.empty()) design_keys = read_preset_file(o.config).keys;
+    for (const auto& a : o.sets) design_keys.push_back(key_of(a));
+    std::vector<std::string> design;  // as a person would type it
+    if (!o.config.empty()) design.push_back("--config " + o.config);
+    for (const auto& a : o.sets) design.push_back("--set " + a);
 
     std::vector<Job> jobs;
     for (const auto& preset : presets)
@@ -375,11 +431,17 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& er
             j.preset = preset;
             j.args = shell_split(p->command);
             const std::vector<std::string> own = keys_set_by(j.args);
+            for (const auto& k : design_keys)
+                if (std::find(own.begin(), own.end(), k) != own.end() &&
+                    std::find(j.kept.begin(), j.kept.end(), k) == j.kept.end())
+                    j.kept.push_back(k);
+            if (!o.config.empty()) {
+                // The point's own --set comes after the file, so it wins.
+                j.args.push_back("--config");
+                j.args.push_back(o.config);
+            }
             for (const auto& a : o.sets) {
-                if (std::find(own.begin(), own.end(), key_of(a)) != own.end()) {
-                    j.kept.push_back(key_of(a));
-                    continue;
-                }
+                if (std::find(own.begin(), own.end(), key_of(a)) != own.end()) continue;
                 j.args.push_back("--set");
                 j.args.push_back(a);
             }
@@ -414,8 +476,8 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& er
     if (progress) err << "\r" << std::string(60, ' ') << "\r" << std::flush;
 
     if (o.format == Format::Csv) print_csv(out, jobs, outcomes);
-    else if (o.format == Format::Json) print_json(out, o.sets, jobs, outcomes);
-    else print_text(out, presets, o.sets, jobs, outcomes);
+    else if (o.format == Format::Json) print_json(out, o.config, o.sets, jobs, outcomes);
+    else print_text(out, presets, design, design_keys, jobs, outcomes);
     out.flush();
 
     int status = 0;
@@ -445,47 +507,6 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& er
 // hcasim presets.
 
 namespace {
-
-// What a preset file says about itself: its first comment line, and the keys
-// it assigns in the order it assigns them (the values are read back through
-// sim::Config, which checks them).
-struct PresetFile {
-    std::string description;
-    std::vector<std::string> keys;
-};
-
-std::string trimmed(const std::string& s) {
-    const auto b = s.find_first_not_of(" \t\r");
-    if (b == std::string::npos) return "";
-    return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
-}
-
-PresetFile read_preset_file(const std::string& path) {
-    PresetFile f;
-    std::ifstream in(path);
-    std::string section;
-    for (std::string line; std::getline(in, line);) {
-        const std::string t = trimmed(line);
-        if (t.empty()) continue;
-        if (t[0] == '#') {
-            if (f.description.empty() && f.keys.empty() && section.empty()) f.description = trimmed(t.substr(1));
-            continue;
-        }
-        if (t[0] == ';') continue;
-        const std::string body = trimmed(t.substr(0, t.find('#')));
-        if (body.empty()) continue;
-        if (body.front() == '[' && body.back() == ']') {
-            section = trimmed(body.substr(1, body.size() - 2));
-            continue;
-        }
-        const auto eq = body.find('=');
-        if (eq == std::string::npos) continue;
-        const std::string name = trimmed(body.substr(0, eq));
-        const std::string key = section.empty() ? name : section + "." + name;
-        if (std::find(f.keys.begin(), f.keys.end(), key) == f.keys.end()) f.keys.push_back(key);
-    }
-    return f;
-}
 
 std::string settings_of(const std::string& preset, const PresetFile& f, bool markdown) {
     sim::Config cfg;

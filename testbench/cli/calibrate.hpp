@@ -16,9 +16,11 @@ struct CalibrateOptions {
     bool check = false;     // status 1 when a point lies outside the tolerance
     Format format = Format::Text;
     std::string reference;  // the reference points file
-    // A design point: KEY=VALUE assignments (--set) applied to every point's
-    // run, except a key the point's own command sets (a condition of its
-    // measurement, such as the link speed of the measured run).
+    // A design point: an INI file of parameters (--config) and KEY=VALUE
+    // assignments (--set) applied to every point's run, except a key the
+    // point's own command sets (a condition of its measurement, such as the
+    // link speed of the measured run).
+    std::string config;
     std::vector<std::string> sets;
 };
 

@@ -115,8 +115,9 @@ Commands:
                 process per point, and prints published, measured, unit, ratio
                 and source; without --preset every preset of the model that has
                 points; --check: exit status 1 when a point is more than 10%
-                off; --set KEY=VALUE: a design point, every point run with it
-                (but where the point's own measurement sets KEY)
+                off; --config FILE, --set KEY=VALUE: a design point, every
+                point run with it (but where the point's own measurement sets
+                the key)
   sweep --param KEY=V1,V2,... [--param ...] [--jobs N] [--out FILE] -- WORKLOAD ...
                 WORKLOAD (lat, bw, msgrate, mcast, swarm or calibrate and its
                 options) once per combination of the parameters' values,
@@ -191,7 +192,7 @@ const std::map<std::string, std::set<std::string>>& options_of() {
         {"swarm", with(config, {"machines", "threads", "vms", "window", "sizes", "warmup", "duration", "seed", "format", "counters"})},
         {"params", {"format"}},
         {"presets", {"format", "reference"}},
-        {"calibrate", {"preset", "check", "format", "reference", "set"}},
+        {"calibrate", {"preset", "check", "format", "reference", "config", "set"}},
     };
     return m;
 }
@@ -944,8 +945,9 @@ int run_command(const Cli& c) {
     if (c.command == "params") return cmd_params(c);
     const std::string reference = c.has("reference") ? c.reference : default_reference_file();
     if (c.command == "calibrate")
-        return run_calibrate({c.has("preset") ? c.preset : "", c.check, output_format(c), reference, c.sets}, std::cout,
-                             std::cerr);
+        return run_calibrate(
+            {c.has("preset") ? c.preset : "", c.check, output_format(c), reference, c.has("config") ? c.config_file : "", c.sets},
+            std::cout, std::cerr);
     if (c.format != "text" && c.format != "md")
         throw std::invalid_argument("unknown --format '" + sim::printable(c.format) + "' for presets: expected text or md");
     return print_presets(reference, c.format == "md", std::cout);

@@ -265,6 +265,34 @@ TEST_CASE("calibrate --set leaves a key that a point's own measurement sets as t
     CHECK(text.out.find("link.speed stays as measured in test.write_lat") != std::string::npos);
 }
 
+TEST_CASE("calibrate --config runs the points at a design point read from a file, but for a point's own keys", "[calibrate]") {
+    const std::string command = "lat --op write --sizes 4096 -n 200 --set link.speed=qdr";
+    const TempFile point(one_point_file(1.0, command));
+    const TempFile design("# a slower adapter on a slower link\n[hca]\ncore_clock_mhz = 100\n[link]\nspeed = sdr\n");
+    const CommandResult cal =
+        run_hcasim("calibrate --reference " + quoted(point.path()) + " --format csv --config " + quoted(design.path()));
+    REQUIRE(cal.exit_code == 0);
+    const auto rows = parse_csv(cal.out);
+    REQUIRE(rows.size() == 1);
+    // The file's clock applies; its link speed gives way to the point's QDR.
+    const double expected = typical_of(command + " --preset cx3-fdr --config " + quoted(design.path()));
+    REQUIRE(expected > typical_of(command + " --preset cx3-fdr") * 1.1);
+    CHECK(rows[0].measured == Approx(expected).epsilon(1e-3));
+
+    const CommandResult text =
+        run_hcasim("calibrate --reference " + quoted(point.path()) + " --config " + quoted(design.path()));
+    REQUIRE(text.exit_code == 0);
+    CHECK(text.out.find("Design point, not the preset: --config " + design.path()) != std::string::npos);
+    CHECK(text.out.find("link.speed stays as measured in test.write_lat") != std::string::npos);
+    CHECK(text.out.find("hca.core_clock_mhz stays") == std::string::npos);
+
+    const TempFile bad("[hca]\ncore_clock_mhz = fast\n");
+    const CommandResult refused =
+        run_hcasim("calibrate --reference " + quoted(point.path()) + " --config " + quoted(bad.path()), true);
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.out.find("core_clock_mhz") != std::string::npos);
+}
+
 TEST_CASE("calibrate --set with an unknown key or a bad value fails once, naming it, with status 2", "[calibrate]") {
     const TempFile f(one_point_file(1.0));
     const CommandResult key = run_hcasim("calibrate --reference " + quoted(f.path()) + " --set hca.no_such_key=1", true);
