@@ -284,10 +284,7 @@ void print_text(std::ostream& out, const std::vector<std::string>& presets, cons
         out << "\n";
         // A key a point's own command sets is a condition of its measurement:
         // those points keep it (one line per key).
-        std::vector<std::string> said;
         for (const auto& k : design_keys) {
-            if (std::find(said.begin(), said.end(), k) != said.end()) continue;
-            said.push_back(k);
             std::string keeping;
             for (const auto& j : jobs)
                 if (std::find(j.kept.begin(), j.kept.end(), k) != j.kept.end())
@@ -414,11 +411,13 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& er
         if (!o.config.empty()) cfg.load_file(o.config);
         for (const auto& a : o.sets) cfg.set_assignment(a);
     }
-    // The keys the design point assigns, its file's first (each point's own
-    // --set still goes after both).
+    // The keys the design point assigns, each once, its file's first (each
+    // point's own --set still goes after both).
     std::vector<std::string> design_keys;
     if (!o.config.empty()) design_keys = read_preset_file(o.config).keys;
-    for (const auto& a : o.sets) design_keys.push_back(key_of(a));
+    for (const auto& a : o.sets)
+        if (std::find(design_keys.begin(), design_keys.end(), key_of(a)) == design_keys.end())
+            design_keys.push_back(key_of(a));
     std::vector<std::string> design;  // as a person would type it
     if (!o.config.empty()) design.push_back("--config " + o.config);
     for (const auto& a : o.sets) design.push_back("--set " + a);
@@ -432,16 +431,14 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& er
             j.args = shell_split(p->command);
             const std::vector<std::string> own = keys_set_by(j.args);
             for (const auto& k : design_keys)
-                if (std::find(own.begin(), own.end(), k) != own.end() &&
-                    std::find(j.kept.begin(), j.kept.end(), k) == j.kept.end())
-                    j.kept.push_back(k);
+                if (std::find(own.begin(), own.end(), k) != own.end()) j.kept.push_back(k);
             if (!o.config.empty()) {
                 // The point's own --set comes after the file, so it wins.
                 j.args.push_back("--config");
                 j.args.push_back(o.config);
             }
             for (const auto& a : o.sets) {
-                if (std::find(own.begin(), own.end(), key_of(a)) != own.end()) continue;
+                if (std::find(j.kept.begin(), j.kept.end(), key_of(a)) != j.kept.end()) continue;
                 j.args.push_back("--set");
                 j.args.push_back(a);
             }
