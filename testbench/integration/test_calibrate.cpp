@@ -417,3 +417,65 @@ TEST_CASE("every reference point the model does not reach within tolerance says 
         CHECK(!p->model_gap.empty());
     }
 }
+
+// docs/calibration.md carries the table of every reference point against the
+// model; a change that moves a figure must move the table with it.
+TEST_CASE("the tables of docs/calibration.md carry what calibrate measures today", "[calibrate]") {
+    const CommandResult r = run_hcasim("calibrate --format csv");
+    REQUIRE(r.exit_code == 0);
+    const auto rows = parse_csv(r.out);
+    std::vector<std::string> presets;
+    for (const auto& row : rows)
+        if (std::find(presets.begin(), presets.end(), row.preset) == presets.end()) presets.push_back(row.preset);
+
+    std::ifstream in(std::string(HCASIM_SOURCE_DIR) + "/docs/calibration.md");
+    REQUIRE(in);
+    // The first number of a cell ("52.5 Gb/s (52-53)", "below 1 µs") and its decimals.
+    auto number_of = [](const std::string& cell, double& value, int& decimals) {
+        const auto begin = cell.find_first_of("0123456789");
+        if (begin == std::string::npos) return false;
+        const auto end = cell.find_first_not_of("0123456789.", begin);
+        const std::string digits = cell.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+        const auto dot = digits.find('.');
+        decimals = dot == std::string::npos ? 0 : static_cast<int>(digits.size() - dot - 1);
+        value = std::stod(digits);
+        return true;
+    };
+    // Equal as the table rounds it: within half a unit of its last decimal.
+    auto as_rounded = [](double shown, int decimals, double exact) {
+        return std::fabs(shown - exact) <= 0.5 * std::pow(10.0, -decimals) * (1 + 1e-9);
+    };
+
+    std::vector<std::string> in_doc;
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("| `", 0) != 0) continue;
+        const auto end = line.find('`', 3);
+        REQUIRE(end != std::string::npos);
+        const std::string name = line.substr(3, end - 3);
+        const bool names_a_point = std::any_of(presets.begin(), presets.end(), [&](const std::string& p) {
+            return name.rfind(p + ".", 0) == 0;
+        });
+        if (!names_a_point) continue;  // another table's first column (a command)
+        INFO("docs/calibration.md: " << line);
+        const auto row = std::find_if(rows.begin(), rows.end(), [&](const CsvRow& x) { return x.name == name; });
+        REQUIRE(row != rows.end());  // a point the reference file does not have
+        in_doc.push_back(name);
+        const auto cells = split(line.substr(1), '|');  // point, what, published, hcasim, ratio, +-10 %, ""
+        REQUIRE(cells.size() >= 6);
+        double value = 0;
+        int decimals = 0;
+        REQUIRE(number_of(cells[2], value, decimals));
+        CHECK(as_rounded(value, decimals, row->published));
+        REQUIRE(number_of(cells[3], value, decimals));
+        INFO("calibrate measures " << row->measured << ", ratio " << row->ratio);
+        CHECK(as_rounded(value, decimals, row->measured));
+        REQUIRE(number_of(cells[4], value, decimals));
+        CHECK(as_rounded(value, decimals, row->ratio));
+        const bool ok = cells[5].find("ok") != std::string::npos;
+        CHECK(ok == (row->within == "yes"));
+    }
+    for (const auto& row : rows) {
+        INFO(row.name << " is in docs/calibration.md's tables once");
+        CHECK(std::count(in_doc.begin(), in_doc.end(), row.name) == 1);
+    }
+}
