@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <limits>
 #include <functional>
+#include <tuple>
+#include <utility>
 #include <vector>
 #include <string>
 
@@ -58,6 +60,7 @@ public:
     Clock(std::string name, double period_ps)
         : m_name(std::move(name)), m_period_fs(static_cast<std::uint64_t>(std::llround(period_ps * 1000.0))) {
         if (m_period_fs == 0) m_period_fs = 1;
+        m_inverse = std::numeric_limits<std::uint64_t>::max() / m_period_fs;
     }
     static Clock from_mhz(std::string name, double mhz) { return Clock(std::move(name), 1e6 / mhz); }
 
@@ -83,17 +86,42 @@ public:
     // Edges after time zero at or before t: what a free-running counter of
     // this clock reads at t (an adapter's timestamp counter).
     std::uint64_t count_at(Tick t) const {
+        if (t < kExactBelow) return periods_in(t * 1000);
         return static_cast<std::uint64_t>(static_cast<unsigned __int128>(t) * 1000 / m_period_fs);
     }
 
+    // An operation of n cycles that becomes possible at t: its first edge
+    // and its end, with one index computation for both.
+    std::pair<Tick, Tick> span(Tick t, std::uint64_t n) const {
+        const std::uint64_t k = index_at_or_after(t);
+        return {edge(k), edge(k + n)};
+    }
+
 private:
+    // Below this many ps (about 5 hours) t * 1000 fits in 64 bits.
+    static constexpr Tick kExactBelow = std::numeric_limits<std::uint64_t>::max() / 1000;
+
     // Smallest k with edge(k) >= t; an edge's own time maps back to it even
     // though edges are rounded up to whole picoseconds.
-    std::uint64_t index_at_or_after(Tick t) const { return t == 0 ? 0 : (t - 1) * 1000 / m_period_fs + 1; }
+    std::uint64_t index_at_or_after(Tick t) const {
+        if (t == 0) return 0;
+        if (t < kExactBelow) return periods_in((t - 1) * 1000) + 1;
+        return static_cast<std::uint64_t>(static_cast<unsigned __int128>(t - 1) * 1000 / m_period_fs) + 1;
+    }
     Tick edge(std::uint64_t k) const { return (k * m_period_fs + 999) / 1000; }
+
+    // x / m_period_fs, exact, by a multiply with the period's precomputed
+    // inverse instead of a division (the hot path of every timed block): the
+    // estimate is at most two below the quotient, and the loop corrects it.
+    std::uint64_t periods_in(std::uint64_t x) const {
+        auto q = static_cast<std::uint64_t>((static_cast<unsigned __int128>(x) * m_inverse) >> 64);
+        while (x - q * m_period_fs >= m_period_fs) ++q;
+        return q;
+    }
 
     std::string m_name;
     std::uint64_t m_period_fs = 1000000;
+    std::uint64_t m_inverse = std::numeric_limits<std::uint64_t>::max() / 1000000;
 };
 
 // A shared resource that serves one request at a time (a serialiser, a
@@ -201,8 +229,7 @@ private:
     }
 
     Slot book(Tick t, std::uint64_t n) {
-        Tick start = m_clock->edge_at_or_after(t);
-        Tick end = m_clock->after(start, n);
+        auto [start, end] = m_clock->span(t, n);
         if (m_head == m_busy.size() || start >= m_busy.back().end) {
             // The common case: after everything already booked.
             if (m_head < m_busy.size() && m_busy.back().end == start) m_busy.back().end = end;
@@ -215,8 +242,7 @@ private:
         auto it = std::upper_bound(m_busy.begin() + static_cast<std::ptrdiff_t>(m_head), m_busy.end(), start,
                                    [](Tick v, const Slot& s) { return v < s.end; });
         while (it != m_busy.end() && it->start < end) {
-            start = m_clock->edge_at_or_after(it->end);
-            end = m_clock->after(start, n);
+            std::tie(start, end) = m_clock->span(it->end, n);
             ++it;
         }
         // Insert before it, merging with touching neighbours.
