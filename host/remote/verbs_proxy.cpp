@@ -234,6 +234,9 @@ void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
             if (a->second->fd >= 0) ::close(a->second->fd);
             a->second->fd = -1;
         }
+        // What the program still holds on the device goes with it, as when
+        // it closes the uverbs file (perftest's ib_send_bw leaves its CQs).
+        release(ctx);
         const int st = ibv_close_device(ctx);
         if (!st) remove(ctx);
         return status(st);
@@ -711,17 +714,52 @@ void VerbsProxy::execute(Op op, Reader& in, Writer& out) {
 
 void VerbsProxy::release_all() {
     stop_watchers();
+    release(nullptr);
+}
+
+namespace {
+
+ibv_context* context_of(VerbsProxy::Kind k, void* p) {
+    switch (k) {
+    case VerbsProxy::Kind::Qp: return static_cast<ibv_qp*>(p)->context;
+    case VerbsProxy::Kind::Srq: return static_cast<ibv_srq*>(p)->context;
+    case VerbsProxy::Kind::Ah: return static_cast<ibv_ah*>(p)->context;
+    case VerbsProxy::Kind::Cq: return static_cast<ibv_cq*>(p)->context;
+    case VerbsProxy::Kind::Mr: return static_cast<ibv_mr*>(p)->context;
+    case VerbsProxy::Kind::Pd: return static_cast<ibv_pd*>(p)->context;
+    case VerbsProxy::Kind::Xrcd: return static_cast<ibv_xrcd*>(p)->context;
+    case VerbsProxy::Kind::Channel: return static_cast<ibv_comp_channel*>(p)->context;
+    case VerbsProxy::Kind::Context: return static_cast<ibv_context*>(p);
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+void VerbsProxy::release(const ibv_context* ctx) {
+    auto ours = [&](Kind k, std::uint64_t h) {
+        return !ctx || context_of(k, reinterpret_cast<void*>(static_cast<std::uintptr_t>(h))) == ctx;
+    };
     // Events the program took and never acknowledged: acknowledged now, as
     // closing the uverbs file does, so that destroying their objects does not wait.
-    for (auto& e : m_unacked) ibv_ack_async_event(&e);
-    m_unacked.clear();
+    for (auto it = m_unacked.begin(); it != m_unacked.end();) {
+        const void* object = event_object(*it);
+        const auto o = object ? m_objects.find(ptr(object)) : m_objects.end();
+        if (ctx && (o == m_objects.end() || !ours(o->second.kind, o->first))) {
+            ++it;
+            continue;
+        }
+        ibv_ack_async_event(&*it);
+        it = m_unacked.erase(it);
+    }
     std::vector<std::pair<std::uint64_t, Object>> objs(m_objects.begin(), m_objects.end());
     const Kind order[] = {Kind::Qp, Kind::Srq,  Kind::Ah,      Kind::Cq,     Kind::Mr,
                           Kind::Pd, Kind::Xrcd, Kind::Channel, Kind::Context};
     for (Kind k : order) {
+        if (ctx && k == Kind::Context) break;  // the caller closes it
         std::vector<std::pair<std::uint64_t, Object>> of;
         for (auto& o : objs)
-            if (o.second.kind == k && !o.second.borrowed) of.push_back(o);
+            if (o.second.kind == k && !o.second.borrowed && ours(k, o.first)) of.push_back(o);
         std::sort(of.begin(), of.end(), [](const auto& a, const auto& b) { return a.second.order > b.second.order; });
         for (auto& [h, o] : of) {
             void* p = reinterpret_cast<void*>(static_cast<std::uintptr_t>(h));
@@ -739,7 +777,10 @@ void VerbsProxy::release_all() {
             case Kind::Mr: ibv_dereg_mr(static_cast<ibv_mr*>(p)); break;
             case Kind::Pd: ibv_dealloc_pd(static_cast<ibv_pd*>(p)); break;
             case Kind::Xrcd: ibv_close_xrcd(static_cast<ibv_xrcd*>(p)); break;
-            case Kind::Channel: ibv_destroy_comp_channel(static_cast<ibv_comp_channel*>(p)); break;
+            case Kind::Channel:
+                if (ctx) forget(p);  // its watcher stops and its fd closes
+                ibv_destroy_comp_channel(static_cast<ibv_comp_channel*>(p));
+                break;
             case Kind::Context: ibv_close_device(static_cast<ibv_context*>(p)); break;
             }
             m_objects.erase(h);

@@ -42,6 +42,7 @@ public:
     // Releases every object the program left (it ended), in the order the
     // kernel's uverbs cleanup uses: QPs, SRQs, AHs, CQs, MRs, PDs, XRC
     // domains, channels, contexts. Consumes simulated time (driver commands).
+    // Closing a device does the same for the objects left on it first.
     void release_all();
 
     enum class Kind { Context, Pd, Mr, Channel, Cq, Qp, Srq, Ah, Xrcd };
@@ -75,6 +76,9 @@ private:
     void watch_channel(ChannelFd& c);
     void watch_async(ibv_context* ctx, int fd);
     void stop_watchers();
+    // Destroys the objects the program made and still holds on ctx (all
+    // contexts when null), the contexts themselves only when ctx is null.
+    void release(const ibv_context* ctx);
 
     int m_pidfd;
     std::function<void()> m_touch;
