@@ -85,10 +85,7 @@ public:
 
     // Edges after time zero at or before t: what a free-running counter of
     // this clock reads at t (an adapter's timestamp counter).
-    std::uint64_t count_at(Tick t) const {
-        if (t < kExactBelow) return periods_in(t * 1000);
-        return static_cast<std::uint64_t>(static_cast<unsigned __int128>(t) * 1000 / m_period_fs);
-    }
+    std::uint64_t count_at(Tick t) const { return periods_in(static_cast<unsigned __int128>(t) * 1000); }
 
     // An operation of n cycles that becomes possible at t: its first edge
     // and its end, with one index computation for both.
@@ -98,22 +95,20 @@ public:
     }
 
 private:
-    // Below this many ps (about 5 hours) t * 1000 fits in 64 bits.
-    static constexpr Tick kExactBelow = std::numeric_limits<std::uint64_t>::max() / 1000;
-
     // Smallest k with edge(k) >= t; an edge's own time maps back to it even
     // though edges are rounded up to whole picoseconds.
     std::uint64_t index_at_or_after(Tick t) const {
-        if (t == 0) return 0;
-        if (t < kExactBelow) return periods_in((t - 1) * 1000) + 1;
-        return static_cast<std::uint64_t>(static_cast<unsigned __int128>(t - 1) * 1000 / m_period_fs) + 1;
+        return t == 0 ? 0 : periods_in(static_cast<unsigned __int128>(t - 1) * 1000) + 1;
     }
     Tick edge(std::uint64_t k) const { return (k * m_period_fs + 999) / 1000; }
 
-    // x / m_period_fs, exact, by a multiply with the period's precomputed
-    // inverse instead of a division (the hot path of every timed block): the
-    // estimate is at most two below the quotient, and the loop corrects it.
-    std::uint64_t periods_in(std::uint64_t x) const {
+    // x / m_period_fs, exact. Below 2^64 (t under about 5 hours) by a
+    // multiply with the period's precomputed inverse instead of a division
+    // (the hot path of every timed block): the estimate is at most two below
+    // the quotient, and the loop corrects it.
+    std::uint64_t periods_in(unsigned __int128 wide) const {
+        if (wide >> 64) return static_cast<std::uint64_t>(wide / m_period_fs);
+        const auto x = static_cast<std::uint64_t>(wide);
         auto q = static_cast<std::uint64_t>((static_cast<unsigned __int128>(x) * m_inverse) >> 64);
         while (x - q * m_period_fs >= m_period_fs) ++q;
         return q;
