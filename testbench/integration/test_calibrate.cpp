@@ -18,10 +18,13 @@
 #include "model/sim/config.hpp"
 #include "testbench/cli/reference_points.hpp"
 #include "testbench/integration/harness.hpp"
+#include "testbench/integration/report_rows.hpp"
 
 using namespace hcasim;
 using namespace hcasim::testbench;
 using hcasim::test::CommandResult;
+using hcasim::test::as_rounded;
+using hcasim::test::csv_fields;
 using hcasim::test::run_hcasim;
 
 namespace {
@@ -44,22 +47,6 @@ private:
     std::string m_path;
 };
 
-std::vector<std::string> split(const std::string& line, char sep) {
-    std::vector<std::string> out;
-    std::string field;
-    bool quoted = false;
-    for (char c : line) {
-        if (c == '"') quoted = !quoted;
-        else if (c == sep && !quoted) {
-            out.push_back(field);
-            field.clear();
-        } else
-            field += c;
-    }
-    out.push_back(field);
-    return out;
-}
-
 struct CsvRow {
     std::string name, preset, unit, within;
     double published = 0, measured = 0, ratio = 0;
@@ -73,7 +60,7 @@ std::vector<CsvRow> parse_csv(const std::string& out) {
     REQUIRE(line == "name,preset,published,measured,unit,ratio,within_tolerance,kind,source");
     std::vector<CsvRow> rows;
     while (std::getline(in, line)) {
-        const auto f = split(line, ',');
+        const auto f = csv_fields(line, ',');
         REQUIRE(f.size() == 9);
         CsvRow r;
         r.name = f[0];
@@ -107,7 +94,7 @@ double typical_of(const std::string& lat_args) {
     std::string header, row;
     REQUIRE(std::getline(in, header));
     REQUIRE(std::getline(in, row));
-    const auto f = split(row, ',');
+    const auto f = csv_fields(row, ',');
     REQUIRE(f.size() == 9);
     return std::stod(f[4]);
 }
@@ -441,10 +428,6 @@ TEST_CASE("the tables of docs/calibration.md carry what calibrate measures today
         value = std::stod(digits);
         return true;
     };
-    // Equal as the table rounds it: within half a unit of its last decimal.
-    auto as_rounded = [](double shown, int decimals, double exact) {
-        return std::fabs(shown - exact) <= 0.5 * std::pow(10.0, -decimals) * (1 + 1e-9);
-    };
 
     std::vector<std::string> in_doc;
     for (std::string line; std::getline(in, line);) {
@@ -460,7 +443,7 @@ TEST_CASE("the tables of docs/calibration.md carry what calibrate measures today
         const auto row = std::find_if(rows.begin(), rows.end(), [&](const CsvRow& x) { return x.name == name; });
         REQUIRE(row != rows.end());  // a point the reference file does not have
         in_doc.push_back(name);
-        const auto cells = split(line.substr(1), '|');  // point, what, published, hcasim, ratio, +-10 %, ""
+        const auto cells = csv_fields(line.substr(1), '|');  // point, what, published, hcasim, ratio, +-10 %, ""
         REQUIRE(cells.size() >= 6);
         double value = 0;
         int decimals = 0;

@@ -9,7 +9,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -17,9 +16,12 @@
 #include <vector>
 
 #include "testbench/integration/harness.hpp"
+#include "testbench/integration/report_rows.hpp"
 
+using hcasim::test::as_rounded;
 using hcasim::test::CommandResult;
 using hcasim::test::counter_in;
+using hcasim::test::csv_fields;
 using hcasim::test::run_hcasim;
 
 namespace {
@@ -57,26 +59,6 @@ std::string read_doc(const std::string& relative) {
     return collapsed(s.str());
 }
 
-// A line's fields; a field in double quotes may hold the separator ("" is a quote).
-std::vector<std::string> fields(const std::string& line, char sep) {
-    std::vector<std::string> out(1);
-    bool quoted = false;
-    for (std::size_t i = 0; i < line.size(); ++i) {
-        const char c = line[i];
-        if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-            out.back() += '"';
-            ++i;
-        } else if (c == '"') {
-            quoted = !quoted;
-        } else if (c == sep && !quoted) {
-            out.emplace_back();
-        } else {
-            out.back() += c;
-        }
-    }
-    return out;
-}
-
 // Runs each command once however many figures it gives.
 class Outputs {
 public:
@@ -99,7 +81,7 @@ double csv_value(const std::string& out, const std::string& column, const std::s
     std::vector<std::string> header;
     while (std::getline(in, line)) {
         if (line.find(column) != std::string::npos && line.find(',') != std::string::npos) {
-            header = fields(line, ',');
+            header = csv_fields(line, ',');
             break;
         }
     }
@@ -112,7 +94,7 @@ double csv_value(const std::string& out, const std::string& column, const std::s
     const int col = index_of(column);
     REQUIRE(col >= 0);
     std::vector<std::pair<int, std::string>> wanted;
-    for (const std::string& cond : row.empty() ? std::vector<std::string>{} : fields(row, ',')) {
+    for (const std::string& cond : row.empty() ? std::vector<std::string>{} : csv_fields(row, ',')) {
         const auto eq = cond.find('=');
         REQUIRE(eq != std::string::npos);
         const int at = index_of(cond.substr(0, eq));
@@ -120,7 +102,7 @@ double csv_value(const std::string& out, const std::string& column, const std::s
         wanted.emplace_back(at, cond.substr(eq + 1));
     }
     while (std::getline(in, line)) {
-        const auto cells = fields(line, ',');
+        const auto cells = csv_fields(line, ',');
         if (cells.size() != header.size()) continue;
         bool match = true;
         for (const auto& [at, value] : wanted) match = match && cells[static_cast<std::size_t>(at)] == value;
@@ -183,7 +165,7 @@ void check_doc(const std::string& doc, const std::vector<Figure>& figures) {
             measured = csv_value(outputs.of(f.command + " --format csv"), column, f.row);
         }
         INFO("hcasim " << f.command << " gives " << measured);
-        CHECK(std::fabs(value - measured) <= 0.5 * std::pow(10.0, -decimals) * (1 + 1e-9));
+        CHECK(as_rounded(value, decimals, measured));
     }
 }
 
