@@ -419,9 +419,13 @@ void RdmaCmProxy::execute(Op op, Reader& in, Writer& out) {
             errno = EINVAL;
             return status(-1);
         }
+        // The program took one count from its eventfd before calling. Take
+        // it off here, before the event leaves the queue: a connect response
+        // brings the QP up inside the call, in simulated time, and an event
+        // queued meanwhile must be counted (the queue is one shorter by then).
+        if (ch->second->signalled) --ch->second->signalled;
         rdma_cm_event* e = nullptr;
         if (rdma_get_cm_event(ch->second->channel, &e)) return status(-1);
-        if (ch->second->signalled) --ch->second->signalled;
         m_events[ptr(e)] = e;
         status(0);
         out.put(ptr(e));

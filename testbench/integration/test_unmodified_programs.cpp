@@ -380,10 +380,38 @@ TEST_CASE("mckey joins a multicast group through rdma_cm and sends to it", "[run
     CHECK(lines_with(r.out, "data transfers complete").size() == 2);
 }
 
+TEST_CASE("an rdma_cm event that arrives while another is being taken is counted into the channel", "[run][rdma_cm]") {
+    // cmtime's event thread takes connect responses while the REPs of its
+    // other connections arrive, and each response brings a QP up inside
+    // rdma_get_cm_event, in simulated time. A client with slow control calls
+    // (20 us each) is still bringing one QP up when the next REP arrives.
+    // That event used not to be counted into the program's channel, so the
+    // program slept until the server's REJ came, once the RTU was overdue:
+    // 103 s of simulated time, and the server (reading a REJECTED event on
+    // an id without context) crashed.
+    auto run = []() {
+        const CommandResult r = run_hcasim("run --set node1.host.cpu.control_call_ns=20000 --serve 0 "
+                                           "--node 'cmtime -c 20' --node 'cmtime -s node0 -c 20'",
+                                           true);
+        INFO(r.out);
+        REQUIRE(r.exit_code == 0);
+        CHECK(lines_with(r.out, "node0 (cmtime -c 20): stopped once the others had ended (--serve)").size() == 1);
+        CHECK(lines_with(r.out, "node1: event:").empty());  // an error event (REJECTED, CONNECT_ERROR, ...)
+        const std::vector<std::string> t = lines_with(r.out, "hcasim: simulated time ");
+        REQUIRE(t.size() == 1);
+        // Well before the CM's first retransmission (about 67 ms); the run
+        // ends with the client, not when the stopped server dies of its signal.
+        CHECK(std::stod(t[0].substr(t[0].find("time ") + 5)) < 30000.0);
+        std::vector<std::string> v = lines_with(r.out, "node1: ");
+        v.push_back(t[0]);
+        std::sort(v.begin(), v.end());
+        return v;
+    };
+    const std::vector<std::string> a = run();
+    CHECK(a == run());
+}
+
 TEST_CASE("servers that never end by themselves are stopped once their clients have (--serve)", "[run]") {
-    // (cmtime's server serves too, but rdma-core 44's hands requests to its
-    // worker thread through a list it neither locks nor signals, so what it
-    // does depends on the host's thread timing.)
     SECTION("a persistent rping server, for two clients one after the other") {
         const CommandResult r = run_hcasim("run --set fabric.topology=switch --serve 0 --node 'rping -s -P -V' "
                                            "--node 'rping -c -a node0 -V -C 10' --node 'rping -c -a node0 -V -C 5'",

@@ -36,7 +36,7 @@ struct ProgramOutcome {
 struct ProgramsResult {
     std::vector<ProgramOutcome> programs;
     std::vector<std::string> problems;  // programs killed for hanging
-    double simulated_us = 0;            // when the last program ended
+    double simulated_us = 0;            // when the last program ended (a stopped service: when stopped)
     int exit_status = 0;                // the worst: a program's exit code, 128 + signal, or 1 for a hang
 };
 
