@@ -338,17 +338,23 @@ ibv_xrcd* node_xrcd(NodeCm& n, ibv_context* verbs) {
 
 // Frees the CQs and channels rdma_cm made for an id (either may be absent).
 void destroy_cqs(SimId& s, bool send, bool recv) {
+    // One still in use (a QP of another id shares it) stays, as with
+    // librdmacm, which ignores the failure; the id forgets it either way.
+    auto cq_gone = [&s](ibv_cq*& cq) {
+        if (cq && ibv_destroy_cq(cq)) s.orphans.push_back(cq);
+        cq = nullptr;
+    };
+    auto channel_gone = [&s](ibv_comp_channel*& ch) {
+        if (ch && ibv_destroy_comp_channel(ch)) s.orphans.push_back(ch);
+        ch = nullptr;
+    };
     if (send) {
-        if (s.id.send_cq) ibv_destroy_cq(s.id.send_cq);
-        if (s.id.send_cq_channel) ibv_destroy_comp_channel(s.id.send_cq_channel);
-        s.id.send_cq = nullptr;
-        s.id.send_cq_channel = nullptr;
+        cq_gone(s.id.send_cq);
+        channel_gone(s.id.send_cq_channel);
     }
     if (recv) {
-        if (s.id.recv_cq) ibv_destroy_cq(s.id.recv_cq);
-        if (s.id.recv_cq_channel) ibv_destroy_comp_channel(s.id.recv_cq_channel);
-        s.id.recv_cq = nullptr;
-        s.id.recv_cq_channel = nullptr;
+        cq_gone(s.id.recv_cq);
+        channel_gone(s.id.recv_cq_channel);
     }
 }
 

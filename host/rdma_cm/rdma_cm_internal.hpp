@@ -111,6 +111,9 @@ struct SimId {
     ibv_qp_init_attr qp_init{};
     // What rdma_create_qp or rdma_create_ep made and must free.
     bool own_cqs = false;
+    // What rdma_destroy_qp could not destroy (a CQ another QP still uses),
+    // left as librdmacm leaves it.
+    std::vector<const void*> orphans;
     // rdma_create_srq of an XRC SRQ without a CQ made its CQ and channel
     // (the id's receive ones); rdma_destroy_srq frees them.
     bool own_srq_cq = false;

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 #include <vector>
 
 #include "host/rdma_cm/rdma_cm_internal.hpp"
@@ -141,6 +142,25 @@ void RdmaCmProxy::forget_srq_objects(rdma_cm_id* id) {
         m_verbs.forget(id->recv_cq);
         m_verbs.forget(id->recv_cq_channel);
     }
+}
+
+void RdmaCmProxy::destroy_qp(rdma_cm_id* id) {
+    auto* s = reinterpret_cast<rdmacm::SimId*>(id);
+    const void* made[] = {id->qp, s->own_cqs ? id->send_cq : nullptr, s->own_cqs ? id->recv_cq : nullptr,
+                          s->own_cqs ? id->send_cq_channel : nullptr, s->own_cqs ? id->recv_cq_channel : nullptr};
+    // Forgotten only after the destroy: a call of another thread meanwhile
+    // would take objects the proxy no longer knows for ones the program
+    // destroyed itself and clear them from the id (id_of), and the destroy
+    // would then leave them to no one.
+    rdma_destroy_qp(id);
+    // A CQ another id's QP still uses outlives the call, as with librdmacm
+    // (cmtime hands every id the first one's CQs): it is the program's now,
+    // and goes when the program does.
+    for (const void* p : made) {
+        if (std::find(s->orphans.begin(), s->orphans.end(), p) != s->orphans.end()) m_verbs.own(p);
+        else m_verbs.forget(p);
+    }
+    s->orphans.clear();
 }
 
 void RdmaCmProxy::forget_qp_objects(rdma_cm_id* id) {
@@ -373,8 +393,7 @@ void RdmaCmProxy::execute(Op op, Reader& in, Writer& out) {
             errno = EINVAL;
             return status(-1);
         }
-        forget_qp_objects(id);
-        rdma_destroy_qp(id);
+        destroy_qp(id);
         status(0);
         put_id(out, id);
         return;
@@ -566,10 +585,7 @@ void RdmaCmProxy::release_all() {
     for (auto& [h, id] : m_ids) handles.push_back(h);
     for (auto it = handles.rbegin(); it != handles.rend(); ++it) {
         rdma_cm_id* id = id_of(*it);
-        if (id->qp) {
-            forget_qp_objects(id);
-            rdma_destroy_qp(id);
-        }
+        if (id->qp) destroy_qp(id);
         if (id->srq) {
             forget_srq_objects(id);
             rdma_destroy_srq(id);

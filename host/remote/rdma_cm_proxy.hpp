@@ -38,6 +38,9 @@ private:
     void put_id(Writer& out, rdma_cm_id* id);
     void put_event(Writer& out, const rdma_cm_event* e);
     rdma_cm_id* id_of(std::uint64_t h) const;
+    // rdma_destroy_qp, and the verbs objects it made forgotten (those it
+    // could not destroy become the program's).
+    void destroy_qp(rdma_cm_id* id);
     void forget_qp_objects(rdma_cm_id* id);
     void forget_srq_objects(rdma_cm_id* id);
     int take_fd(int remote_fd);

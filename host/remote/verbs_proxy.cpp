@@ -91,6 +91,11 @@ std::uint64_t VerbsProxy::adopt(const void* p, Kind kind) {
     return ptr(p);
 }
 
+void VerbsProxy::own(const void* p) {
+    auto it = p ? m_objects.find(ptr(p)) : m_objects.end();
+    if (it != m_objects.end()) it->second.borrowed = false;
+}
+
 void VerbsProxy::forget(const void* p) {
     if (!p) return;
     auto c = m_channels.find(ptr(p));

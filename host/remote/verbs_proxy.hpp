@@ -52,6 +52,9 @@ public:
     std::uint64_t adopt(const void* p, Kind kind);
     // rdma_cm freed it.
     void forget(const void* p);
+    // An object rdma_cm made and left (it could not destroy it): the
+    // program's now, released with the rest when it ends.
+    void own(const void* p);
     template <typename T>
     T* find(std::uint64_t h, Kind kind) const;
 
