@@ -133,45 +133,37 @@ void RdmaCmProxy::put_event(Writer& out, const rdma_cm_event* e) {
     }
 }
 
-// An SRQ rdma_cm made goes with rdma_destroy_srq, and the CQ and channel
-// it made for it.
-void RdmaCmProxy::forget_srq_objects(rdma_cm_id* id) {
-    auto* s = reinterpret_cast<rdmacm::SimId*>(id);
-    m_verbs.forget(id->srq);
-    if (s->own_srq_cq) {
-        m_verbs.forget(id->recv_cq);
-        m_verbs.forget(id->recv_cq_channel);
-    }
-}
-
 void RdmaCmProxy::destroy_qp(rdma_cm_id* id) {
     auto* s = reinterpret_cast<rdmacm::SimId*>(id);
     const void* made[] = {id->qp, s->own_cqs ? id->send_cq : nullptr, s->own_cqs ? id->recv_cq : nullptr,
                           s->own_cqs ? id->send_cq_channel : nullptr, s->own_cqs ? id->recv_cq_channel : nullptr};
-    // Forgotten only after the destroy: a call of another thread meanwhile
-    // would take objects the proxy no longer knows for ones the program
-    // destroyed itself and clear them from the id (id_of), and the destroy
-    // would then leave them to no one.
     rdma_destroy_qp(id);
-    // A CQ another id's QP still uses outlives the call, as with librdmacm
-    // (cmtime hands every id the first one's CQs): it is the program's now,
-    // and goes when the program does.
+    forget_destroyed(s, made);
+}
+
+// An SRQ rdma_cm made goes with rdma_destroy_srq, and the CQ and channel
+// it made for it.
+void RdmaCmProxy::destroy_srq(rdma_cm_id* id) {
+    auto* s = reinterpret_cast<rdmacm::SimId*>(id);
+    const void* made[] = {id->srq, s->own_srq_cq ? id->recv_cq : nullptr,
+                          s->own_srq_cq ? id->recv_cq_channel : nullptr};
+    rdma_destroy_srq(id);
+    forget_destroyed(s, made);
+}
+
+// Forgotten only after the destroy: a call of another thread meanwhile would
+// take objects the proxy no longer knows for ones the program destroyed
+// itself and clear them from the id (id_of), and the destroy would then
+// leave them to no one. A CQ another id's QP still uses outlives the
+// destroy, as with librdmacm (cmtime hands every id the first one's CQs):
+// it is the program's now, and goes when the program does.
+template <std::size_t N>
+void RdmaCmProxy::forget_destroyed(rdmacm::SimId* s, const void* const (&made)[N]) {
     for (const void* p : made) {
         if (std::find(s->orphans.begin(), s->orphans.end(), p) != s->orphans.end()) m_verbs.own(p);
         else m_verbs.forget(p);
     }
     s->orphans.clear();
-}
-
-void RdmaCmProxy::forget_qp_objects(rdma_cm_id* id) {
-    auto* s = reinterpret_cast<rdmacm::SimId*>(id);
-    m_verbs.forget(id->qp);
-    if (s->own_cqs) {
-        m_verbs.forget(id->send_cq);
-        m_verbs.forget(id->recv_cq);
-        m_verbs.forget(id->send_cq_channel);
-        m_verbs.forget(id->recv_cq_channel);
-    }
 }
 
 void RdmaCmProxy::execute(Op op, Reader& in, Writer& out) {
@@ -239,8 +231,8 @@ void RdmaCmProxy::execute(Op op, Reader& in, Writer& out) {
             return status(-1);
         }
         if (op == Op::CmDestroyEp) {
-            forget_qp_objects(id);
-            forget_srq_objects(id);
+            if (id->qp) destroy_qp(id);
+            if (id->srq) destroy_srq(id);
             rdma_destroy_ep(id);
             m_ids.erase(ptr(id));
             return status(0);
@@ -426,8 +418,7 @@ void RdmaCmProxy::execute(Op op, Reader& in, Writer& out) {
             errno = EINVAL;
             return status(-1);
         }
-        forget_srq_objects(id);
-        rdma_destroy_srq(id);
+        destroy_srq(id);
         status(0);
         put_id(out, id);
         return;
@@ -586,10 +577,7 @@ void RdmaCmProxy::release_all() {
     for (auto it = handles.rbegin(); it != handles.rend(); ++it) {
         rdma_cm_id* id = id_of(*it);
         if (id->qp) destroy_qp(id);
-        if (id->srq) {
-            forget_srq_objects(id);
-            rdma_destroy_srq(id);
-        }
+        if (id->srq) destroy_srq(id);
         rdma_destroy_id(id);
     }
     m_ids.clear();

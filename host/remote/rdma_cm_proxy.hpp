@@ -9,6 +9,7 @@
 
 #include <rdma/rdma_cma.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -17,6 +18,10 @@
 
 #include "host/remote/call_codec.hpp"
 #include "host/remote/verbs_proxy.hpp"
+
+namespace hcasim::rdmacm {
+struct SimId;
+}
 
 namespace hcasim::remote {
 
@@ -38,11 +43,12 @@ private:
     void put_id(Writer& out, rdma_cm_id* id);
     void put_event(Writer& out, const rdma_cm_event* e);
     rdma_cm_id* id_of(std::uint64_t h) const;
-    // rdma_destroy_qp, and the verbs objects it made forgotten (those it
-    // could not destroy become the program's).
+    // rdma_destroy_qp and rdma_destroy_srq, and the verbs objects they made
+    // forgotten (those they could not destroy become the program's).
     void destroy_qp(rdma_cm_id* id);
-    void forget_qp_objects(rdma_cm_id* id);
-    void forget_srq_objects(rdma_cm_id* id);
+    void destroy_srq(rdma_cm_id* id);
+    template <std::size_t N>
+    void forget_destroyed(rdmacm::SimId* s, const void* const (&made)[N]);
     int take_fd(int remote_fd);
 
     VerbsProxy& m_verbs;
