@@ -5,9 +5,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <algorithm>
 #include <vector>
 
 #include "host/rdma_cm/rdma_cm_internal.hpp"
@@ -135,20 +135,23 @@ void RdmaCmProxy::put_event(Writer& out, const rdma_cm_event* e) {
 
 void RdmaCmProxy::destroy_qp(rdma_cm_id* id) {
     auto* s = reinterpret_cast<rdmacm::SimId*>(id);
-    const void* made[] = {id->qp, s->own_cqs ? id->send_cq : nullptr, s->own_cqs ? id->recv_cq : nullptr,
-                          s->own_cqs ? id->send_cq_channel : nullptr, s->own_cqs ? id->recv_cq_channel : nullptr};
+    // Taken before the destroy clears them from the id.
+    const std::initializer_list<const void*> made = {id->qp, s->own_cqs ? id->send_cq : nullptr,
+                                                     s->own_cqs ? id->recv_cq : nullptr,
+                                                     s->own_cqs ? id->send_cq_channel : nullptr,
+                                                     s->own_cqs ? id->recv_cq_channel : nullptr};
     rdma_destroy_qp(id);
-    forget_destroyed(s, made);
+    forget_destroyed(made, s->orphans);
 }
 
 // An SRQ rdma_cm made goes with rdma_destroy_srq, and the CQ and channel
 // it made for it.
 void RdmaCmProxy::destroy_srq(rdma_cm_id* id) {
     auto* s = reinterpret_cast<rdmacm::SimId*>(id);
-    const void* made[] = {id->srq, s->own_srq_cq ? id->recv_cq : nullptr,
-                          s->own_srq_cq ? id->recv_cq_channel : nullptr};
+    const std::initializer_list<const void*> made = {id->srq, s->own_srq_cq ? id->recv_cq : nullptr,
+                                                     s->own_srq_cq ? id->recv_cq_channel : nullptr};
     rdma_destroy_srq(id);
-    forget_destroyed(s, made);
+    forget_destroyed(made, s->orphans);
 }
 
 // Forgotten only after the destroy: a call of another thread meanwhile would
@@ -157,13 +160,12 @@ void RdmaCmProxy::destroy_srq(rdma_cm_id* id) {
 // leave them to no one. A CQ another id's QP still uses outlives the
 // destroy, as with librdmacm (cmtime hands every id the first one's CQs):
 // it is the program's now, and goes when the program does.
-template <std::size_t N>
-void RdmaCmProxy::forget_destroyed(rdmacm::SimId* s, const void* const (&made)[N]) {
+void RdmaCmProxy::forget_destroyed(std::initializer_list<const void*> made, std::vector<const void*>& orphans) {
     for (const void* p : made) {
-        if (std::find(s->orphans.begin(), s->orphans.end(), p) != s->orphans.end()) m_verbs.own(p);
+        if (std::find(orphans.begin(), orphans.end(), p) != orphans.end()) m_verbs.own(p);
         else m_verbs.forget(p);
     }
-    s->orphans.clear();
+    orphans.clear();
 }
 
 void RdmaCmProxy::execute(Op op, Reader& in, Writer& out) {

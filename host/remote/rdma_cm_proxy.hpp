@@ -9,19 +9,16 @@
 
 #include <rdma/rdma_cma.h>
 
-#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include <systemc>
 
 #include "host/remote/call_codec.hpp"
 #include "host/remote/verbs_proxy.hpp"
-
-namespace hcasim::rdmacm {
-struct SimId;
-}
 
 namespace hcasim::remote {
 
@@ -47,8 +44,9 @@ private:
     // forgotten (those they could not destroy become the program's).
     void destroy_qp(rdma_cm_id* id);
     void destroy_srq(rdma_cm_id* id);
-    template <std::size_t N>
-    void forget_destroyed(rdmacm::SimId* s, const void* const (&made)[N]);
+    // made: what the destroy was to free, taken before it; orphans: what it
+    // could not (the id's list, emptied).
+    void forget_destroyed(std::initializer_list<const void*> made, std::vector<const void*>& orphans);
     int take_fd(int remote_fd);
 
     VerbsProxy& m_verbs;
